@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One GPU-machine session: install carried wheels, then run the named parts.
+#   bash scripts/gpu_session.sh [doctor] [gputests] [env_latency] [eval] [train] [data] ...
+# Results go to ${OUT:-.gpu-out}/: summary.txt (tails of every part) and
+# results.tar.gz (full logs and JSON). Every part has its own time cap so one
+# hang cannot eat the lease.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-.gpu-out}
+RES=$OUT/res
+mkdir -p "$RES"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "wheel install failed"; exit 3; }
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
+fi
+summary=$OUT/summary.txt
+: > "$summary"
+part() {  # part NAME SECONDS CMD...
+  local name=$1 secs=$2; shift 2
+  local t0=$(date +%s)
+  echo "== $name ($(date -u +%T))" | tee -a "$summary"
+  timeout -k 10 "$secs" "$@" > "$RES/$name.log" 2>&1
+  local rc=$?
+  tail -n 40 "$RES/$name.log" >> "$summary"
+  echo "== $name rc=$rc in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$RES/nvidia-smi.txt" 2>&1
+for what in "$@"; do
+  case $what in
+    doctor)      part doctor 60 cuda-agent doctor ;;
+    gputests)    part gputests 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 -x --junitxml "$RES/gpu-junit.xml" ;;
+    gputests-k)  part gputests 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --junitxml "$RES/gpu-junit.xml" ;;
+    env_latency) part env_latency 400 python3 benchmarks/env_latency.py --out "$RES/env_latency.json" ;;
+    eval)        part eval_throughput 400 python3 benchmarks/eval_throughput.py --out "$RES/eval_throughput.json" ;;
+    train)       part train_throughput 420 python3 benchmarks/train_throughput.py --out "$RES/train_throughput.json" ;;
+    data)        part data_build 500 bash benchmarks/data_build_h200.sh "$RES/data" ;;
+    main_job)    part main_job 300 bash -c 'cuda-agent run examples/tasks/relu.py --policy scripted:examples/trajectories/relu_cuda.yaml --backend cuda --out '"$RES"'/main_job' ;;
+    *) echo "unknown part $what" | tee -a "$summary" ;;
+  esac
+done
+tar czf "$OUT/results.tar.gz" -C "$RES" . 2>/dev/null
+cp "$summary" "$OUT/summary.txt" 2>/dev/null || true
+rm -rf "$RES"
+cat "$summary" | tail -c 11000
