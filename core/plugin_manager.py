@@ -120,7 +120,8 @@ class PluginManager:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"{exc} (a hookimpl whose name matches no hookspec; check its spelling)") from exc
-        component_names = self.disabled - set(builtins) - {n for n, _ in self.pm.list_name_plugin()}
+        # blocked names show up in list_name_plugin() with plugin None: only real plugins are plugin names
+        component_names = self.disabled - set(builtins) - {n for n, p in self.pm.list_name_plugin() if p is not None}
         self.registry = Registry(disabled=component_names)
         self._components: dict[str, list[str]] = {}
         self._fill_registry()

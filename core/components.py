@@ -1,0 +1,88 @@
+"""Build a run's components (policy, backend, reward, tools) from its config and registry.
+
+Also checks the config against the plugin manager: selected-but-disabled
+components and ``plugins.<name>`` blocks naming no component are errors that
+list what is valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cuda_agent.config import RunConfig, deep_merge
+from cuda_agent.errors import ConfigError
+from cuda_agent.plugin_manager import PluginManager
+from cuda_agent.protocols import tool_schema
+from cuda_agent.schemas.messages import ToolSchema
+from cuda_agent.specs import Spec, parse_spec
+
+
+@dataclass
+class Components:
+    """The built components of one episode."""
+
+    policy: Any
+    backend: Any
+    reward: Any
+    tools: dict[str, Any]
+    policy_spec: Spec
+
+    @property
+    def schemas(self) -> list[ToolSchema]:
+        """Tool schemas the model sees, in offering order."""
+        return [tool_schema(t) for t in self.tools.values()]
+
+
+def policy_spec(config: RunConfig) -> Spec:
+    """The parsed ``policy`` spec of the config."""
+    return parse_spec(config.policy, kind="policy")
+
+
+def check_config_against_plugins(config: RunConfig, pm: PluginManager) -> None:
+    """Refuse selecting a disabled component and unknown ``plugins.<name>`` blocks."""
+    missing = set(config.disable) - pm.disabled
+    if missing:
+        raise ConfigError(
+            f"the plugin manager was built without disable={sorted(missing)} from the config; "
+            "build it with PluginManager(disable=config.disable)"
+        )
+    selected = {"policy": policy_spec(config).name, "backend": config.backend, "reward": config.reward}
+    for i, name in enumerate(config.tools or []):
+        selected[f"tools[{i}]"] = name
+    pm.check_selected(selected)
+    known = {e.name for e in pm.registry.entries()} | {s[1] for s in pm.registry.skipped()}
+    for block in config.plugins:
+        if block not in known:
+            raise ConfigError(
+                f"config block plugins.{block} names no registered component; valid: {', '.join(sorted(known))}"
+            )
+
+
+def build_policy(config: RunConfig, pm: PluginManager) -> Any:
+    """Policy from the spec, merged over its ``plugins.<name>`` block (the spec wins)."""
+    spec = policy_spec(config)
+    entry = pm.registry.get("policy", spec.name, where="policy")
+    target_field = getattr(entry.config_model, "spec_target", "target") if entry.config_model else "target"
+    block = deep_merge(config.plugins.get(spec.name, {}), spec.config(target_field))
+    return entry.build(block)
+
+
+def build_components(config: RunConfig, pm: PluginManager, *, policy: Any = None, backend: Any = None) -> Components:
+    """Build everything an episode needs; passed-in policy/backend are used as given."""
+    check_config_against_plugins(config, pm)
+    registry = pm.registry
+    if backend is None:
+        backend = registry.build("backend", config.backend, config.plugins.get(config.backend), where="backend")
+    if policy is None:
+        policy = build_policy(config, pm)
+    reward = registry.build("reward", config.reward, config.plugins.get(config.reward), where="reward")
+    names = config.tools if config.tools is not None else registry.names("tool")
+    tools = {}
+    for i, name in enumerate(names):
+        tool = registry.build("tool", name, config.plugins.get(name), where=f"tools[{i}]")
+        if tool.name != name:
+            raise ConfigError(f"tool registered as {name!r} calls itself {tool.name!r}; the two must agree")
+        tools[name] = tool
+    return Components(policy=policy, backend=backend, reward=reward, tools=tools, policy_spec=policy_spec(config))
+
