@@ -1,0 +1,1 @@
+"""DeepSpeed engines for actor, critic and frozen reference; checkpoints and HF export."""
