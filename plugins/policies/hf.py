@@ -1,0 +1,64 @@
+"""``hf`` policy: a local transformers causal LM, token-level (``--policy hf:/path/to/model``).
+
+Token-in/token-out with log-probs through
+:class:`cuda_agent.training.rollout.hf_engine.HFRolloutEngine`; the episode's
+token context follows the tokenization contract, so the trajectory's token
+record is what the trainer consumes. torch/transformers load only when the
+policy is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.hookspecs import hookimpl
+
+
+class HFPolicyConfig(BaseModel):
+    """Config of the ``hf`` policy (block ``plugins.hf`` or ``--policy hf:MODEL?k=v``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    spec_target: ClassVar[str] = "model"
+
+    model: str = Field(description="Folder written by save_pretrained holding the model and its tokenizer.")
+    device: str = Field("cpu", description="Torch device: 'cpu', 'cuda', 'cuda:1'.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype.")
+    max_new_tokens: int = Field(1024, ge=1, description="Tokens generated at most per turn.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 = greedy.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+    seed: int | None = Field(0, description="Sampling seed (offset by the turn index); None = random.")
+    stop: list[str] = Field(default_factory=list, description="Extra stop strings (EOS always stops).")
+    max_context_tokens: int | None = Field(None, ge=1, description="Episode context limit in tokens; None = none.")
+
+
+def build_hf_policy(config: HFPolicyConfig) -> Any:
+    """Load the model and tokenizer and wrap them as a token-level policy."""
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.protocols import SamplingParams
+    from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+    from cuda_agent.training.rollout.token_policy import EngineTokenPolicy
+
+    path = Path(config.model)
+    if not (path / "config.json").exists():
+        raise ConfigError(
+            f"hf policy: model {config.model!r} is not a save_pretrained folder (no config.json there); "
+            "give a local folder, e.g. --policy hf:/models/qwen2.5-coder-7b"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    engine = HFRolloutEngine(path, tokenizer, device=config.device, dtype=config.dtype, batch_size=1)
+    params = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                            top_p=config.top_p, seed=config.seed, stop=config.stop)
+    return EngineTokenPolicy(engine, tokenizer, params, max_context_tokens=config.max_context_tokens)
+
+
+@hookimpl
+def register_policies(register) -> None:
+    """Register ``hf``."""
+    register("hf", build_hf_policy, config_model=HFPolicyConfig,
+             description="Local transformers causal LM, token-in/token-out with log-probs.")

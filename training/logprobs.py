@@ -1,0 +1,54 @@
+"""Per-token log-probabilities of a causal LM: the one function the policy and the trainer share.
+
+The ``hf`` policy's rollout log-probs and the trainer's recomputation come
+from the same arithmetic (fp32 log-softmax of the logits), so in fp32 they
+agree to float rounding (tests/policies check 1e-5).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions counting only attended tokens (left padding gets position 0), shape [B, T]."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def selected_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """``log softmax(logits / temperature)[targets]`` in fp32; logits [..., V], targets [...]."""
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+def token_logprobs(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """Log-prob of each next token: ``out[b, t] = log p(input_ids[b, t+1] | input_ids[b, :t+1])``.
+
+    :param model: a transformers causal LM (or anything returning ``.logits`` [B, T, V]).
+    :param input_ids: [B, T] token ids.
+    :param attention_mask: [B, T], 1 on real tokens; with left padding the
+        position ids are derived from it. Padded positions get meaningless
+        values: mask them in the loss.
+    :param temperature: divide the logits first (to match tempered sampling).
+    :returns: [B, T-1] fp32 tensor, differentiable when grad is enabled.
+    """
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be [B, T], got shape {tuple(input_ids.shape)}")
+    if input_ids.shape[1] < 2:
+        return torch.zeros(input_ids.shape[0], 0, dtype=torch.float32, device=input_ids.device)
+    kwargs: dict[str, Any] = {}
+    if attention_mask is not None:
+        kwargs = {"attention_mask": attention_mask, "position_ids": position_ids_from_mask(attention_mask)}
+    logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits
+    return selected_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)

@@ -1,0 +1,164 @@
+"""Batched token-in/token-out sampling with log-probs from a local transformers causal LM.
+
+The sampling loop is written out (left-padded batch, KV cache, temperature
+and nucleus filtering, a seeded generator per call) so the reported log-prob
+of every sampled token is exactly the quantity the trainer recomputes with
+:func:`cuda_agent.training.logprobs.token_logprobs` at the same temperature.
+With ``temperature == 0`` (greedy) the reported log-probs are those of the
+untempered distribution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+import torch
+
+from cuda_agent.protocols import Generation, SamplingParams
+from cuda_agent.training.logprobs import selected_logprobs
+
+log = structlog.get_logger("cuda_agent.rollout.hf")
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(name: str | torch.dtype) -> torch.dtype:
+    """``"float32"``/``"bfloat16"``/``"float16"`` (or a torch dtype) to a torch dtype."""
+    if isinstance(name, torch.dtype):
+        return name
+    if name not in _DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; valid: {', '.join(_DTYPES)}")
+    return _DTYPES[name]
+
+
+def _nucleus_mask(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Logits with everything outside the smallest set of mass >= top_p set to -inf."""
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+    probs = sorted_logits.softmax(-1)
+    outside = probs.cumsum(-1) - probs > top_p  # keep the token that crosses top_p
+    sorted_logits = sorted_logits.masked_fill(outside, float("-inf"))
+    return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+class HFRolloutEngine:
+    """A :class:`~cuda_agent.protocols.RolloutEngine` over a transformers causal LM.
+
+    :param model: a loaded model, or a path/hub-free folder to load with ``AutoModelForCausalLM``.
+    :param tokenizer: used for EOS ids and stop strings; loaded from ``model`` when it is a path.
+    :param device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
+    :param dtype: weights dtype when loading from a path.
+    :param batch_size: prompts generated together at most.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any = None, *, device: str = "cpu",
+                 dtype: str | torch.dtype = "float32", batch_size: int = 8) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.dtype = resolve_dtype(dtype)
+        self.device = torch.device(device)
+        if isinstance(model, (str, Path)):
+            path = Path(model)
+            if not (path / "config.json").exists():
+                raise FileNotFoundError(f"model folder {path} has no config.json (expected a save_pretrained folder)")
+            tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        eos = getattr(model.generation_config, "eos_token_id", None)
+        self.eos_ids: set[int] = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        if tokenizer is not None and tokenizer.eos_token_id is not None:
+            self.eos_ids.add(int(tokenizer.eos_token_id))
+        pad = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
+        self.pad_id = int(pad if pad is not None else min(self.eos_ids, default=0))
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        """Sample one continuation per prompt; ``output_ids`` include the EOS token when it was sampled."""
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        out: list[Generation] = []
+        for start in range(0, len(prompts), self.batch_size):
+            chunk = prompts[start : start + self.batch_size]
+            seed = None if params.seed is None else params.seed + start
+            out += self._generate_batch(chunk, params, seed)
+        return out
+
+    @torch.no_grad()
+    def _generate_batch(self, prompts: Sequence[list[int]], params: SamplingParams, seed: int | None) -> list[Generation]:
+        b, width = len(prompts), max(len(p) for p in prompts)
+        ids = torch.full((b, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((b, width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: every row's next token is at the end
+            ids[i, width - len(p):] = torch.tensor(p)
+            mask[i, width - len(p):] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        gen = torch.Generator(device=self.device)
+        if seed is not None:
+            gen.manual_seed(seed)
+        else:
+            gen.seed()
+        outputs: list[list[int]] = [[] for _ in range(b)]
+        logps: list[list[float]] = [[] for _ in range(b)]
+        reasons = ["length"] * b
+        done = torch.zeros(b, dtype=torch.bool, device=self.device)
+        res = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        for _ in range(params.max_new_tokens):
+            logits = res.logits[:, -1, :].float()
+            if params.temperature <= 0:
+                token = logits.argmax(-1)
+                logp = selected_logprobs(logits, token)
+            else:
+                tempered = _nucleus_mask(logits / params.temperature, params.top_p)
+                token = torch.multinomial(tempered.softmax(-1), 1, generator=gen).squeeze(-1)
+                logp = selected_logprobs(tempered, token)
+            for i in range(b):
+                if done[i]:
+                    continue
+                t = int(token[i])
+                outputs[i].append(t)
+                logps[i].append(float(logp[i]))
+                if t in self.eos_ids or self._hit_stop(outputs[i], params.stop):
+                    done[i], reasons[i] = True, "stop"
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=self.device)], dim=1)
+            positions = positions[:, -1:] + 1
+            res = self.model(input_ids=token[:, None], attention_mask=mask, position_ids=positions,
+                             past_key_values=res.past_key_values, use_cache=True)
+        return [Generation(output_ids=o, logprobs=lp, finish_reason=r) for o, lp, r in zip(outputs, logps, reasons)]
+
+    def _hit_stop(self, output: list[int], stop: list[str]) -> bool:
+        if not stop or self.tokenizer is None:
+            return False
+        tail = self.tokenizer.decode(output[-32:], skip_special_tokens=False)
+        return any(s in tail for s in stop)
+
+    # ------------------------------------------------------------------ weights
+    def update_weights(self, source: str | Path | dict[str, Any]) -> None:
+        """Load new actor weights from a state dict or an HF ``save_pretrained`` folder (strict: names must match)."""
+        if isinstance(source, dict):
+            state = source
+        else:
+            from transformers import AutoModelForCausalLM
+
+            path = Path(source)
+            if not (path / "config.json").exists():
+                raise FileNotFoundError(f"weights folder {path} has no config.json (expected a save_pretrained folder)")
+            state = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype).state_dict()
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        # Tied or persistent-buffer-free names may be absent; anything else is an error.
+        missing = [k for k in missing if not k.endswith("rotary_emb.inv_freq")]
+        if missing or unexpected:
+            raise ValueError(
+                f"update_weights: state dict does not match the rollout model "
+                f"(missing: {missing[:5]}{'...' if len(missing) > 5 else ''}, "
+                f"unexpected: {unexpected[:5]}{'...' if len(unexpected) > 5 else ''})"
+            )
+        log.info("rollout weights updated", tensors=len(state))
