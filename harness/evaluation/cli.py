@@ -1,0 +1,164 @@
+"""``cuda-agent eval``, ``report`` and ``ablate`` (loaded by ``cuda_agent.cli`` from its command table).
+
+Every command takes ``-c FILE`` (repeatable) and ``-o key=value``
+(repeatable); explicit flags (``--tasks``, ``--policy``...) are applied after
+them. Exit codes: 0 done, 1 some episodes ended in runner errors, 2 refused
+(bad config, or resuming with a different config: the difference is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from cuda_agent.config import StrictModel, load_config
+from cuda_agent.errors import CudaAgentError
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--config", action="append", default=[], metavar="FILE", help="YAML config file (repeatable).")
+    p.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="Dotted override, e.g. -o agent.max_turns=50 (repeatable).")
+
+
+def _add_eval_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks", help="Task source spec, e.g. folder:examples/tasks or kernelbench:/data/KB?levels=1.")
+    p.add_argument("--policy", help="Policy spec, e.g. scripted:examples/trajectories/x.yaml or openai:MODEL?base_url=...")
+    p.add_argument("--backend", help="Backend name ('cpu', 'cuda').")
+    p.add_argument("--turns", type=int, help="Turn budget per episode (agent.max_turns).")
+    p.add_argument("--seeds", type=int, help="Episodes per task (eval.seeds).")
+    p.add_argument("--concurrency", type=int, help="Episodes in flight (eval.concurrency).")
+    p.add_argument("--limit", type=int, help="At most this many tasks (eval.limit).")
+
+
+def _flag_overrides(args: argparse.Namespace) -> list[str]:
+    mapping = {"tasks": "eval.tasks", "policy": "policy", "backend": "backend", "turns": "agent.max_turns",
+               "seeds": "eval.seeds", "concurrency": "eval.concurrency", "limit": "eval.limit"}
+    out = []
+    for attr, key in mapping.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            out.append(f"{key}={json.dumps(value) if isinstance(value, str) else value}")
+    return out
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def eval_handler(args: argparse.Namespace) -> int:
+    """Run (or resume) an evaluation, then write its report into OUT/report."""
+    from cuda_agent.harness.evaluation.config import EvalConfig
+    from cuda_agent.harness.evaluation.report import write_report
+    from cuda_agent.harness.evaluation.resume import saved_config
+    from cuda_agent.harness.evaluation.runner import EvalRunner
+
+    out = Path(args.out)
+    overrides = list(args.override) + _flag_overrides(args)
+    try:
+        saved = saved_config(out)
+        if saved is not None and not args.config and not overrides:
+            config = EvalConfig.model_validate(saved)  # bare `eval --out DIR`: resume with the saved config
+        else:
+            config = load_config(EvalConfig, args.config, overrides)
+        outcome = EvalRunner(config, out).run()
+    except CudaAgentError as exc:
+        return _fail(str(exc))
+    print(f"episodes: {outcome.planned} planned, {outcome.already_done} already done, {outcome.ran} run now, "
+          f"{outcome.runner_errors} runner errors; results in {out}")
+    if not args.no_report:
+        report = write_report([out], out / "report", plots=not args.no_plots)
+        m = report["runs"][0]["metrics"]["best"]["regraded"]["overall"]
+        print(f"best-of-trajectory (regraded): pass {m['pass_rate']}, > compile {m['faster_than_compile_rate']}, "
+              f"geomean vs compile {m['geomean_speedup_compile']}; report: {out / 'report' / 'report.md'}")
+    return 1 if outcome.runner_errors else 0
+
+
+def report_handler(args: argparse.Namespace) -> int:
+    """Write report.json, report.md and plots for one or more eval folders."""
+    from cuda_agent.harness.evaluation.report import write_report
+
+    dirs = [Path(d) for d in args.dirs]
+    dest = Path(args.dest) if args.dest else (dirs[0] / "report" if len(dirs) == 1 else Path("report"))
+    try:
+        opts = load_config(ReportOptions, args.config, args.override)
+        write_report(dirs, dest, plots=not args.no_plots and opts.plots, max_turns=opts.max_turns)
+    except (CudaAgentError, FileNotFoundError) as exc:
+        return _fail(str(exc))
+    print(f"report: {dest / 'report.md'}")
+    return 0
+
+
+def ablate_handler(args: argparse.Namespace) -> int:
+    """Run the ablation variants and print one comparison table."""
+    from cuda_agent.harness.evaluation.ablate import (
+        comparison_rows,
+        format_table,
+        leave_one_out,
+        run_ablation,
+        variants_from_file,
+    )
+
+    if bool(args.leave_one_out) == bool(args.variants):
+        return _fail("give exactly one of --leave-one-out A,B,... or --variants FILE")
+    try:
+        variants = leave_one_out(args.leave_one_out.split(",")) if args.leave_one_out else variants_from_file(Path(args.variants))
+        report = run_ablation(args.config, list(args.override) + _flag_overrides(args), variants, Path(args.out))
+    except CudaAgentError as exc:
+        return _fail(str(exc))
+    print(format_table(comparison_rows(report)))
+    return 0
+
+
+class ReportOptions(StrictModel):
+    """Options of ``cuda-agent report`` (its ``-c``/``-o`` config)."""
+
+    max_turns: int | None = Field(None, ge=1, description="Length of the budget curves; None = the run's agent.max_turns.")
+    plots: bool = Field(True, description="Render the PNG plots.")
+
+
+def register_command(subparsers: Any) -> None:
+    """Add ``eval``, ``report`` and ``ablate`` to the ``cuda-agent`` parser."""
+    p = subparsers.add_parser("eval", help="Evaluate a policy over tasks (concurrent, resumable).",
+                              description=eval_handler.__doc__)
+    _add_config_args(p)
+    _add_eval_flags(p)
+    p.add_argument("--out", required=True, help="Output folder (re-run to resume).")
+    p.add_argument("--no-report", action="store_true", help="Do not write OUT/report.")
+    p.add_argument("--no-plots", action="store_true", help="Write the report without PNG plots.")
+    p.set_defaults(func=eval_handler)
+
+    p = subparsers.add_parser("report", help="Report one or more eval folders side by side.",
+                              description=report_handler.__doc__)
+    _add_config_args(p)
+    p.add_argument("dirs", nargs="+", help="Eval output folders.")
+    p.add_argument("--dest", help="Where to write the report (default DIR/report, or ./report for several).")
+    p.add_argument("--no-plots", action="store_true", help="Skip the PNG plots.")
+    p.set_defaults(func=report_handler)
+
+    p = subparsers.add_parser("ablate", help="Evaluation-time ablations: one eval per variant, one table.",
+                              description=ablate_handler.__doc__)
+    _add_config_args(p)
+    _add_eval_flags(p)
+    p.add_argument("--leave-one-out", help="Comma list of components to disable one at a time ('skill', 'loop' switch settings).")
+    p.add_argument("--variants", help="YAML file of config deltas (list of {name, set} or mapping name -> deltas).")
+    p.add_argument("--out", required=True, help="Output folder; each variant in OUT/<name>.")
+    p.set_defaults(func=ablate_handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (``python -m cuda_agent.harness.evaluation.cli``) until ``cuda-agent`` lists these commands."""
+    parser = argparse.ArgumentParser(prog="cuda-agent")
+    register_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""``EvalConfig``: the run config plus an ``eval`` block (``cuda-agent eval``).
+
+Fields of :class:`EvalBlock` listed in :data:`EXECUTION_ONLY_FIELDS` change
+how fast an evaluation runs, not what it measures; resuming may change them
+freely. Any other difference from the saved config refuses to resume.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from cuda_agent.config import RunConfig, StrictModel, resolved
+
+SelectionMode = Literal["best", "final", "first_passing"]
+
+#: eval.* fields a resumed run may change (scheduling only).
+EXECUTION_ONLY_FIELDS: tuple[str, ...] = ("concurrency", "build_workers", "devices", "progress", "retry_errors")
+
+
+class EvalBlock(StrictModel):
+    """How ``cuda-agent eval`` runs a set of tasks."""
+
+    tasks: str | None = Field(
+        None, description="Task source spec (e.g. 'folder:examples/tasks', 'kernelbench:/data/KB?levels=1&ids=1-10'); required."
+    )
+    seeds: int = Field(1, ge=1, description="Episodes per task; episode k runs with RunConfig.seed + k.")
+    limit: int | None = Field(None, ge=1, description="Take at most this many tasks from the source (in its order).")
+    concurrency: int = Field(4, ge=1, description="Episodes in flight at once (an API policy mostly waits).")
+    build_workers: int = Field(2, ge=1, description="Compile calls running at once (the CPU build pool).")
+    devices: list[int] | None = Field(
+        None,
+        description="Device slots, one backend each: GPU indices for 'cuda' (None = every visible GPU); "
+        "for 'cpu', slot ids (None = one slot).",
+    )
+    selections: list[SelectionMode] = Field(
+        default_factory=lambda: ["best", "final", "first_passing"],
+        description="Selection modes whose candidates are re-graded by the trusted grading pass.",
+    )
+    regrade: bool = Field(True, description="Re-grade each selected candidate (backend.grade on its restored snapshot).")
+    hidden: bool = Field(True, description="Hidden re-verification (held-out seeds, widened inputs) of selected candidates.")
+    hidden_modes: list[SelectionMode] = Field(
+        default_factory=lambda: ["best"], description="Selection modes whose regraded-correct candidates get hidden checks."
+    )
+    widen_factor: float = Field(
+        4.0, gt=1.0, description="Widened inputs span this many times the task's sampled range (clipped to the declared domain)."
+    )
+    probe: bool = Field(True, description="Probe each task (shapes, dtypes, domains) with cuda_agent.harness.tasks before running.")
+    progress: bool = Field(True, description="Show a progress bar with ETA.")
+    retry_errors: bool = Field(False, description="On resume, re-run episodes that ended in a runner error.")
+
+
+class EvalConfig(RunConfig):
+    """Configuration of ``cuda-agent eval``: a RunConfig (policy, backend, agent...) plus ``eval``."""
+
+    eval: EvalBlock = Field(default_factory=EvalBlock, description="Evaluation settings.")
+
+    def run_config(self, seed_index: int = 0) -> RunConfig:
+        """The RunConfig of one episode (``seed`` offset by the seed index)."""
+        data = self.model_dump(exclude={"eval"})
+        data["seed"] = self.seed + seed_index
+        return RunConfig.model_validate(data)
+
+
+def comparable(config: EvalConfig) -> dict:
+    """The resolved config without execution-only fields (what resume compares)."""
+    data = resolved(config)
+    for key in EXECUTION_ONLY_FIELDS:
+        data.get("eval", {}).pop(key, None)
+    return data

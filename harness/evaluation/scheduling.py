@@ -1,0 +1,164 @@
+"""Device slots, the CPU build pool and the GPU queue behind each device's timing lock.
+
+One backend per device slot; an episode is placed on the least-loaded slot
+(fewest episodes in flight, then fewest placed so far: round-robin on ties)
+and talks to it through :class:`ScheduledBackend`, which
+
+- runs ``compile`` inside the shared build pool (``build_workers`` at once),
+- runs ``verify``/``profile``/``grade`` while holding the slot's timing lock,
+  so nothing else runs on that device during a timed call (the GPU queue),
+- accounts build seconds, queue waits and lock-held seconds per episode and
+  per device (GPU-queue utilisation in the report).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.schemas.result import CandidateResult
+from cuda_agent.schemas.task import TaskManifest
+
+
+@dataclass
+class EpisodeUsage:
+    """What one episode used of the shared resources."""
+
+    build_s: float = 0.0
+    gpu_busy_s: float = 0.0
+    gpu_wait_s: float = 0.0
+
+
+@dataclass
+class DeviceSlot:
+    """One device: its backend, timing lock and counters."""
+
+    index: int
+    backend: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0
+    placed: int = 0
+    busy_s: float = 0.0
+    wait_s: float = 0.0
+    calls: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Counters for the session record."""
+        return {"index": self.index, "busy_s": self.busy_s, "wait_s": self.wait_s, "calls": self.calls,
+                "episodes": self.placed}
+
+
+class DevicePool:
+    """Device slots plus the build pool; thread-safe."""
+
+    def __init__(self, backends: dict[int, Any], build_workers: int) -> None:
+        if not backends:
+            raise ValueError("a device pool needs at least one device slot")
+        self.slots = [DeviceSlot(index=i, backend=b) for i, b in sorted(backends.items())]
+        self.build_pool = threading.BoundedSemaphore(build_workers)
+        self._guard = threading.Lock()
+
+    def acquire(self) -> DeviceSlot:
+        """The least-loaded slot, now counted as serving one more episode."""
+        with self._guard:
+            slot = min(self.slots, key=lambda s: (s.in_flight, s.placed, s.index))
+            slot.in_flight += 1
+            slot.placed += 1
+            return slot
+
+    def release(self, slot: DeviceSlot) -> None:
+        """The episode on ``slot`` ended."""
+        with self._guard:
+            slot.in_flight -= 1
+
+    @contextmanager
+    def on_device(self, slot: DeviceSlot, usage: EpisodeUsage) -> Iterator[None]:
+        """Hold ``slot``'s timing lock, accounting the wait and the held time."""
+        t0 = time.monotonic()
+        with slot.lock:
+            t1 = time.monotonic()
+            try:
+                yield
+            finally:
+                t2 = time.monotonic()
+                with self._guard:
+                    slot.wait_s += t1 - t0
+                    slot.busy_s += t2 - t1
+                    slot.calls += 1
+                usage.gpu_wait_s += t1 - t0
+                usage.gpu_busy_s += t2 - t1
+
+    @contextmanager
+    def building(self, usage: EpisodeUsage) -> Iterator[None]:
+        """Hold a build-pool slot, accounting the build time."""
+        with self.build_pool:
+            t0 = time.monotonic()
+            try:
+                yield
+            finally:
+                usage.build_s += time.monotonic() - t0
+
+    def close(self) -> None:
+        """Close every slot's backend."""
+        for slot in self.slots:
+            slot.backend.close()
+
+
+class ScheduledBackend:
+    """A slot's backend seen by one episode: same protocol, calls routed through the pool.
+
+    ``close`` does nothing: the pool owns the backend and closes it at the end.
+    """
+
+    def __init__(self, pool: DevicePool, slot: DeviceSlot, usage: EpisodeUsage) -> None:
+        self._pool, self._slot, self.usage = pool, slot, usage
+        inner = slot.backend
+        self.name = inner.name
+        self.skill = inner.skill
+        self.kernel_suffix = inner.kernel_suffix
+
+    @property
+    def device_index(self) -> int:
+        """Index of the slot this episode runs on."""
+        return self._slot.index
+
+    def availability(self) -> tuple[bool, str]:
+        """Delegated."""
+        return self._slot.backend.availability()
+
+    def device_facts(self) -> dict[str, Any]:
+        """Delegated, plus the slot index."""
+        return {**self._slot.backend.device_facts(), "slot": self._slot.index}
+
+    def prepare_workspace(self, task: TaskManifest, root: Path) -> Any:
+        """Delegated."""
+        return self._slot.backend.prepare_workspace(task, root)
+
+    def _timed(self, fn: Callable[..., CandidateResult], *args: Any) -> CandidateResult:
+        with self._pool.on_device(self._slot, self.usage):
+            return fn(*args)
+
+    def compile(self, workspace: Any, task: TaskManifest) -> CandidateResult:
+        """Built inside the build pool."""
+        with self._pool.building(self.usage):
+            return self._slot.backend.compile(workspace, task)
+
+    def verify(self, workspace: Any, task: TaskManifest) -> CandidateResult:
+        """Run under the device's timing lock."""
+        return self._timed(self._slot.backend.verify, workspace, task)
+
+    def profile(self, workspace: Any, task: TaskManifest) -> CandidateResult:
+        """Run under the device's timing lock."""
+        return self._timed(self._slot.backend.profile, workspace, task)
+
+    def grade(self, workspace: Any, task: TaskManifest) -> CandidateResult:
+        """Run under the device's timing lock (the rebuild inside grade holds it too)."""
+        return self._timed(self._slot.backend.grade, workspace, task)
+
+    def close(self) -> None:
+        """No-op: the pool closes the shared backend."""
