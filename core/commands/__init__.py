@@ -1,0 +1,1 @@
+"""Core CLI commands: run, plugins, config, show, doctor (see :mod:`cuda_agent.cli`)."""

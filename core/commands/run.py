@@ -1,0 +1,88 @@
+"""``cuda-agent run TASK --policy SPEC --backend NAME --out DIR``: one episode.
+
+TASK is a KernelBench-format ``.py`` file (probed by ``cuda_agent.harness.tasks``)
+or a task manifest ``.json``. The run folder gets ``trajectory.jsonl``,
+``result.json``, ``config.json``, ``plugins.json``, ``versions.json``, the
+workspace and the snapshot store. Re-running into a finished folder with the
+same config reports it; a different config is refused with the difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cuda_agent.cli import add_config_options, make_plugin_manager
+from cuda_agent.config import RunConfig, config_diff, load_config, resolved
+from cuda_agent.errors import ConfigError
+from cuda_agent.schemas.task import TaskManifest
+
+
+def register_command(subparsers) -> None:
+    """Add ``run``."""
+    p = subparsers.add_parser("run", help="Run one agent episode on a task.", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("task", metavar="TASK", help="Task .py file (KernelBench format) or task manifest .json.")
+    p.add_argument("--policy", help="Policy spec NAME[:TARGET][?k=v&...] (overrides config 'policy').")
+    p.add_argument("--backend", help="Backend name (overrides config 'backend').")
+    p.add_argument("--reward", help="Reward name (overrides config 'reward').")
+    p.add_argument("--out", type=Path, help="Run folder (default runs/<task>-<UTC time>).")
+    add_config_options(p)
+    p.set_defaults(func=handle)
+
+
+def load_task(path: Path) -> TaskManifest:
+    """A manifest from a ``.json`` file, or probed from a ``.py`` task by the harness."""
+    if not path.is_file():
+        raise ConfigError(f"task file {path} does not exist")
+    if path.suffix == ".json":
+        try:
+            return TaskManifest.model_validate_json(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ConfigError(f"task manifest {path} is invalid: {exc}") from exc
+    if path.suffix != ".py":
+        raise ConfigError(f"task {path}: expected a .py task module or a .json manifest")
+    try:
+        tasks = importlib.import_module("cuda_agent.harness.tasks")
+    except ImportError as exc:
+        raise ConfigError(f"loading .py tasks needs cuda_agent.harness.tasks, which is not available: {exc}") from exc
+    return tasks.load_task_file(path)
+
+
+def check_existing_run(out: Path, config: RunConfig) -> bool:
+    """True when ``out`` holds a finished run with this config; errors on a conflicting one."""
+    saved_path = out / "config.json"
+    if not saved_path.exists():
+        if (out / "trajectory.jsonl").exists():
+            raise ConfigError(f"{out} holds a trajectory without config.json; choose another --out")
+        return False
+    diff = config_diff(json.loads(saved_path.read_text()), resolved(config))
+    if diff:
+        raise ConfigError(f"{out} holds a run with a different config; refusing to mix them:\n  " + "\n  ".join(diff))
+    if (out / "result.json").exists():
+        return True
+    raise ConfigError(f"{out} holds an unfinished run (no result.json); remove it or choose another --out")
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run the episode and print its outcome."""
+    from cuda_agent.loop import run_episode
+
+    overrides = list(args.override)
+    for key in ("policy", "backend", "reward"):
+        if getattr(args, key):
+            overrides.append(f"{key}={json.dumps(getattr(args, key))}")
+    config = load_config(RunConfig, args.config, overrides)
+    task = load_task(Path(args.task))
+    out = args.out or Path("runs") / f"{task.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    if check_existing_run(out, config):
+        print(f"{out} already holds a finished run with this config: {(out / 'result.json').read_text()}")
+        return 0
+    pm = make_plugin_manager(args, config)
+    end = run_episode(task, config=config, plugin_manager=pm, out_dir=out)
+    status = end.graded.status.value if end.graded else "none"
+    print(f"run {out}: exit={end.exit} turns={end.turns} graded={status} reward={end.reward} ({end.reward_name})")
+    return 0
