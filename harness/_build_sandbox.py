@@ -62,11 +62,16 @@ def bwrap_command(
     readonly: Sequence[Path] = (),
     writable: Sequence[Path] = (),
     hidden: Sequence[Path] = (),
+    dev_bind: bool = False,
 ) -> list[str]:
-    """``argv`` wrapped in bubblewrap with the given binds (see module doc)."""
+    """``argv`` wrapped in bubblewrap with the given binds (see module doc).
+
+    :param dev_bind: bind the host's /dev (GPU device nodes) instead of a minimal /dev.
+    """
     binary = bwrap_binary()
     assert binary is not None
-    cmd = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    dev = ["--dev-bind", "/dev", "/dev"] if dev_bind else ["--dev", "/dev"]
+    cmd = [binary, "--ro-bind", "/", "/", *dev, "--proc", "/proc", "--tmpfs", "/tmp"]
     for path in hidden:
         if Path(path).is_dir():
             cmd += ["--tmpfs", str(path)]

@@ -1,0 +1,288 @@
+"""Shared adapter of the ``cpu`` and ``cuda`` backends over the harness.
+
+``compile`` = integrity source rules + :func:`cuda_agent.harness.build.build_extension`
++ integrity binary rules -> ``CandidateResult(phase="compile")``.
+``verify``/``profile`` rebuild incrementally (a no-op when nothing changed,
+so they always evaluate the current sources) and delegate to
+:class:`cuda_agent.harness.evaluator.Evaluator` with that build; ``grade``
+rebuilds from scratch in a fresh build folder. Builds are tracked per
+workspace root.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.harness.build import BuildOutcome, build_extension, default_cache_dir
+from cuda_agent.harness.layout import KERNEL_SUFFIX, write_layout
+from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness.tasks import scaled_for_backend
+from cuda_agent.protocols import Workspace
+from cuda_agent.schemas.result import CandidateResult, CheckError, Status
+from cuda_agent.schemas.task import TaskManifest
+
+
+class KernelBackendConfig(BaseModel):
+    """Configuration block ``plugins.cpu`` / ``plugins.cuda`` of a run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    build_root: Path | None = Field(
+        None, description="Folder of per-workspace build folders; None = '<workspace>/../build'."
+    )
+    build_cache: Path | None = Field(
+        None, description="Shared cache of the prebuilt binding object; None = $CUDA_AGENT_BUILD_CACHE or ~/.cache/cuda-agent/build."
+    )
+    arch: str | None = Field(None, description="CUDA arch to build for ('sm_90a'); None = the device's (cuda backend only).")
+    compile_timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit of one compile, seconds.")
+    isolation: Literal["auto", "bwrap", "process"] = Field(
+        "auto", description="Compiler sandbox: 'auto' (bubblewrap when usable), 'bwrap' (required), 'process'."
+    )
+    device_index: int = Field(0, ge=0, description="CUDA device ordinal (cuda backend).")
+    cpu_sizes: bool = Field(
+        True, description="Evaluate tasks at their CPU_SIZES variant when they define one (cpu backend)."
+    )
+    harness: HarnessSettings = Field(default_factory=HarnessSettings, description="Verification/timing/sandbox settings.")
+
+
+def _integrity() -> Any | None:
+    """The integrity module when it provides the static/binary checks (None otherwise)."""
+    try:
+        module = importlib.import_module("cuda_agent.harness.integrity")
+    except ImportError:
+        return None
+    return module if hasattr(module, "check_sources") and hasattr(module, "check_binary") else None
+
+
+def _violation_result(task: TaskManifest, phase: str, violations: list[Any], started: float) -> CandidateResult:
+    first = violations[0]
+    errors = [
+        CheckError(
+            check=v.rule,
+            message=(f"{v.file}:{v.line}: " if v.file and v.line else f"{v.file}: " if v.file else "") + v.message,
+            details={"file": v.file, "line": v.line},
+        )
+        for v in violations
+    ]
+    return CandidateResult(
+        task_id=task.id,
+        phase=phase,  # type: ignore[arg-type]
+        status=Status.rejected,
+        rule=first.rule,
+        message=f"rejected by integrity rule {first.rule}: {first.message}",
+        errors=errors,
+        duration_s=time.perf_counter() - started,
+    )
+
+
+class KernelBackend:
+    """A backend building release-layout workspaces with our ninja build and evaluating them."""
+
+    name: str = ""
+    skill: str = ""
+    kind: Literal["cpu", "cuda"] = "cpu"
+
+    def __init__(self, config: KernelBackendConfig | None = None) -> None:
+        self.config = config or KernelBackendConfig()
+        self.kernel_suffix = KERNEL_SUFFIX[self.kind]
+        self._builds: dict[Path, BuildOutcome] = {}
+        self._evaluator: Any = None
+
+    # ------------------------------------------------------------------ facts
+    def availability(self) -> tuple[bool, str]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def device_facts(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ helpers
+    def task_for(self, task: TaskManifest) -> TaskManifest:
+        """The manifest this backend evaluates (the CPU_SIZES variant on 'cpu')."""
+        if self.kind == "cpu" and self.config.cpu_sizes:
+            return scaled_for_backend(task, "cpu")
+        return task
+
+    def build_dir_for(self, root: Path) -> Path:
+        """The incremental build folder of workspace ``root``."""
+        base = self.config.build_root or root.parent / "build"
+        return base / f"{root.name}-{self.kind}"
+
+    def evaluator(self) -> Any:
+        """The evaluator of this backend (created on first use)."""
+        if self._evaluator is None:
+            from cuda_agent.harness.evaluator import Evaluator
+
+            self._evaluator = Evaluator(self.kind, self.config.harness, device_index=self.config.device_index)
+        return self._evaluator
+
+    def build(self, root: Path, build_dir: Path) -> BuildOutcome:
+        """Build ``root`` into ``build_dir``; harness state is hidden from the compiler."""
+        hidden = tuple(p for p in [self.config.harness.resolved_baseline_cache()] if p.is_dir())
+        return build_extension(
+            root,
+            self.kind,
+            build_dir,
+            arch=self.config.arch if self.kind == "cuda" else None,
+            timeout_s=self.config.compile_timeout_s,
+            cache_dir=self.config.build_cache or default_cache_dir(),
+            isolation=self.config.isolation,
+            hidden=hidden,
+        )
+
+    # ------------------------------------------------------------------ protocol
+    def prepare_workspace(self, task: TaskManifest, root: Path) -> Workspace:
+        """Lay out the release workspace for ``task`` (its CPU variant on 'cpu')."""
+        return write_layout(Path(root), self.task_for(task), self.kind)
+
+    def _compile(self, root: Path, task: TaskManifest, phase: str, build_dir: Path) -> tuple[CandidateResult, BuildOutcome | None]:
+        started = time.perf_counter()
+        integrity = _integrity()
+        flags = [] if integrity else ["integrity_checks_unavailable"]
+        if integrity:
+            violations = integrity.check_sources(root, self.kind)
+            if violations:
+                return _violation_result(task, phase, violations, started), None
+        outcome = self.build(root, build_dir)
+        extra = {
+            "build": {
+                "steps": outcome.steps,
+                "seconds": round(outcome.duration_s, 3),
+                "isolation": outcome.isolation,
+                "arch": outcome.arch,
+            }
+        }
+        if not outcome.ok:
+            timed_out = any("timed out" in e.message for e in outcome.errors)
+            errors = [
+                CheckError(
+                    check="compile",
+                    message=(f"{e.file}:{e.line}: " if e.file and e.line else "") + e.message,
+                    details={"file": e.file, "line": e.line},
+                )
+                for e in outcome.errors[:20]
+            ]
+            result = CandidateResult(
+                task_id=task.id,
+                phase=phase,  # type: ignore[arg-type]
+                status=Status.timeout if timed_out else Status.compile_error,
+                message="compilation failed:\n" + outcome.log,
+                errors=errors,
+                duration_s=time.perf_counter() - started,
+                isolation=outcome.isolation,
+                extra=extra,
+                flags=flags,
+            )
+            return result, None
+        if integrity and outcome.so_path is not None:
+            violations = integrity.check_binary(outcome.so_path, self.kind)
+            if violations:
+                return _violation_result(task, phase, violations, started), None
+        message = (
+            f"compiled: {outcome.steps} translation unit(s) rebuilt in {outcome.duration_s:.2f} s"
+            + (f" for {outcome.arch}" if outcome.arch else "")
+            + ("\n" + outcome.log if outcome.log else "")
+        )
+        result = CandidateResult(
+            task_id=task.id,
+            phase=phase,  # type: ignore[arg-type]
+            status=Status.correct,
+            message=message,
+            duration_s=time.perf_counter() - started,
+            isolation=outcome.isolation,
+            extra=extra,
+            flags=flags,
+        )
+        return result, outcome
+
+    def compile(self, workspace: Workspace, task: TaskManifest) -> CandidateResult:
+        """Integrity source rules, incremental build, binary rules."""
+        root = Path(workspace.root)
+        task = self.task_for(task)
+        result, outcome = self._compile(root, task, "compile", self.build_dir_for(root))
+        if outcome is not None:
+            self._builds[root] = outcome
+        else:
+            self._builds.pop(root, None)
+        return result
+
+    def _evaluate(self, phase: Literal["verify", "profile"], workspace: Workspace, task: TaskManifest) -> CandidateResult:
+        root = Path(workspace.root)
+        task = self.task_for(task)
+        compiled, outcome = self._compile(root, task, phase, self.build_dir_for(root))
+        if outcome is None:
+            self._builds.pop(root, None)
+            return compiled
+        self._builds[root] = outcome
+        evaluator = self.evaluator()
+        run = evaluator.verify if phase == "verify" else evaluator.profile
+        result = run(task, root, outcome.so_path)
+        if result.snapshot_id is None:
+            try:
+                result = result.model_copy(update={"snapshot_id": workspace.snapshot()})
+            except Exception:  # a workspace without a store: the record stays without an id
+                pass
+        return result
+
+    def verify(self, workspace: Workspace, task: TaskManifest) -> CandidateResult:
+        """Rebuild if needed, then verify with the evaluator (N input sets, every check)."""
+        return self._evaluate("verify", workspace, task)
+
+    def profile(self, workspace: Workspace, task: TaskManifest) -> CandidateResult:
+        """Rebuild if needed, then verify + time against cached baselines."""
+        return self._evaluate("profile", workspace, task)
+
+    def grade(self, workspace: Workspace, task: TaskManifest) -> CandidateResult:
+        """Trusted final pass: rebuild from scratch in a fresh folder, then the evaluator's grade."""
+        root = Path(workspace.root)
+        task = self.task_for(task)
+        base = self.config.build_root or Path(tempfile.gettempdir()) / "cuda-agent-grade"
+        build_dir = base / f"grade-{uuid.uuid4().hex[:12]}"
+        try:
+            compiled, outcome = self._compile(root, task, "grade", build_dir)
+            if outcome is None:
+                return compiled
+            return self.evaluator().grade(task, root, outcome.so_path)
+        finally:
+            shutil.rmtree(build_dir, ignore_errors=True)
+
+    def last_build(self, root: Path) -> BuildOutcome | None:
+        """The last successful build of workspace ``root`` (None if none or the last failed)."""
+        return self._builds.get(Path(root))
+
+    def close(self) -> None:
+        """Stop the evaluator's processes."""
+        if self._evaluator is not None:
+            self._evaluator.close()
+            self._evaluator = None
+
+
+def host_facts() -> dict[str, Any]:
+    """CPU model, cores, compiler, torch and Python versions."""
+    import os
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "cxx": shutil.which("c++") or shutil.which("g++"),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
