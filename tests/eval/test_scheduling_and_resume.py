@@ -1,0 +1,133 @@
+"""Device slots, the timing lock, the build pool, resume refusals and episode markers."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness.evaluation.config import EvalConfig
+from cuda_agent.harness.evaluation.records import write_json_atomic
+from cuda_agent.harness.evaluation.resume import (
+    ResumeRefused,
+    check_or_save_config,
+    clear_partial,
+    episode_name,
+    is_done,
+)
+from cuda_agent.harness.evaluation.runner import interval_overlap
+from cuda_agent.harness.evaluation.scheduling import DevicePool, EpisodeUsage, ScheduledBackend
+from cuda_agent.schemas.result import CandidateResult, Status
+
+
+class LockProbeBackend:
+    """A minimal third-party-style backend that reports whether its slot's lock is held during each call."""
+
+    name, skill, kernel_suffix = "probe", "cpu", ".cpp"
+
+    def __init__(self) -> None:
+        self.slot = None
+        self.hold: threading.Event | None = None
+        self.inside = threading.Event()
+        self.seen: list[tuple[str, bool]] = []
+
+    def _call(self, phase: str) -> CandidateResult:
+        self.seen.append((phase, self.slot.lock.locked()))
+        if phase == "verify" and self.hold is not None:
+            self.inside.set()
+            assert self.hold.wait(timeout=30), "the other device's call never completed"
+        return CandidateResult(task_id="t", phase=phase, status=Status.correct)
+
+    def compile(self, ws, task):
+        return self._call("compile")
+
+    def verify(self, ws, task):
+        return self._call("verify")
+
+    def profile(self, ws, task):
+        return self._call("profile")
+
+    def grade(self, ws, task):
+        return self._call("grade")
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def pool():
+    backends = {0: LockProbeBackend(), 1: LockProbeBackend()}
+    p = DevicePool(backends, build_workers=1)
+    for slot in p.slots:
+        slot.backend.slot = slot
+    return p
+
+
+def test_least_loaded_placement(pool):
+    a, b, c = pool.acquire(), pool.acquire(), pool.acquire()
+    assert [a.index, b.index, c.index] == [0, 1, 0]
+    pool.release(b)
+    assert pool.acquire().index == 1
+    assert [s.placed for s in pool.slots] == [2, 2]
+
+
+def test_timed_calls_hold_the_device_lock_and_compiles_do_not(pool):
+    slot = pool.acquire()
+    usage = EpisodeUsage()
+    be = ScheduledBackend(pool, slot, usage)
+    for phase in ("compile", "verify", "profile", "grade"):
+        assert getattr(be, phase)(None, None).phase == phase
+    assert slot.backend.seen == [("compile", False), ("verify", True), ("profile", True), ("grade", True)]
+    assert slot.calls == 3 and slot.busy_s >= 0 and usage.gpu_busy_s == pytest.approx(slot.busy_s)
+
+
+def test_devices_queue_independently(pool):
+    s0, s1 = pool.acquire(), pool.acquire()
+    b0, b1 = ScheduledBackend(pool, s0, EpisodeUsage()), ScheduledBackend(pool, s1, EpisodeUsage())
+    s0.backend.hold = threading.Event()
+    t = threading.Thread(target=b0.verify, args=(None, None))
+    t.start()
+    assert s0.backend.inside.wait(timeout=30)
+    # device 0 is busy (its verify waits for us); device 1 must still serve a call
+    assert b1.verify(None, None).status is Status.correct
+    assert s0.lock.locked() and not s1.lock.locked()
+    s0.backend.hold.set()
+    t.join(timeout=30)
+    assert not t.is_alive()
+
+
+def test_interval_overlap():
+    assert interval_overlap([(0, 10), (5, 15), (20, 30)]) == (5.0, 2)
+    assert interval_overlap([(0, 10), (1, 9), (2, 3)]) == (8.0, 3)
+    assert interval_overlap([(0, 1), (1, 2)]) == (0.0, 1)
+
+
+def test_resume_refuses_a_changed_config_and_prints_the_difference(tmp_path: Path):
+    cfg = EvalConfig.model_validate({"eval": {"tasks": "folder:examples/tasks", "seeds": 2}, "agent": {"max_turns": 5}})
+    assert check_or_save_config(tmp_path, cfg) is False
+    assert check_or_save_config(tmp_path, cfg) is True
+    # scheduling-only fields may change
+    fast = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"concurrency": 16, "devices": [0, 1]})})
+    assert check_or_save_config(tmp_path, fast) is True
+    changed = EvalConfig.model_validate({"eval": {"tasks": "folder:examples/tasks", "seeds": 3}, "agent": {"max_turns": 5}})
+    with pytest.raises(ResumeRefused) as err:
+        check_or_save_config(tmp_path, changed)
+    assert err.value.diff == ["eval.seeds: saved 2 != now 3"]
+    assert "refusing to resume" in str(err.value)
+
+
+def test_episode_markers(tmp_path: Path):
+    name = episode_name("kernelbench/level1/19_ReLU", 1)
+    assert name == "kernelbench--level1--19_ReLU__seed1"
+    ep = tmp_path / name
+    assert not is_done(ep) and not clear_partial(ep)
+    ep.mkdir()
+    (ep / "trajectory.jsonl").write_text('{"cut')
+    assert not is_done(ep)
+    assert clear_partial(ep) and not ep.exists()
+    ep.mkdir()
+    write_json_atomic(ep / "eval.json", {"schema": "eval/1", "task_id": "t", "seed_index": 1, "seed": 1,
+                                         "started_at": 0.0, "ended_at": 1.0, "runner_error": "boom"})
+    assert is_done(ep) and not is_done(ep, retry_errors=True)
+    assert [p.name for p in ep.iterdir()] == ["eval.json"]  # no temporary file left behind
