@@ -1,0 +1,382 @@
+"""Rule-based composer: shape- and domain-aware chaining of up to 5 operators, no model.
+
+Candidate ``i`` of seed ``s`` is drawn from ``random.Random(f"{s}:{i}")`` alone,
+so every candidate is reproducible on its own (resumable builds regenerate
+exactly the missing ones). The composer walks a state (concrete shape with
+size symbols, value range): each next operator must accept the rank and the
+value range (``log`` only after ``exp``/``sigmoid``/..., or first with
+positive inputs), and its family's shape rule gives the new state.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.training.synthesis.operators import OperatorSpec, generator_for_domain, next_range, range_satisfies
+from cuda_agent.training.synthesis.task_render import PlannedStep, TaskPlan, render_task
+
+#: Families whose cost dominates a chain (bounded per task by ``max_heavy_ops``).
+HEAVY_FAMILIES = frozenset({"linear", "conv", "conv_transpose"})
+
+#: Default relative weights when picking the next operator's family.
+DEFAULT_FAMILY_WEIGHTS: dict[str, float] = {
+    "elementwise": 3.0,
+    "dim_op": 1.0,
+    "reduce": 0.6,
+    "norm_last": 1.0,
+    "norm_channel": 1.0,
+    "linear": 1.5,
+    "conv": 1.5,
+    "conv_transpose": 0.5,
+    "pool": 0.8,
+    "adaptive_pool": 0.3,
+    "flatten": 0.3,
+    "scale_param": 0.7,
+    "bias_param": 0.7,
+}
+
+
+class SizeSpace(BaseModel):
+    """Sizes the composer draws from (module-level constants of the tasks)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batch: list[int] = Field(default_factory=lambda: [8, 16], description="Batch sizes (dim 0).")
+    features: list[int] = Field(default_factory=lambda: [64, 128, 256], description="Feature sizes of rank-2/3 inputs and Linear outputs.")
+    channels: list[int] = Field(default_factory=lambda: [4, 8, 16], description="Channel counts (dim 1 of rank-3/4 inputs, conv outputs).")
+    spatial: list[int] = Field(default_factory=lambda: [16, 32], description="Height/width (rank 4) and length (rank 3) sizes.")
+    seq: list[int] = Field(default_factory=lambda: [16, 32], description="Sequence lengths (dim 1 of rank-3 inputs of the [N, S, D] layout).")
+    kernel_sizes: list[int] = Field(default_factory=lambda: [1, 3, 5], description="Conv kernel sizes.")
+    pool_sizes: list[int] = Field(default_factory=lambda: [2], description="Pool kernel sizes.")
+    max_elements: int = Field(4_000_000, description="Largest tensor (elements) a chain may create; bigger steps are not chosen.")
+
+    @classmethod
+    def from_example(cls, shape: Sequence[int]) -> SizeSpace:
+        """Sizes that reproduce ``shape`` as closely as the layouts allow (single-op rendering)."""
+        dims = list(shape) + [8, 8, 8, 8]
+        return cls(batch=[dims[0]], features=[dims[-5] if len(shape) >= 2 else 8, dims[1]], channels=[dims[1]],
+                   spatial=[max(dims[2], 8)], seq=[dims[1]], kernel_sizes=[3], pool_sizes=[2], max_elements=10**9)
+
+
+@dataclass
+class _State:
+    dims: list[tuple[str | None, int]]  # (size symbol or None, value)
+    value_range: str
+    constants: dict[str, object] = field(default_factory=dict)
+    steps: list[PlannedStep] = field(default_factory=list)
+
+    @property
+    def shape(self) -> list[int]:
+        return [v for _, v in self.dims]
+
+    def ref(self, i: int) -> str:
+        sym, val = self.dims[i]
+        return sym if sym is not None else str(val)
+
+    def const(self, base: str, value: object) -> str:
+        name, k = base, 2
+        while name in self.constants and self.constants[name] != value:
+            name, k = f"{base}_{k}", k + 1
+        self.constants[name] = value
+        return name
+
+
+class ChainError(ValueError):
+    """An operator cannot follow the current chain state (rank, domain or size)."""
+
+
+def _elements(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def _start_dims(rank: int, op: OperatorSpec, rng: random.Random, sizes: SizeSpace, state: _State) -> None:
+    b = rng.choice(sizes.batch)
+    if rank == 2:
+        names = [("batch_size", b), ("in_features", rng.choice(sizes.features))]
+    elif rank == 3 and op.family in ("norm_last", "linear") or rank == 3 and op.family not in ("conv", "conv_transpose", "pool", "adaptive_pool", "norm_channel") and rng.random() < 0.5:
+        names = [("batch_size", b), ("seq_len", rng.choice(sizes.seq)), ("hidden_size", rng.choice(sizes.features))]
+    elif rank == 3:
+        names = [("batch_size", b), ("channels", rng.choice(sizes.channels)), ("length", rng.choice(sizes.spatial) * 4)]
+    elif rank == 4:
+        s = rng.choice(sizes.spatial)
+        names = [("batch_size", b), ("channels", rng.choice(sizes.channels)), ("height", s), ("width", s)]
+    else:
+        raise ChainError(f"rank {rank} inputs are not composed (valid: 2, 3, 4)")
+    state.dims = [(state.const(n, v), v) for n, v in names]
+
+
+def _apply(op: OperatorSpec, state: _State, rng: random.Random, sizes: SizeSpace, index: int) -> PlannedStep:
+    """Plan ``op`` on ``state``; raises ChainError when it does not fit."""
+    rank = len(state.dims)
+    if rank not in op.ranks:
+        raise ChainError(f"{op.name} takes ranks {op.ranks}, chain is at rank {rank}")
+    if not range_satisfies(state.value_range, op.domain):
+        raise ChainError(f"{op.name} needs {op.domain} inputs, chain values are {state.value_range}")
+    shape = state.shape
+    attr = f"{op.short}_{index}"
+    args: list[str] = []
+    kwargs = dict(op.ctor_kwargs)
+    call_kwargs = dict(op.call_kwargs)
+    param_shape = None
+    new_dims = list(state.dims)
+    fam = op.family
+    if fam == "elementwise":
+        pass
+    elif fam == "dim_op":
+        if "dim" in call_kwargs and rank > 2 and rng.random() < 0.5:
+            call_kwargs["dim"] = 1
+        if "dim" in kwargs and rank > 2 and rng.random() < 0.5:
+            kwargs["dim"] = 1
+    elif fam == "reduce":
+        choices = [d for d in range(1, rank) if shape[d] > 1]
+        if not choices:
+            raise ChainError(f"{op.name}: no dim of size > 1 left to reduce in shape {shape}")
+        d = rng.choice(choices)
+        call_kwargs["dim"] = d
+        call_kwargs["keepdim"] = True
+        new_dims[d] = (None, 1)
+    elif fam == "norm_last":
+        if shape[-1] < 2:
+            raise ChainError(f"{op.name}: last dim has size {shape[-1]}, normalising needs >= 2")
+        args = [state.ref(-1)]
+    elif fam == "norm_channel":
+        if rank != op.spatial_dims + 2 or shape[1] < 2 or _elements(shape[2:]) < 2:
+            raise ChainError(f"{op.name}: needs rank {op.spatial_dims + 2} with channels >= 2 and spatial size >= 2, shape {shape}")
+        if op.attr == "GroupNorm":
+            groups = [g for g in (2, 4, 8) if shape[1] % g == 0 and g < shape[1]]
+            if not groups:
+                raise ChainError(f"{op.name}: {shape[1]} channels have no group count in (2, 4, 8)")
+            args = [state.const("num_groups", rng.choice(groups)), state.ref(1)]
+        else:
+            args = [state.ref(1)]
+    elif fam == "linear":
+        out = rng.choice(sizes.features)
+        args = [state.ref(-1), state.const("out_features", out)]
+        new_dims[-1] = (args[1], out)
+    elif fam in ("conv", "conv_transpose"):
+        if rank != op.spatial_dims + 2:
+            raise ChainError(f"{op.name} needs rank {op.spatial_dims + 2}, chain is at rank {rank}")
+        k = rng.choice(sizes.kernel_sizes)
+        out = rng.choice(sizes.channels)
+        if any(s < k for s in shape[2:]):
+            raise ChainError(f"{op.name}: spatial dims {shape[2:]} smaller than kernel {k}")
+        args = [state.ref(1), state.const("out_channels", out), state.const("kernel_size", k)]
+        new_dims[1] = (args[1], out)
+        for d in range(2, rank):
+            if fam == "conv":
+                new_dims[d] = (None, shape[d] - k + 1 + 2 * int(kwargs.get("padding", 0)))
+            else:
+                new_dims[d] = (None, shape[d] + k - 1)
+    elif fam == "pool":
+        k = rng.choice(sizes.pool_sizes)
+        if rank != op.spatial_dims + 2 or any(s < 2 * k for s in shape[2:]):
+            raise ChainError(f"{op.name}: needs rank {op.spatial_dims + 2} with spatial dims >= {2 * k}, shape {shape}")
+        args = [state.const("pool_kernel", k)]
+        for d in range(2, rank):
+            new_dims[d] = (None, shape[d] // k)
+    elif fam == "adaptive_pool":
+        if rank != op.spatial_dims + 2:
+            raise ChainError(f"{op.name} needs rank {op.spatial_dims + 2}, chain is at rank {rank}")
+        target = 1 if rng.random() < 0.5 else max(1, min(shape[2:]) // 2)
+        args = [str(target)]
+        for d in range(2, rank):
+            new_dims[d] = (None, target)
+    elif fam == "flatten":
+        if rank < 3:
+            raise ChainError(f"{op.name}: flattening needs rank >= 3, chain is at rank {rank}")
+        new_dims = [state.dims[0], (None, _elements(shape[1:]))]
+    elif fam in ("scale_param", "bias_param"):
+        base = "scale_shape" if fam == "scale_param" else "bias_shape"
+        if rank >= 4 or (rank == 3 and state.dims[1][0] in ("channels",) or rank == 3 and state.dims[1][0] and state.dims[1][0].startswith("out_channels")):
+            value = [shape[1]] + [1] * (rank - 2)
+        else:
+            value = [shape[-1]]
+        param_shape = state.const(base, value)
+    else:  # pragma: no cover - Family is a closed Literal
+        raise ChainError(f"unknown family {fam!r}")
+    out_shape = [v for _, v in new_dims]
+    if _elements(out_shape) > sizes.max_elements:
+        raise ChainError(f"{op.name}: output {out_shape} exceeds max_elements={sizes.max_elements}")
+    if min(out_shape) < 1:
+        raise ChainError(f"{op.name}: output shape {out_shape} has an empty dim")
+    state.dims = new_dims
+    state.value_range = next_range(state.value_range, op.output_range)
+    return PlannedStep(op=op, attr_name=attr, ctor_args=args, ctor_kwargs=kwargs, call_kwargs=call_kwargs,
+                       param_shape=param_shape, output_shape=out_shape)
+
+
+class ChainBuilder:
+    """Grows one chain operator by operator; a step that does not fit leaves the chain unchanged."""
+
+    def __init__(self, first: OperatorSpec, rng: random.Random, sizes: SizeSpace, rank: int | None = None) -> None:
+        ranks = [r for r in first.ranks if r in (2, 3, 4)]
+        if rank is None:
+            if not ranks:
+                raise ChainError(f"{first.name} takes ranks {first.ranks}; composed inputs have rank 2, 3 or 4")
+            rank = rng.choice(ranks)
+        self.rng, self.sizes = rng, sizes
+        self.state = _State(dims=[], value_range="positive" if first.domain == "nonneg" else first.domain)
+        _start_dims(rank, first, rng, sizes, self.state)
+        self.generator = generator_for_domain(first.domain, first.dtypes[0])
+        self.input_symbols = [self.state.ref(i) for i in range(rank)]
+        self.input_shape = self.state.shape
+        self.add(first)
+
+    @property
+    def ops(self) -> list[OperatorSpec]:
+        """Operators chained so far."""
+        return [s.op for s in self.state.steps]
+
+    def fits(self, op: OperatorSpec) -> bool:
+        """Cheap pre-check: rank and value domain."""
+        return len(self.state.dims) in op.ranks and range_satisfies(self.state.value_range, op.domain)
+
+    def add(self, op: OperatorSpec) -> None:
+        """Append ``op``; raises :class:`ChainError` (state unchanged) when it does not fit."""
+        st = self.state
+        saved = (list(st.dims), st.value_range, dict(st.constants))
+        try:
+            st.steps.append(_apply(op, st, self.rng, self.sizes, len(st.steps)))
+        except ChainError:
+            st.dims, st.value_range, st.constants = saved
+            raise
+
+    def plan(self) -> TaskPlan:
+        """The chain as a :class:`TaskPlan`."""
+        return TaskPlan(constants=dict(self.state.constants), input_symbols=self.input_symbols,
+                        input_shape=self.input_shape, generator=self.generator, steps=list(self.state.steps))
+
+
+def plan_fixed_chain(ops: Sequence[OperatorSpec], rng: random.Random, sizes: SizeSpace, rank: int | None = None) -> TaskPlan:
+    """Plan exactly ``ops`` in order; raises :class:`ChainError` if one does not fit."""
+    if not ops:
+        raise ChainError("a chain needs at least one operator")
+    builder = ChainBuilder(ops[0], rng, sizes, rank)
+    for op in ops[1:]:
+        builder.add(op)
+    return builder.plan()
+
+
+class ComposeSettings(BaseModel):
+    """Settings of the rule-based composer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_ops: int = Field(1, ge=1, le=5, description="Fewest operators per task.")
+    max_ops: int = Field(5, ge=1, le=5, description="Most operators per task (paper: up to 5).")
+    op_count_weights: dict[int, float] = Field(
+        default_factory=lambda: {1: 1.0, 2: 2.0, 3: 3.0, 4: 2.0, 5: 1.5},
+        description="Relative weight of each chain length (keys outside [min_ops, max_ops] are ignored).",
+    )
+    family_weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_FAMILY_WEIGHTS), description="Relative weight of each operator family when picking the next operator.")
+    max_heavy_ops: int = Field(2, ge=0, description="Most Linear/Conv operators per task.")
+    include_stochastic: bool = Field(False, description="Allow stochastic operators (the deterministic filter drops such tasks).")
+    include_transformers: bool = Field(True, description="Allow operators imported from transformers.")
+    sizes: SizeSpace = Field(default_factory=SizeSpace, description="Sizes tasks draw from.")
+    attempts: int = Field(30, ge=1, description="Retries per candidate when a drawn chain does not fit.")
+
+
+class ComposedTask(BaseModel):
+    """A composed task before filtering."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="Stable id 'synth/s<seed>-<index>'.")
+    code: str = Field(description="KernelBench-format module source.")
+    ops: list[str] = Field(description="Operator names in order.")
+    shapes: dict[str, list[int]] = Field(description="'input' and 'output' shapes.")
+    dtypes: list[str] = Field(description="Input dtypes.")
+    stochastic: bool = Field(False, description="An operator is stochastic.")
+    requires: list[str] = Field(default_factory=list, description="Distributions the module imports beyond torch.")
+    provenance: dict[str, object] = Field(default_factory=dict, description="seed, index, composer, versions.")
+
+
+def task_from_plan(plan: TaskPlan, task_id: str, provenance: dict[str, object]) -> ComposedTask:
+    """Render ``plan`` and wrap it with its record fields."""
+    return ComposedTask(
+        id=task_id,
+        code=render_task(plan),
+        ops=plan.ops,
+        shapes={"input": plan.input_shape, "output": plan.output_shape},
+        dtypes=[plan.generator.dtype],
+        stochastic=any(s.op.stochastic for s in plan.steps),
+        requires=sorted({r for s in plan.steps for r in s.op.requires}),
+        provenance=provenance,
+    )
+
+
+class RuleComposer:
+    """Draws operator chains from a catalog; candidate ``index`` depends only on (seed, index)."""
+
+    name = "rules"
+
+    def __init__(self, catalog: Sequence[OperatorSpec], settings: ComposeSettings | None = None, seed: int = 0) -> None:
+        self.settings = settings or ComposeSettings()
+        self.seed = seed
+        s = self.settings
+        ops = [op for op in sorted(catalog, key=lambda o: o.name)
+               if (s.include_stochastic or not op.stochastic) and (s.include_transformers or not op.requires)
+               and s.family_weights.get(op.family, 0) > 0]
+        if not ops:
+            raise ValueError("the operator catalog offers no usable operator for these compose settings")
+        self.by_family: dict[str, list[OperatorSpec]] = {}
+        for op in ops:
+            self.by_family.setdefault(op.family, []).append(op)
+
+    def _pick(self, rng: random.Random, state: _State | None, previous: list[OperatorSpec], heavy: int) -> OperatorSpec | None:
+        s = self.settings
+        fams = [f for f in sorted(self.by_family) if not (f in HEAVY_FAMILIES and heavy >= s.max_heavy_ops)]
+        weights = [s.family_weights.get(f, 0.0) for f in fams]
+        for _ in range(12):
+            if not fams or sum(weights) <= 0:
+                return None
+            fam = rng.choices(fams, weights)[0]
+            choices = [op for op in self.by_family[fam] if not previous or op.name != previous[-1].name]
+            if state is not None:
+                choices = [op for op in choices if len(state.dims) in op.ranks and range_satisfies(state.value_range, op.domain)]
+            if choices:
+                return rng.choice(choices)
+        return None
+
+    def compose(self, index: int) -> ComposedTask:
+        """Candidate ``index``: a fitting chain of ``min_ops..max_ops`` operators."""
+        s = self.settings
+        rng = random.Random(f"{self.seed}:{index}")
+        lengths = [n for n in range(s.min_ops, s.max_ops + 1)]
+        target = rng.choices(lengths, [s.op_count_weights.get(n, 1.0) for n in lengths])[0]
+        best: TaskPlan | None = None
+        for _ in range(s.attempts):
+            plan = self._draw(rng, target)
+            if plan is not None and (best is None or len(plan.steps) > len(best.steps)):
+                best = plan
+            if best is not None and len(best.steps) >= target:
+                break
+        if best is None:
+            raise ChainError(f"candidate {index}: no fitting chain found in {s.attempts} attempts")
+        prov = {"seed": self.seed, "index": index, "composer": self.name, "target_ops": target}
+        return task_from_plan(best, f"synth/s{self.seed}-{index:05d}", prov)
+
+    def _draw(self, rng: random.Random, target: int) -> TaskPlan | None:
+        first = self._pick(rng, None, [], 0)
+        if first is None:
+            return None
+        try:
+            builder = ChainBuilder(first, rng, self.settings.sizes)
+        except ChainError:
+            return None
+        failures = 0
+        while len(builder.ops) < target and failures < 8:
+            heavy = sum(op.family in HEAVY_FAMILIES for op in builder.ops)
+            op = self._pick(rng, builder.state, builder.ops, heavy)
+            if op is None:
+                break
+            try:
+                builder.add(op)
+            except ChainError:
+                failures += 1
+        return builder.plan()
