@@ -32,12 +32,17 @@ BINDING_REGISTRY_H = r"""// binding_registry.h -- written by cuda-agent; protect
 // Accepted return types: void, at::Tensor, std::vector<at::Tensor>,
 // std::tuple<at::Tensor, ...>, int64_t, double, bool.
 //
+// CUDA launches: use the stream torch uses, never a stream of your own:
+//     auto stream = static_cast<cudaStream_t>(cuda_agent_binding::current_stream(x));
+//
 // Release style also works: REGISTER_BINDING(name, register_fn) where
 // register_fn is `void register_fn(pybind11::module& m)` (that file then
 // needs torch/extension.h and compiles much slower).
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -91,6 +96,15 @@ struct Entry {
 
 // Defined in binding.cpp (one registry per extension module).
 std::vector<Entry>& registry();
+
+// The stream torch currently uses on `t`'s device, as its native handle: on
+// CUDA cast it to cudaStream_t and launch there, e.g.
+//   auto stream = static_cast<cudaStream_t>(cuda_agent_binding::current_stream(x));
+// (device-generic, so bindings need no c10/cuda headers).
+inline void* current_stream(const at::Tensor& t) {
+  c10::impl::VirtualGuardImpl impl(t.device().type());
+  return impl.getStream(t.device()).native_handle();
+}
 
 [[noreturn]] inline void bad_arg(const char* fn, std::size_t index, const char* expected, const Value& got) {
   throw std::invalid_argument(std::string("cuda_extension.") + fn + ": argument " + std::to_string(index) +

@@ -87,6 +87,7 @@ def ninja_text(
         lines.append(f"  rel = {str(src.relative_to(workspace_root)).replace('$', '$$')}")
     all_objs = " ".join(_escape(str(o)) for o in [*objects, binding_object])
     lines.append(f"build {_escape(str(output))}: link {all_objs}")
+    lines.append(f"build objects: phony {' '.join(_escape(str(o)) for o in objects)}")
     lines.append(f"default {_escape(str(output))}")
     return "\n".join(lines) + "\n"
 

@@ -81,8 +81,16 @@ def find_nvcc() -> str | None:
 
 
 def cuda_home(nvcc: str) -> Path:
-    """The toolkit root of ``nvcc`` (resolving symlinks like /usr/local/bin/nvcc)."""
-    return Path(nvcc).resolve().parent.parent
+    """The toolkit root (with ``include/cuda_runtime_api.h``) belonging to ``nvcc``.
+
+    ``$CUDA_HOME``, then nvcc's own parent folder (symlinks resolved), then
+    /usr/local/cuda: /usr/local/bin/nvcc is often a wrapper script.
+    """
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), str(Path(nvcc).resolve().parent.parent), "/usr/local/cuda"]
+    for cand in candidates:
+        if cand and (Path(cand) / "include" / "cuda_runtime_api.h").is_file():
+            return Path(cand)
+    raise RuntimeError(f"no CUDA toolkit headers found for {nvcc} (looked in $CUDA_HOME and /usr/local/cuda)")
 
 
 def normalize_arch(arch: str) -> str:
@@ -169,7 +177,7 @@ def make_toolchain(kind: str, arch: str | None = None, device_index: int = 0) ->
         if nvcc is None:
             raise RuntimeError("backend 'cuda' needs nvcc: none on PATH, $CUDA_HOME or /usr/local/cuda")
         home = cuda_home(nvcc)
-        cxx_flags += [f"-isystem{home / 'include'}", "-DUSE_CUDA"]
+        cxx_flags += [f"-isystem{home / 'include'}"]
         resolved_arch = normalize_arch(arch or device_arch(device_index) or os.environ.get(ARCH_ENV) or DEFAULT_ARCH)
         nvcc_flags = [
             "-O3",

@@ -142,6 +142,7 @@ def build_extension(
     cache_dir: Path | None = None,
     isolation: Literal["auto", "bwrap", "process"] = "auto",
     hidden: tuple[Path, ...] = (),
+    link: bool = True,
 ) -> BuildOutcome:
     """Build ``workspace_root`` into ``build_dir/cuda_extension.so`` for backend ``kind``.
 
@@ -156,6 +157,8 @@ def build_extension(
     :param cache_dir: shared cache of binding objects; default :func:`default_cache_dir`.
     :param isolation: ``auto`` (bubblewrap when usable), ``bwrap`` or ``process``.
     :param hidden: folders to hide from the compiler (harness state).
+    :param link: False compiles the object files only (``so_path`` stays None):
+        the CUDA path can be exercised up to linking where torch has no CUDA.
     """
     started = time.perf_counter()
     workspace_root = Path(workspace_root).absolute()
@@ -182,13 +185,16 @@ def build_extension(
         toolchain = make_toolchain(kind, arch=arch)
     except (RuntimeError, ValueError) as exc:
         return failed([BuildError(message=str(exc))], str(exc))
-    binding_obj = shared_binding_object(toolchain, cache_dir)
+    if link:
+        binding_obj = shared_binding_object(toolchain, cache_dir)
+    else:  # never built: only the link edge needs it
+        binding_obj = Path(cache_dir or default_cache_dir()) / "binding" / "not-linked" / "binding.o"
     output = build_dir / f"{MODULE_NAME}.so"
     text = ninja_text(toolchain, workspace_root, build_dir, kernel_sources(workspace_root), binding_obj, output)
     write_if_changed(build_dir / "build.ninja", text)
     run = run_sandboxed(
-        [toolchain.ninja, "-C", str(build_dir)],
-        readonly=[workspace_root, binding_obj.parent],
+        [toolchain.ninja, "-C", str(build_dir), *([] if link else ["objects"])],
+        readonly=[workspace_root, *([binding_obj.parent] if link else [])],
         writable=[build_dir],
         hidden=hidden,
         timeout_s=timeout_s,
@@ -200,16 +206,16 @@ def build_extension(
     if run.timed_out:
         msg = f"compilation timed out after {timeout_s:.0f} s (limit); simplify templates/unrolling or split the file"
         return failed([BuildError(message=msg)], msg + "\n" + trim_log(raw), run.isolation, steps)
-    if run.returncode != 0 or not output.is_file():
+    if run.returncode != 0 or (link and not output.is_file()):
         errors = parse_errors(raw) or [BuildError(message="build failed; see the log")]
         return failed(errors, trim_log(raw), run.isolation, steps)
     return BuildOutcome(
         ok=True,
-        so_path=output,
+        so_path=output if link else None,
         log=trim_log(raw) if "warning" in raw else "",
         duration_s=time.perf_counter() - started,
         steps=steps,
         isolation=run.isolation,
         arch=toolchain.arch,
-        binding_object=binding_obj,
+        binding_object=binding_obj if link else None,
     )

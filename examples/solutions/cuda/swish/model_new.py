@@ -1,0 +1,16 @@
+"""Swish with one fused kernel: y = x * sigmoid(x)."""
+
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        cuda_extension.swish_forward(x, out)
+        return out
