@@ -1,0 +1,86 @@
+"""HFRolloutEngine: batched sampling with left padding, seeds, stop handling, weight updates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from cuda_agent.protocols import RolloutEngine, SamplingParams
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_lm_dir: Path):
+    from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+
+    return HFRolloutEngine(tiny_lm_dir, batch_size=4)
+
+
+def test_batched_prompts_of_different_lengths_match_unbatched_recomputation(engine) -> None:
+    from cuda_agent.training.logprobs import token_logprobs
+
+    assert isinstance(engine, RolloutEngine)
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17]]
+    gens = engine.generate(prompts, SamplingParams(max_new_tokens=6, seed=1))
+    assert len(gens) == 3
+    for p, g in zip(prompts, gens):
+        assert len(g.output_ids) == len(g.logprobs) and 0 < len(g.output_ids) <= 6
+        with torch.no_grad():
+            lp = token_logprobs(engine.model, torch.tensor([p + g.output_ids]))[0, len(p) - 1:]
+        assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-5), (lp, g.logprobs)
+        if g.finish_reason == "length":
+            assert len(g.output_ids) == 6
+
+
+def test_left_padded_batch_recomputation_with_attention_mask(engine) -> None:
+    from cuda_agent.training.logprobs import token_logprobs
+
+    seqs = [[5, 6, 7, 8, 9], [10, 11, 12]]
+    pad = engine.pad_id
+    ids = torch.tensor([seqs[0], [pad, pad] + seqs[1]])
+    mask = torch.tensor([[1] * 5, [0, 0, 1, 1, 1]])
+    with torch.no_grad():
+        batched = token_logprobs(engine.model, ids, mask)
+        single = token_logprobs(engine.model, torch.tensor([seqs[1]]))
+    assert batched.shape == (2, 4)
+    assert torch.allclose(batched[1, 2:], single[0], atol=1e-5)
+
+
+def test_seeds_reproduce_and_differ(engine) -> None:
+    p = [[5, 6, 7]]
+    a = engine.generate(p, SamplingParams(max_new_tokens=8, seed=7))[0].output_ids
+    b = engine.generate(p, SamplingParams(max_new_tokens=8, seed=7))[0].output_ids
+    c = engine.generate(p, SamplingParams(max_new_tokens=8, seed=8))[0].output_ids
+    assert a == b and a != c
+
+
+def test_greedy_and_temperature_logprobs(engine) -> None:
+    from cuda_agent.training.logprobs import token_logprobs
+
+    p = [5, 6, 7]
+    g = engine.generate([p], SamplingParams(max_new_tokens=5, temperature=0))[0]
+    with torch.no_grad():
+        logits = engine.model(torch.tensor([p])).logits[0, -1]
+    assert g.output_ids[0] == int(logits.argmax())
+    hot = engine.generate([p], SamplingParams(max_new_tokens=5, temperature=0.7, seed=0))[0]
+    with torch.no_grad():
+        lp = token_logprobs(engine.model, torch.tensor([p + hot.output_ids]), temperature=0.7)[0, len(p) - 1:]
+    assert torch.allclose(lp, torch.tensor(hot.logprobs), atol=1e-5)
+
+
+def test_update_weights_from_folder_and_state_dict(tiny_lm_dir: Path, tmp_path: Path) -> None:
+    from cuda_agent.testing.tiny_lm import build_tiny_lm
+    from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+
+    eng = HFRolloutEngine(tiny_lm_dir)
+    original = {k: v.clone() for k, v in eng.model.state_dict().items()}
+    params = SamplingParams(max_new_tokens=6, seed=0)
+    before = eng.generate([[5, 6, 7]], params)[0]
+    eng.update_weights(build_tiny_lm(tmp_path / "other", seed=1))
+    assert not torch.equal(eng.model.lm_head.weight, original["lm_head.weight"])
+    eng.update_weights(original)
+    again = eng.generate([[5, 6, 7]], params)[0]
+    assert again.output_ids == before.output_ids
+    with pytest.raises(ValueError, match="does not match"):
+        eng.update_weights({"not.a.weight": torch.zeros(1)})
