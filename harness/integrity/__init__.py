@@ -1,0 +1,73 @@
+"""The integrity layer: static, binary and runtime checks that stop reward hacking (THREATS.md).
+
+Contract used by the build, backends and sandbox:
+
+- ``check_sources(workspace_root, kind)`` -> violations of the ``model_new.py``
+  allowlist and of the C++/CUDA source rules, before building;
+- ``check_binary(so_path, kind)`` -> violations among the built module's
+  undefined symbols, after building;
+- ``cuda_agent.harness.integrity.runtime`` -> guard snapshots, op audit and
+  kernel-origin checks used inside the candidate process.
+
+Every ``Violation`` names its rule id (``RULES``); ``docs/integrity.md``
+explains each rule and its known limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from cuda_agent.harness.integrity.binary import check_binary, undefined_symbols
+from cuda_agent.harness.integrity.cpp_rules import check_cpp_sources, check_cpp_text
+from cuda_agent.harness.integrity.python_ast import check_model_new_source
+from cuda_agent.harness.integrity.rules import RULES, describe, threat_class
+from cuda_agent.harness.integrity.violation import Violation, format_violations
+
+__all__ = [
+    "RULES",
+    "Violation",
+    "check_binary",
+    "check_cpp_sources",
+    "check_cpp_text",
+    "check_model_new_source",
+    "check_sources",
+    "describe",
+    "format_violations",
+    "threat_class",
+    "undefined_symbols",
+]
+
+_KINDS = ("cpu", "cuda")
+
+
+def check_sources(
+    workspace_root: Path,
+    kind: str,
+    *,
+    allowed_libraries: Iterable[str] = (),
+    model_file: str = "model_new.py",
+    extension_names: tuple[str, ...] = ("cuda_extension",),
+) -> list[Violation]:
+    """Static integrity checks of a workspace: ``model_new.py`` allowlist + C++/CUDA source rules.
+
+    :param workspace_root: the workspace folder (release layout).
+    :param kind: backend kind, ``"cpu"`` or ``"cuda"`` (``.cu`` files are checked on both).
+    :param allowed_libraries: vendor libraries the backend's skill allows (``"cublas"``, ``"cudnn"``, ``"cutlass"``...).
+    :param model_file: the agent's module, relative to the workspace.
+    :param extension_names: module name(s) of the built extension.
+    :returns: violations, empty when the workspace passes.
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"check_sources: kind {kind!r} is not valid; valid kinds: {', '.join(_KINDS)}")
+    root = Path(workspace_root)
+    out: list[Violation] = []
+    model = root / model_file
+    if not model.is_file():
+        out.append(Violation(rule="T1.python.no_model_new", message=f"{model_file} is missing from the workspace",
+                             file=model_file))
+    else:
+        out.extend(check_model_new_source(model.read_text(errors="replace"), model_file,
+                                          extension_names=extension_names))
+    out.extend(check_cpp_sources(root, allowed_libraries=allowed_libraries))
+    return out

@@ -1,0 +1,198 @@
+"""Binary rules: what the built extension imports (``nm -D --undefined-only``), THREATS.md 1, 9, 10, 20, 23.
+
+Whatever the sources hide (macros, ADL, tensor operators in C++), a call into
+ATen compute, cuBLAS, the dispatcher or Python's import machinery must end up
+as an undefined dynamic symbol of the built ``.so``. The shared prebuilt
+binding object (``binding.cpp``) is linked into every module, so its own
+imports are subtracted: pass ``baseline`` (the undefined symbols of a module
+built from an EMPTY workspace, see ``baseline_symbols``), or register one per
+backend kind with ``register_baseline``. Python C-API symbols that pybind11
+itself needs in every module (``PYBIND_RUNTIME_SYMBOLS``) are always allowed;
+calls to those from kernel code are a source rule (``T1.cpp.python_api``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_agent.harness.integrity.violation import Violation
+
+#: ATen operators an extension may call: allocation, views, copies, metadata (matched as op or op_<overload>).
+ALLOWED_ATEN_OPS: frozenset[str] = frozenset(
+    """empty empty_like empty_strided zeros zeros_like ones ones_like full full_like new_empty new_empty_strided
+    new_zeros new_ones new_full view _reshape_alias reshape as_strided contiguous clone copy_ _to_copy to t
+    transpose permute expand unsqueeze squeeze select slice narrow detach alias resize_ zero_ fill_ flatten unflatten
+    view_as expand_as reshape_as split chunk unbind item _local_scalar_dense lift_fresh movedim swapaxes unfold
+    record_stream sym_size sym_stride sym_numel sym_storage_offset is_contiguous set_""".split()
+)
+
+#: Python C-API symbols pybind11 references in every module it builds (measured on an empty pybind module).
+PYBIND_RUNTIME_SYMBOLS: frozenset[str] = frozenset(
+    """PyEval_AcquireThread PyEval_GetBuiltins PyEval_SaveThread PyEval_RestoreThread PyFrame_GetBack PyFrame_GetCode
+    PyFrame_GetLineNumber PyObject_CallFunctionObjArgs PyObject_GetAttrString PyObject_HasAttrString
+    PyObject_SetAttrString PyObject_GetItem PyObject_SetItem PyObject_IsInstance PyObject_Repr PyObject_Str""".split()
+)
+
+#: (rule, demangled-name regex, message). Checked in order; the first match names the rule.
+SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
+    (rule, re.compile(rx), msg)
+    for rule, rx, msg in (
+        ("T1.binary.dispatcher", r"^c10::Dispatcher::|findSchema|c10::OperatorHandle|callBoxed|c10::impl::OperatorEntry|"
+         r"^torch::Library::|c10::RegisterOperators|torch::RegisterOperators", "dispatcher lookups/registrations"),
+        ("T1.binary.aten_kernel", r"^at::(native|cpu|meta|compositeexplicitautograd\w*|compositeimplicitautograd\w*)::",
+         "direct ATen kernel calls"),
+        ("T1.binary.jit", r"^torch::jit::|^torch::autograd::(Engine|backward|grad)\b|^torch::autograd::profiler",
+         "TorchScript/autograd engine entry points"),
+        ("T1.binary.dynamic_loading", r"^(dlopen|dlsym|dlvsym|dlmopen|dlinfo|cuModuleLoad\w*|cuLibraryLoad\w*|"
+         r"cudaLibraryLoad\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetFunction)$",
+         "loading code at run time"),
+        ("T1.binary.python_api", r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_Get\w+|"
+         r"PyObject_Call\w*|PyObject_Vectorcall\w*|PyObject_GetAttr\w*|PyObject_SetAttr\w*|PySys_\w+|PyFrame_\w+|"
+         r"PyMarshal_\w+|PyCode_\w+|PyFunction_\w+|PyModule_GetDict|Py_Initialize\w*|PyGC_\w+|"
+         r"THPVariable_\w+Class|THPModule_\w+)$", "Python import/eval/attribute APIs"),
+        ("T9.binary.stream", r"^(cudaStreamCreate\w*|cuStreamCreate\w*|cudaStreamBeginCapture\w*|cudaGraph\w*|"
+         r"cuGraph\w*)$|c10::cuda::getStreamFromPool|c10::cuda::getStreamFromExternal|c10::cuda::setCurrentCUDAStream",
+         "stream/graph creation"),
+        ("T20.binary.l2_persistence", r"^(cudaCtxResetPersistingL2Cache|cuCtxResetPersistingL2Cache|"
+         r"cudaStreamSetAttribute|cuStreamSetAttribute|cudaDeviceSetLimit|cuCtxSetLimit|"
+         r"cudaGraphKernelNodeSetAttribute)$", "persisting-L2 controls"),
+        ("T10.binary.thread", r"^(pthread_create|fork|vfork|clone|clone3|posix_spawn\w*)$|"
+         r"^std::thread::_M_start_thread|^cudaLaunchHostFunc$|^cudaStreamAddCallback$", "thread/process creation"),
+        ("T23.binary.system_call", r"^(system|popen|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|socket|"
+         r"connect|bind|listen|accept|accept4|ptrace|syscall|kill|setenv|putenv|unsetenv|getenv|secure_getenv|prctl|"
+         r"fopen|fopen64|freopen|open|open64|openat|creat|mmap|mmap64|unlink|rename|process_vm_readv|"
+         r"process_vm_writev|chroot|setuid)$", "system, process, network, environment or file calls"),
+    )
+)
+
+_VENDOR_SYMBOLS: dict[str, re.Pattern[str]] = {
+    "cublas": re.compile(r"^cublas\w*|at::cuda::getCurrentCUDABlasHandle|at::cuda::getCurrentCUDABlasLtHandle"),
+    "cudnn": re.compile(r"^cudnn\w*|at::native::getCudnnHandle"),
+    "cusparse": re.compile(r"^cusparse\w*"),
+    "cusolver": re.compile(r"^cusolver\w*"),
+    "cufft": re.compile(r"^cufft\w*"),
+    "cblas": re.compile(r"^(cblas_\w+|mkl_\w+|dnnl_\w+|[sdcz]gemm_)$"),
+}
+
+_OP_RE = re.compile(r"^at::_ops::(\w+)::(call|redispatch)\b")
+
+_baselines: dict[str, frozenset[str]] = {}
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """One undefined dynamic symbol: raw (mangled, version stripped) and demangled."""
+
+    raw: str
+    name: str
+
+
+def _run(cmd: list[str], stdin: str | None = None) -> str:
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed (exit {proc.returncode}): {proc.stderr.strip()[:300]}")
+    return proc.stdout
+
+
+def demangle(names: list[str]) -> list[str]:
+    """Demangle C++ names in one ``c++filt`` call (identity where c++filt is absent)."""
+    if not names or shutil.which("c++filt") is None:
+        return list(names)
+    out = _run(["c++filt"], "\n".join(names) + "\n").split("\n")
+    return out[: len(names)] if len(out) >= len(names) else list(names)
+
+
+def undefined_symbols(so_path: Path) -> list[Symbol]:
+    """Undefined dynamic symbols of a shared object (``nm -D --undefined-only``), versions stripped."""
+    if shutil.which("nm") is None:
+        raise RuntimeError("`nm` (binutils) is not on PATH; the binary integrity check needs it")
+    raw = []
+    for line in _run(["nm", "-D", "--undefined-only", str(so_path)]).splitlines():
+        parts = line.split()
+        if parts:
+            raw.append(parts[-1].split("@")[0])
+    return [Symbol(r, d) for r, d in zip(raw, demangle(raw), strict=True)]
+
+
+def defined_symbols(so_path: Path) -> list[str]:
+    """Demangled names of functions defined in a shared object (static table, else dynamic)."""
+    names: list[str] = []
+    for args in (["nm", "--defined-only", str(so_path)], ["nm", "-D", "--defined-only", str(so_path)]):
+        try:
+            out = _run(args)
+        except RuntimeError:
+            continue
+        names = [ln.split()[-1].split("@")[0] for ln in out.splitlines() if len(ln.split()) >= 3]
+        if names:
+            break
+    return demangle(names)
+
+
+def register_baseline(kind: str, symbols: Iterable[str]) -> None:
+    """Set the symbols of the shared binding object for ``kind`` (raw names), used when ``check_binary`` gets none."""
+    _baselines[kind] = frozenset(symbols)
+
+
+def baseline_symbols(so_path: Path) -> frozenset[str]:
+    """Raw undefined symbols of a module built from an empty workspace: the shared binding's own imports."""
+    return frozenset(s.raw for s in undefined_symbols(so_path))
+
+
+def _op_allowed(op: str) -> bool:
+    if op in ALLOWED_ATEN_OPS:
+        return True
+    return any(op.startswith(name + "_") for name in ALLOWED_ATEN_OPS)
+
+
+def classify_symbol(sym: Symbol, allowed_libraries: frozenset[str]) -> tuple[str, str] | None:
+    """Rule and message for one imported symbol (None = allowed)."""
+    name = sym.name
+    m = _OP_RE.match(name)
+    if m:
+        if _op_allowed(m.group(1)):
+            return None
+        return "T1.binary.aten_op", f"imports ATen operator `{m.group(1)}` (at::_ops::{m.group(1)}); only allocation/" \
+                                    "view/copy operators may be called, the compute must be your kernel"
+    for lib, rx in _VENDOR_SYMBOLS.items():
+        if lib not in allowed_libraries and rx.search(name):
+            return "T1.binary.vendor_library", f"imports `{name[:80]}` from {lib}, which the skill does not allow"
+    if sym.raw in PYBIND_RUNTIME_SYMBOLS:
+        return None
+    for rule, rx, what in SYMBOL_RULES:
+        if rx.search(name) or rx.search(sym.raw):
+            return rule, f"imports `{name[:100]}` ({what})"
+    return None
+
+
+def check_binary(
+    so_path: Path,
+    kind: str,
+    *,
+    baseline: Iterable[str] | None = None,
+    allowed_libraries: Iterable[str] = (),
+) -> list[Violation]:
+    """Violations among the undefined symbols of the built extension ``so_path``.
+
+    :param so_path: the built ``cuda_extension`` shared object.
+    :param kind: backend kind (``"cpu"``/``"cuda"``): selects the registered baseline.
+    :param baseline: raw symbols to ignore (the shared binding object's); default: ``register_baseline(kind, ...)``.
+    :param allowed_libraries: vendor libraries the skill allows (``"cublas"``, ``"cudnn"``...).
+    """
+    so_path = Path(so_path)
+    if not so_path.is_file():
+        return [Violation(rule="T1.binary.aten_op", message=f"built module {so_path} does not exist", file=str(so_path))]
+    ignore = frozenset(baseline) if baseline is not None else _baselines.get(kind, frozenset())
+    allowed = frozenset(allowed_libraries)
+    out: list[Violation] = []
+    for sym in undefined_symbols(so_path):
+        if sym.raw in ignore:
+            continue
+        verdict = classify_symbol(sym, allowed)
+        if verdict:
+            out.append(Violation(rule=verdict[0], message=verdict[1], file=so_path.name))
+    return out

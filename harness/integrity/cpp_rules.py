@@ -1,0 +1,310 @@
+"""Source rules for the candidate's C++/CUDA files (``kernels/*``): THREATS.md classes 1, 9, 10, 12, 20, 23.
+
+Each file is checked twice: as written (comments and string literals
+blanked, so every ``#if`` branch is seen) and after its own macros are
+expanded by the real preprocessor (so ``#define MM at::matmul`` or
+``a##b`` token pasting cannot hide a call). What the rules cannot see
+(unqualified calls found by argument-dependent lookup, tensor operators such
+as ``a * b`` in C++) is caught by the undefined symbols of the built binary
+(``binary.py``); see docs/integrity.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cuda_agent.harness.integrity.cpp_source import expand_macros, macro_definitions, strip_code
+from cuda_agent.harness.integrity.violation import Violation, dedupe
+
+#: File suffixes treated as C/C++/CUDA source.
+SOURCE_SUFFIXES: frozenset[str] = frozenset({".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".inl", ".inc"})
+
+#: Protected files written by the harness; never checked (their hashes are verified instead).
+PROTECTED_SOURCES: frozenset[str] = frozenset({"binding.cpp", "binding_registry.h"})
+
+#: Vendor libraries a skill may allow (``allowed_libraries``); everything listed here is refused by default.
+VENDOR_LIBRARIES: dict[str, tuple[str, ...]] = {
+    "cublas": (r"\bcublas\w*", r"getCurrentCUDABlasHandle", r"getCurrentCUDABlasLtHandle"),
+    "cudnn": (r"\bcudnn\w*", r"getCudnnHandle"),
+    "cutlass": (r"\bcutlass\s*::", r"\bcute\s*::"),
+    "cusparse": (r"\bcusparse\w*", r"getCurrentCUDASparseHandle"),
+    "cusolver": (r"\bcusolver\w*", r"getCurrentCUDASolverDnHandle"),
+    "cufft": (r"\bcufft\w*",),
+    "cblas": (r"\bcblas_\w+", r"\bmkl_\w+", r"\bdnnl\w*", r"\bmkldnn\w*", r"\bEigen\s*::"),
+}
+
+#: ``at::``/``torch::``/``c10::`` names an honest binding may use: allocation, metadata, guards, streams it is given.
+ALLOWED_QUALIFIED: frozenset[str] = frozenset(
+    {
+        # allocation
+        "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+        # types and metadata helpers
+        "Tensor", "TensorBase", "TensorOptions", "Scalar", "ScalarType", "IntArrayRef", "Device", "DeviceType",
+        "DeviceGuard", "OptionalDeviceGuard", "Half", "BFloat16", "MemoryFormat", "Layout", "TensorArg", "Float8_e4m3fn",
+        "Float8_e5m2", "complex", "ceil_div", "elementSize", "toString", "isFloatingType", "isIntegralType",
+        "isComplexType", "isReducedFloatingType", "device", "dtype", "layout", "requires_grad", "typeMetaToScalarType",
+        "checkDim", "checkSameGPU", "checkAllSameGPU", "checkContiguous", "checkScalarType", "checkAllSameType",
+        "acc_type", "opmath_type", "irange", "TensorAccessor", "PackedTensorAccessor32", "PackedTensorAccessor64",
+        "GenericPackedTensorAccessor", "RestrictPtrTraits", "DefaultPtrTraits", "ArrayRef", "optional", "nullopt",
+        "SmallVector", "string_view", "ScalarTypeToCPPType", "CppTypeToScalarType", "kCUDA", "kCPU", "NoGradGuard",
+        "InferenceMode", "AutoGradMode", "get_num_threads", "parallel_for", "in_parallel_region", "Error",
+        "ValueError", "IndexError", "TypeError", "str", "detail", "cuda", "util", "convert", "from_blob",
+        # CUDA context (the current stream is honest; making or switching streams is not)
+        "CUDAGuard", "OptionalCUDAGuard", "getCurrentCUDAStream", "getDefaultCUDAStream",
+        "getCurrentDeviceProperties", "getDeviceProperties", "current_device", "device_count", "CUDAStream",
+        "getNumGPUs", "CUDACachingAllocator", "warp_size",
+    }
+)
+
+_QUALIFIED_RE = re.compile(r"\b(at|torch|c10|aten)((?:\s*::\s*\w+)+)\s*(<[^;(){}]*>)?\s*(\()?")
+
+#: Tensor methods that compute (C++ ``x.matmul(y)``); std-container names (min/max of numeric_limits...) excluded.
+ATEN_COMPUTE_METHODS: frozenset[str] = frozenset(
+    """matmul mm bmm addmm addmv addbmm baddbmm mv dot vdot outer ger einsum linear conv1d conv2d conv3d
+    conv_transpose1d conv_transpose2d conv_transpose3d convolution sum mean prod cumsum cumprod norm std var softmax
+    log_softmax logsumexp relu relu_ gelu gelu_ silu silu_ sigmoid sigmoid_ tanh tanh_ exp exp_ log log_ log1p expm1
+    sqrt sqrt_ rsqrt rsqrt_ pow pow_ add add_ sub sub_ mul mul_ div div_ addcmul addcdiv neg neg_ reciprocal clamp
+    clamp_ clamp_min clamp_max hardtanh leaky_relu elu selu softplus mish hardswish hardsigmoid threshold where
+    masked_fill masked_fill_ masked_scatter index_select gather scatter scatter_ scatter_add index_add index_add_
+    index_put index_put_ index_copy argmax argmin amax amin topk sort argsort cummax cummin max min abs abs_ square
+    triu tril diag diagonal flip roll repeat repeat_interleave tile bitwise_and logical_and logical_or logical_not eq ne
+    lt le gt ge isnan isinf nan_to_num cross kron tensordot allclose equal inverse det svd qr cholesky lerp maximum
+    minimum fmod remainder floor ceil trunc sign erf erfc sin cos tan histc bincount nonzero count_nonzero median
+    quantile nanmean nansum var_mean std_mean layer_norm group_norm batch_norm instance_norm rms_norm dropout
+    max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool2d adaptive_max_pool2d
+    embedding pixel_shuffle upsample_nearest2d upsample_bilinear2d grid_sampler pad constant_pad_nd
+    matrix_power addr logit hypot atan2 frac sinh cosh asin acos atan""".split()
+)
+_METHOD_RE = re.compile(r"(?:\.|->)\s*(\w+)\s*(?:<[^;(){}]*>)?\s*\(")
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    rule: str
+    regex: re.Pattern[str]
+    message: str
+
+
+def _p(rule: str, pattern: str, message: str) -> _Pattern:
+    return _Pattern(rule, re.compile(pattern), message)
+
+
+#: Token patterns over stripped (and macro-expanded) code.
+CODE_PATTERNS: tuple[_Pattern, ...] = (
+    _p("T1.cpp.namespace_import", r"\busing\s+namespace\s+(::\s*)?(at|torch|c10|aten)\b",
+       "`using namespace at/torch/c10` hides ATen calls; write qualified names (at::empty, torch::Tensor)"),
+    _p("T1.cpp.namespace_import", r"\bnamespace\s+\w+\s*=\s*(::\s*)?(at|torch|c10|aten)\b",
+       "aliasing the at/torch namespaces hides ATen calls"),
+    _p("T1.cpp.dynamic_loading", r"\b(dlopen|dlsym|dlvsym|dlmopen|dlinfo|LoadLibrary\w*|GetProcAddress|cuModuleLoad\w*|"
+       r"cuLibraryLoad\w*|cudaLibraryLoad\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetFunction)\b",
+       "loading code at run time is not allowed"),
+    _p("T1.cpp.dispatcher", r"\b(Dispatcher|findSchema\w*|findOp|callBoxed|call_boxed|OperatorHandle|"
+       r"TypedOperatorHandle|OperatorEntry|RegisterOperators|getOperation|TORCH_LIBRARY\w*|TORCH_MODULE_FRAGMENT)\b",
+       "operator dispatcher lookups/registrations are not allowed; call only your own kernels"),
+    _p("T1.cpp.dispatch_guard", r"\b(DispatchKey\w*|ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard|"
+       r"tls_set_dispatch_key\w*|tls_local_dispatch_key_set|_force_tls_local_dispatch_key_set|AutoDispatchBelow\w*|"
+       r"ForceDispatchKeyGuard|DisableTorchDispatch|TorchDispatchModeTLS|PythonDispatcherTLS|impl\s*::\s*tls_\w+)\b",
+       "changing dispatch keys/modes would hide ops from the runtime audit"),
+    _p("T1.cpp.python_api", r"\b(_?Py[A-Z]\w*|THP\w+|PyObject)\b",
+       "calling into Python from C++ is not allowed"),
+    _p("T1.cpp.python_api", r"\b(py|pybind11)\s*::\s*(object|function|handle|eval\w*|exec|globals|getattr|setattr|"
+       r"hasattr|module_\s*::\s*import|module\s*::\s*import|reinterpret_\w+|dict|cpp_function|capsule|str|bytes|"
+       r"cast|import|isinstance|type)\b",
+       "pybind11 objects/imports/attribute access are not allowed; register plain C++ functions"),
+    _p("T1.cpp.python_api", r"(\.|->)\s*attr\s*\(", "pybind11 `.attr(...)` reaches Python objects; not allowed"),
+    _p("T9.cpp.stream", r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|getStreamFromPool|getStreamFromExternal|"
+       r"setCurrentCUDAStream|cudaStreamPerThread|cudaStreamNonBlocking|cudaStreamWaitEvent|cudaStreamBeginCapture\w*|"
+       r"cudaGraph\w*|cuGraph\w*|cudaStreamEndCapture)\b",
+       "creating/switching streams or graphs is not allowed; launch on at::cuda::getCurrentCUDAStream()"),
+    _p("T20.cpp.l2_persistence", r"\b(accessPolicyWindow|cudaAccessPolicyWindow|cudaAccessProperty\w*|"
+       r"cudaLimitPersistingL2CacheSize|cudaCtxResetPersistingL2Cache|cudaStreamSetAttribute|cudaStreamAttrValue|"
+       r"cudaStreamAttributeAccessPolicyWindow|cudaLaunchAttributeAccessPolicyWindow|"
+       r"cudaKernelNodeAttributeAccessPolicyWindow|cudaDeviceSetLimit|cuCtxSetLimit|cuCtxResetPersistingL2Cache)\b",
+       "persisting-L2 controls are not allowed (they survive the timer's cache flush)"),
+    _p("T10.cpp.thread", r"\b(std\s*::\s*(thread|jthread|async)|pthread_create|boost\s*::\s*thread|"
+       r"cudaLaunchHostFunc|cudaStreamAddCallback|vfork|posix_spawn\w*)\b",
+       "starting threads or deferred host work is not allowed; OpenMP parallel regions are fine"),
+    _p("T10.cpp.thread", r"(?<![.\w>:])\s*\b(fork|clone)\s*\(", "creating processes/threads is not allowed"),
+    _p("T12.cpp.static_cache", r"\b(static|thread_local)\b[^;(){}=]*\b(std\s*::\s*(unordered_map|map|vector|"
+       r"unordered_set|set|deque|list|array|shared_ptr|unique_ptr|optional|pair|tuple)|at\s*::\s*Tensor|"
+       r"torch\s*::\s*Tensor|Tensor)\b",
+       "static/thread_local containers or tensors keep results across calls"),
+    _p("T12.cpp.static_cache", r"\b(static|thread_local)\b(?!\s+(const|constexpr|__device__|__forceinline__|inline|"
+       r"__host__|__global__|void|bool|int|float|double|unsigned|long|size_t|int64_t|int32_t|char|auto\s+\w+\s*\())"
+       r"[^;(){}]*\*\s*\w+\s*(=|;)",
+       "static pointers remember earlier calls' buffers (data_ptr caches)"),
+    _p("T12.cpp.static_cache", r"\bthread_local\b", "thread_local state persists across calls"),
+    _p("T12.cpp.static_cache", r"data_ptr\s*(<[^;()]*>)?\s*\(\s*\)\s*(==|!=)|(==|!=)\s*\w+(\.|->)data_ptr\b",
+       "comparing data pointers across calls is a cache check"),
+    _p("T12.cpp.static_cache", r"\.\s*(find|count|emplace|insert|try_emplace|contains)\s*\([^;]*data_ptr|"
+       r"\[\s*[^\]]*data_ptr[^\]]*\]",
+       "keying a container by data_ptr is a cache"),
+    _p("T12.cpp.file_io", r"\b(fopen|freopen|fdopen|fwrite|fread|fputs|fgets|ifstream|ofstream|fstream|filesystem|"
+       r"mmap|munmap|creat|unlink|rename|opendir|readdir|FILE)\b",
+       "file access is not allowed"),
+    _p("T12.cpp.file_io", r"(?<![.\w>:])\s*\b(open|openat|read|write)\s*\(", "raw file descriptors are not allowed"),
+    _p("T23.cpp.system_call", r"\b(system|popen|execl|execlp|execle|execv|execvp|execvpe|execve|socket|connect|bind|"
+       r"listen|accept|ptrace|syscall|kill|getenv|setenv|putenv|unsetenv|secure_getenv|prctl|setuid|chroot|"
+       r"process_vm_readv|process_vm_writev)\s*\(",
+       "system, process, environment and network calls are not allowed"),
+)
+
+#: ``#include`` targets refused, by rule.
+INCLUDE_PATTERNS: tuple[_Pattern, ...] = (
+    _p("T1.cpp.dynamic_loading", r"^dlfcn\.h$", "<dlfcn.h> (dlopen/dlsym) is not allowed"),
+    _p("T1.cpp.python_api", r"^(Python\.h|pybind11/(eval|embed|numpy)\.h|torch/csrc/autograd/python_\w+\.h|"
+       r"torch/csrc/jit/.*)$", "Python/TorchScript headers are not allowed in kernels"),
+    _p("T1.cpp.dispatcher", r"^(ATen/core/dispatch/.*|ATen/core/op_registration/.*|torch/library\.h|"
+       r"ATen/core/boxing/.*)$", "dispatcher headers are not allowed"),
+    _p("T1.cpp.aten_call", r"^(ATen/native/.*|ATen/ops/(?!empty|zeros|ones|full).*|torch/csrc/api/include/torch/"
+       r"(nn|linalg|fft|special).*|ATen/cpu/vec/functional.*|ATen/Functions\.h|ATen/NativeFunctions\.h|"
+       r"ATen/CPUFunctions\.h|ATen/CUDAFunctions\.h)$", "ATen compute headers are not allowed"),
+    _p("T10.cpp.thread", r"^(thread|future|pthread\.h|spawn\.h)$", "threading headers are not allowed"),
+    _p("T12.cpp.file_io", r"^(fstream|filesystem|sys/mman\.h|fcntl\.h|dirent\.h)$", "file I/O headers are not allowed"),
+    _p("T23.cpp.system_call", r"^(sys/socket\.h|netinet/.*|arpa/.*|netdb\.h|sys/ptrace\.h|sys/prctl\.h|"
+       r"sys/syscall\.h|unistd\.h|sys/wait\.h|signal\.h|csignal)$", "system/network headers are not allowed"),
+)
+
+#: String-literal contents refused, by rule.
+STRING_PATTERNS: tuple[_Pattern, ...] = (
+    _p("T1.cpp.dynamic_loading", r"\blib\w*\.so\b|\.dylib\b|\.dll\b", "naming shared libraries is not allowed"),
+    _p("T1.cpp.dispatcher", r"^\s*(aten|prim|torch)::\w+", "operator schema names are not allowed"),
+    _p("T23.cpp.system_call", r"/proc/|/dev/(mem|shm|tcp)|/sys/", "reading /proc, /sys or /dev is not allowed"),
+    _p("T23.cpp.system_call", r"\b(syscall|sysenter|int\s+\$0x80)\b", "system calls from inline assembly are not allowed"),
+)
+
+
+def _qualified_violation(prefix: str, chain: str, called: bool) -> tuple[str, str] | None:
+    """Rule and message for a qualified name like ``at::native::add`` (None = allowed)."""
+    parts = [p.strip() for p in chain.split("::") if p.strip()]
+    name = ".".join(parts)
+    full = prefix + "::" + "::".join(parts)
+    if not parts:
+        return None
+    if prefix == "aten" or parts[0] in {"_ops", "native", "cpu", "meta", "compositeexplicitautograd",
+                                         "compositeimplicitautograd", "compositeexplicitautogradnonfunctional",
+                                         "redispatch", "linalg", "fft", "special", "nn", "jit", "autograd", "_C"}:
+        if parts[0] == "nn" and len(parts) > 1 and parts[1] in {"Module"}:
+            return None
+        return "T1.cpp.aten_call", f"`{full}` reaches ATen/torch compute; write the kernel"
+    if parts[0] == "cuda" and len(parts) > 1 and parts[1] in {"getStreamFromPool", "getStreamFromExternal",
+                                                               "setCurrentCUDAStream"}:
+        return "T9.cpp.stream", f"`{full}` makes or switches streams"
+    if parts[0] == "cuda" and len(parts) > 1 and parts[1] not in ALLOWED_QUALIFIED:
+        if parts[1].startswith("getCurrentCUDA") and parts[1].endswith("Handle"):
+            return "T1.cpp.vendor_library", f"`{full}` hands out a vendor library handle"
+        return ("T1.cpp.aten_call", f"`{full}` is not on the allowlist of at::cuda helpers") if called else None
+    if prefix == "c10":
+        if parts[0] == "impl" and len(parts) > 1 and parts[1].startswith("tls"):
+            return "T1.cpp.dispatch_guard", f"`{full}` changes dispatch state"
+        return None  # c10 is types and utilities; dispatcher/stream names are caught by token patterns
+    if "globalContext" in parts:
+        return "T1.cpp.aten_call", f"`{full}` reaches global ATen state (flags, BLAS handles)"
+    head = parts[0]
+    if head in ALLOWED_QUALIFIED:
+        return None
+    if head[:1] == "k" and head[1:2].isupper():
+        return None  # at::kFloat, torch::kCUDA ... constants
+    if not called and head[:1].isupper():
+        return None  # types used in declarations
+    return "T1.cpp.aten_call", (f"`{full}` is not on the allowlist (allocation with at::empty*/zeros*, "
+                                "metadata, guards, the current stream); do the compute in your kernel")
+
+
+def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str] = (),
+                   extra_defines: str = "") -> list[Violation]:
+    """Violations of the C++/CUDA source rules in one file's ``text``.
+
+    :param text: file contents.
+    :param filename: workspace-relative name used in violations.
+    :param allowed_libraries: vendor libraries the skill allows (keys of ``VENDOR_LIBRARIES``).
+    :param extra_defines: ``#define`` lines from the workspace's other files (so their macros expand here too).
+    """
+    stripped = strip_code(text)
+    found: list[Violation] = []
+    raw_lines = stripped.code.split("\n")
+    vendor = [(lib, re.compile(p)) for lib, pats in VENDOR_LIBRARIES.items() if lib not in set(allowed_libraries)
+              for p in pats]
+
+    def scan(lines: Iterable[tuple[int, str]], suffix: str) -> None:
+        for lineno, ln in lines:
+            for pat in CODE_PATTERNS:
+                m = pat.regex.search(ln)
+                if m:
+                    found.append(Violation(rule=pat.rule, message=f"`{m.group(0).strip()[:60]}`: {pat.message}{suffix}",
+                                           file=filename, line=lineno))
+            for lib, rx in vendor:
+                m = rx.search(ln)
+                if m:
+                    found.append(Violation(rule="T1.cpp.vendor_library",
+                                           message=f"`{m.group(0).strip()}`: {lib} is not allowed by the skill "
+                                                   f"(allowed: {', '.join(sorted(allowed_libraries)) or 'none'}){suffix}",
+                                           file=filename, line=lineno))
+            for m in _QUALIFIED_RE.finditer(ln):
+                verdict = _qualified_violation(m.group(1), m.group(2), m.group(4) is not None)
+                if verdict:
+                    found.append(Violation(rule=verdict[0], message=verdict[1] + suffix, file=filename, line=lineno))
+            for m in _METHOD_RE.finditer(ln):
+                if m.group(1) in ATEN_COMPUTE_METHODS:
+                    found.append(Violation(rule="T1.cpp.aten_method",
+                                           message=f"`.{m.group(1)}(...)` is a tensor compute method; write the kernel"
+                                                   + suffix, file=filename, line=lineno))
+
+    scan(enumerate(raw_lines, start=1), "")
+    for lineno, inc in stripped.includes:
+        if not re.match(r"\s*#\s*include", raw_lines[lineno - 1] if lineno - 1 < len(raw_lines) else ""):
+            continue  # inside a comment
+        for pat in INCLUDE_PATTERNS:
+            if pat.regex.search(inc):
+                found.append(Violation(rule=pat.rule, message=f"#include <{inc}>: {pat.message}", file=filename,
+                                       line=lineno))
+        for lib, rx in vendor:
+            if rx.search(inc.replace("/", "::").replace(".h", "")) or inc.lower().startswith(lib):
+                found.append(Violation(rule="T1.cpp.vendor_library",
+                                       message=f"#include <{inc}>: {lib} is not allowed by the skill", file=filename,
+                                       line=lineno))
+    for lineno, lit in stripped.strings:
+        for pat in STRING_PATTERNS:
+            if pat.regex.search(lit):
+                found.append(Violation(rule=pat.rule, message=f'"{lit[:60]}": {pat.message}', file=filename,
+                                       line=lineno))
+    # Second pass through the preprocessor: macros that build or alias names.
+    has_macros = "#" in stripped.code and re.search(r"^\s*#\s*define\b", stripped.code, re.MULTILINE)
+    if has_macros or extra_defines.strip():
+        expanded = expand_macros(stripped.code, filename, extra_defines)
+        if expanded.ok:
+            scan(expanded.lines, " (after macro expansion)")
+        else:
+            found.append(Violation(rule="T1.cpp.unparseable_macros",
+                                   message=f"the preprocessor failed on this file's macros: {expanded.error}",
+                                   file=filename, line=None))
+    # The same finding with and without the expansion note: keep the first.
+    return dedupe(found)
+
+
+def source_files(workspace_root: Path) -> list[Path]:
+    """Candidate C/C++/CUDA files in a workspace (everything but the protected binding files)."""
+    out = []
+    for path in sorted(workspace_root.rglob("*")):
+        rel = path.relative_to(workspace_root)
+        if any(part.startswith(".") for part in rel.parts) or rel.parts[0] in {"build", "__pycache__"}:
+            continue
+        if path.is_file() and path.suffix in SOURCE_SUFFIXES and str(rel) not in PROTECTED_SOURCES:
+            out.append(path)
+    return out
+
+
+def check_cpp_sources(workspace_root: Path, *, allowed_libraries: Iterable[str] = ()) -> list[Violation]:
+    """Violations of the source rules in every candidate C/C++/CUDA file of ``workspace_root``."""
+    files = source_files(workspace_root)
+    texts = {p: p.read_text(errors="replace") for p in files}
+    headers = [p for p in files if p.suffix in {".h", ".hpp", ".cuh", ".hh", ".inl", ".inc"}]
+    out: list[Violation] = []
+    for path, text in texts.items():
+        extra = "\n".join(macro_definitions(strip_code(texts[h]).code) for h in headers if h != path)
+        rel = str(path.relative_to(workspace_root))
+        out.extend(check_cpp_text(text, rel, allowed_libraries=allowed_libraries, extra_defines=extra))
+    return out

@@ -1,0 +1,406 @@
+"""Checks run INSIDE the candidate process: guard snapshots, op audit, kernel origin (THREATS.md 1, 7, 8, 10, 16).
+
+The candidate runner takes ``take_guard_snapshot()`` before the candidate's
+module is imported and compares with ``compare_guard_snapshot`` after loading
+and after calls: replaced timing/checking functions, installed torch modes or
+trace hooks, flipped global flags, changed environment variables and new
+threads (Python and native, counted from ``/proc/self/task``) are
+violations. ``audit_ops()`` records the ATen ops (and, on CUDA, the GPU
+kernels) that ran during a forward; ``op_audit_violations`` and
+``kernel_origin_violations`` judge them.
+
+Everything here runs where the candidate could tamper with it, so each check
+is backed by one from outside the process (symbols of the built binary,
+comparison and timing decisions in the trusted parent); see docs/integrity.md.
+This module imports nothing heavy at import time: torch is imported by the
+functions, which the runner calls after it has imported torch itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.harness.integrity.violation import Violation
+
+#: Dotted names of timing functions whose identity must not change (T8).
+TIMER_FUNCTIONS: tuple[str, ...] = (
+    "time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.monotonic_ns", "time.time", "time.time_ns",
+    "time.process_time", "time.sleep", "statistics.median", "statistics.mean", "statistics.stdev",
+    "statistics.quantiles", "builtins.sorted", "builtins.min", "builtins.max", "builtins.sum", "builtins.len",
+    "torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.record",
+    "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "torch.cuda.Event.wait", "torch.cuda.current_stream",
+    "torch.cuda.default_stream", "torch.cuda.Stream.synchronize", "torch._C._cuda_synchronize",
+    "torch.profiler.profile", "torch.autograd.profiler.profile",
+    "cuda_agent.harness.timing.DeviceTimer.time_call",
+)
+
+#: Dotted names of checking functions and torch entry points the harness relies on (T7).
+CHECKER_FUNCTIONS: tuple[str, ...] = (
+    "torch.allclose", "torch.isclose", "torch.equal", "torch.testing.assert_close", "torch.isnan", "torch.isfinite",
+    "torch.isinf", "torch.abs", "torch.max", "torch.Tensor.allclose", "torch.Tensor.__eq__", "torch.Tensor.__sub__",
+    "torch.Tensor.abs", "torch.Tensor.max", "torch.Tensor.clone", "torch.Tensor.copy_", "torch.Tensor.data_ptr",
+    "torch.Tensor.untyped_storage", "torch.Tensor.__torch_function__", "torch.Tensor.to", "torch.Tensor.float",
+    "torch.Tensor.cpu", "torch.Tensor.item", "torch.Tensor.tolist", "torch.nn.Module.__call__",
+    "torch.nn.Module._call_impl", "builtins.isinstance", "builtins.type", "builtins.getattr", "math.isclose",
+    "math.isfinite", "cuda_agent.harness.compare.fingerprint",
+)
+
+#: Environment variables always reported by name when they change (others are reported too, by count).
+WATCHED_ENV: tuple[str, ...] = (
+    "CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES", "NVIDIA_TF32_OVERRIDE", "CUBLAS_WORKSPACE_CONFIG",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTORCH_CUDA_ALLOC_CONF",
+    "TORCH_CUDNN_V8_API_ENABLED", "CUDA_MODULE_LOADING",
+)
+
+_OPENMP_LIBS = ("libgomp", "libiomp", "libomp")
+
+# Guarded objects stay referenced so that their id() cannot be reused by another object.
+_PINNED: list[Any] = []
+
+
+def _resolve(dotted: str) -> Any:
+    """The object at ``dotted`` among modules already imported (never imports anything new)."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        module = sys.modules.get(".".join(parts[:i]))
+        if module is None:
+            continue
+        obj: Any = module
+        for attr in parts[i:]:
+            try:
+                # the raw attribute (no descriptor binding), so the identity is stable between snapshots
+                obj = inspect.getattr_static(obj, attr)
+            except AttributeError:
+                return None
+        return obj
+    return None
+
+
+def _identities(names: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name in names:
+        obj = _resolve(name)
+        if obj is not None:
+            _PINNED.append(obj)
+            out[name] = id(obj)
+    return out
+
+
+def _torch_flags() -> dict[str, Any]:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    readers = {
+        "backends.cuda.matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+        "backends.cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
+        "backends.cudnn.benchmark": lambda: torch.backends.cudnn.benchmark,
+        "backends.cudnn.deterministic": lambda: torch.backends.cudnn.deterministic,
+        "backends.cudnn.enabled": lambda: torch.backends.cudnn.enabled,
+        "backends.cuda.matmul.allow_fp16_reduced_precision_reduction":
+            lambda: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "backends.cuda.matmul.allow_bf16_reduced_precision_reduction":
+            lambda: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        "float32_matmul_precision": torch.get_float32_matmul_precision,
+        "default_dtype": lambda: str(torch.get_default_dtype()),
+        "default_device": lambda: str(torch.get_default_device()),
+        "grad_enabled": torch.is_grad_enabled,
+        "inference_mode": torch.is_inference_mode_enabled,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
+        "anomaly_enabled": torch.is_anomaly_enabled,
+        "num_threads": torch.get_num_threads,
+    }
+    flags: dict[str, Any] = {}
+    for name, read in readers.items():
+        try:
+            flags[name] = read()
+        except Exception as exc:  # a flag missing in this torch build
+            flags[name] = f"<unreadable: {type(exc).__name__}>"
+    return flags
+
+
+def _modes() -> dict[str, Any]:
+    torch = sys.modules.get("torch")
+    modes: dict[str, Any] = {
+        "sys.gettrace": sys.gettrace() is not None,
+        "sys.getprofile": sys.getprofile() is not None,
+        "threading.gettrace": threading.gettrace() is not None,
+        "threading.getprofile": threading.getprofile() is not None,
+    }
+    if torch is not None:
+        with contextlib.suppress(Exception):
+            modes["torch_function_modes"] = int(torch._C._len_torch_function_stack())
+        with contextlib.suppress(Exception):
+            modes["torch_dispatch_modes"] = int(torch._C._len_torch_dispatch_stack())
+    return modes
+
+
+def _native_threads() -> dict[str, str]:
+    """tid -> thread name (comm) of every native thread of this process."""
+    out: dict[str, str] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            out[tid] = Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+        except OSError:
+            out[tid] = "?"
+    return out
+
+
+def _openmp_runtimes() -> list[str]:
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return []
+    found = {ln.split()[-1] for ln in maps.splitlines() if any(lib in ln for lib in _OPENMP_LIBS) and "/" in ln}
+    return sorted(found)
+
+
+def take_guard_snapshot() -> dict[str, Any]:
+    """Identities of timing/checking functions, torch modes and flags, threads and environment, now (JSON-able)."""
+    return {
+        "timers": _identities(TIMER_FUNCTIONS),
+        "checkers": _identities(CHECKER_FUNCTIONS),
+        "modules": {name: id(sys.modules[name]) for name in ("time", "torch", "statistics", "builtins", "math")
+                    if name in sys.modules},
+        "modes": _modes(),
+        "flags": _torch_flags(),
+        "python_threads": {str(t.native_id): t.name for t in threading.enumerate() if t.is_alive()},
+        "native_threads": _native_threads(),
+        "openmp_runtimes": _openmp_runtimes(),
+        "env": dict(os.environ),
+        "cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+    }
+
+
+def compare_guard_snapshot(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    *,
+    ignore_env: Iterable[str] = (),
+    native_thread_allowance: int | None = None,
+) -> list[Violation]:
+    """Violations between two guard snapshots of the same process (empty = nothing changed).
+
+    :param ignore_env: environment variables the harness itself may change between the snapshots.
+    :param native_thread_allowance: new native threads tolerated; default: none, except that a
+        newly loaded OpenMP runtime (an OpenMP kernel's worker pool) may add up to the CPU count.
+    """
+    out: list[Violation] = []
+    for key, rule, what in (("timers", "T8.runtime.timer_patched", "timing"),
+                            ("checkers", "T7.runtime.checker_patched", "checking")):
+        changed = [n for n, ident in before.get(key, {}).items() if after.get(key, {}).get(n, ident) != ident]
+        missing = [n for n in before.get(key, {}) if n not in after.get(key, {})]
+        for name in changed + missing:
+            out.append(Violation(rule=rule, message=f"{what} function `{name}` was replaced or removed after the "
+                                                    "candidate loaded; the harness's functions must stay untouched"))
+    for name, ident in before.get("modules", {}).items():
+        if after.get("modules", {}).get(name, ident) != ident:
+            rule = "T8.runtime.timer_patched" if name in {"time", "statistics"} else "T7.runtime.checker_patched"
+            out.append(Violation(rule=rule, message=f"module `{name}` was replaced in sys.modules"))
+    for name, value in after.get("modes", {}).items():
+        old = before.get("modes", {}).get(name, value)
+        if value != old and (value is True or (isinstance(value, int) and value > old)):
+            out.append(Violation(rule="T7.runtime.mode_installed",
+                                 message=f"{name} changed from {old!r} to {value!r}: a trace hook or torch mode was "
+                                         "left installed"))
+    for name, value in before.get("flags", {}).items():
+        new = after.get("flags", {}).get(name, value)
+        if new != value:
+            out.append(Violation(rule="T16.runtime.flag_changed",
+                                 message=f"torch flag {name} changed from {value!r} to {new!r}; global settings "
+                                         "must stay as the harness set them"))
+    ignore = set(ignore_env)
+    env_b, env_a = before.get("env", {}), after.get("env", {})
+    changed_env = sorted(k for k in set(env_b) | set(env_a) if env_b.get(k) != env_a.get(k) and k not in ignore)
+    if changed_env:
+        named = [k for k in changed_env if k in WATCHED_ENV] or changed_env[:8]
+        out.append(Violation(rule="T16.runtime.env_changed",
+                             message=f"{len(changed_env)} environment variable(s) changed: {', '.join(named)}"))
+    new_py = {tid: name for tid, name in after.get("python_threads", {}).items()
+              if tid not in before.get("python_threads", {})}
+    if new_py:
+        out.append(Violation(rule="T10.runtime.thread_started",
+                             message=f"{len(new_py)} Python thread(s) started and still alive: "
+                                     f"{', '.join(sorted(new_py.values())[:5])}; background work is not allowed"))
+    new_native = {tid: comm for tid, comm in after.get("native_threads", {}).items()
+                  if tid not in before.get("native_threads", {}) and tid not in new_py}
+    allowance = native_thread_allowance
+    if allowance is None:
+        new_omp = set(after.get("openmp_runtimes", [])) - set(before.get("openmp_runtimes", []))
+        allowance = int(after.get("cpu_count", 1)) if new_omp else 0
+    if len(new_native) > allowance:
+        names = sorted(set(new_native.values()))
+        out.append(Violation(rule="T10.runtime.thread_started",
+                             message=f"{len(new_native)} native thread(s) started and still alive (allowed: "
+                                     f"{allowance}; names: {', '.join(names[:5])}); background work is not allowed"))
+    return out
+
+
+# ---------------------------------------------------------------------- op audit
+class OpAuditLog(list):  # type: ignore[type-arg]
+    """ATen ops (``aten::name`` strings) seen during the audited block; ``kernels`` = GPU kernel names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernels: list[str] = []
+
+
+@contextlib.contextmanager
+def audit_ops(*, kernels: bool | None = None) -> Iterator[OpAuditLog]:
+    """Record every ATen op dispatched inside the block (a ``TorchDispatchMode``), and on CUDA the kernels run.
+
+    Ops called from C++ (``at::_ops::*::call``) go through the dispatcher and are seen as well.
+
+    :param kernels: also record GPU kernel names with ``torch.profiler`` (default: when CUDA is available).
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    log = OpAuditLog()
+
+    class _Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            log.append(str(func._schema.name))
+            return func(*args, **(kwargs or {}))
+
+    want_kernels = torch.cuda.is_available() if kernels is None else kernels
+    if not want_kernels:
+        with _Recorder():
+            yield log
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with _Recorder():
+            yield log
+        torch.cuda.synchronize()
+    log.kernels.extend(e.name for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
+
+
+#: ATen ops allowed during forward: allocation, views, copies, metadata.
+ALLOWED_RUNTIME_OPS: frozenset[str] = frozenset(
+    """empty empty_like empty_strided zeros zeros_like ones ones_like full full_like new_empty new_empty_strided
+    new_zeros new_ones new_full view _unsafe_view _reshape_alias reshape as_strided contiguous clone copy_ _to_copy
+    to t transpose permute expand unsqueeze squeeze select slice narrow detach alias resize_ zero_ fill_ flatten
+    unflatten view_as expand_as reshape_as split split_with_sizes chunk unbind _local_scalar_dense item lift_fresh
+    movedim swapaxes unfold sym_size sym_stride sym_numel sym_storage_offset is_contiguous set_ record_stream
+    _has_compatible_shallow_copy_type is_same_size""".split()
+)
+
+
+def normalize_op(op: str) -> str:
+    """``aten::add.Tensor`` / ``aten.add.Tensor`` / ``add`` -> ``add``; other namespaces keep ``ns::name``."""
+    if "::" in op:
+        ns, rest = op.split("::", 1)
+        name = rest.split(".")[0]
+        return name if ns == "aten" else f"{ns}::{name}"
+    if op.startswith("aten."):
+        return op.split(".")[1]
+    return op.split(".")[0]
+
+
+def op_audit_violations(ops: Iterable[str], kind: str) -> list[Violation]:
+    """Ops outside the allocation/view/copy allowlist, one violation per distinct op (``T1.runtime.aten_compute``)."""
+    seen: dict[str, int] = {}
+    for op in ops:
+        name = normalize_op(str(op))
+        if name not in ALLOWED_RUNTIME_OPS:
+            seen[name] = seen.get(name, 0) + 1
+    return [
+        Violation(rule="T1.runtime.aten_compute",
+                  message=f"PyTorch op `{name}` ran {count}x during forward on {kind}; only the extension's own "
+                          "kernels may compute (allocation, views and copies are allowed)")
+        for name, count in seen.items()
+    ]
+
+
+# ---------------------------------------------------------------------- kernel origin
+_TORCH_ALLOWED_KERNELS = ("FillFunctor", "fill_kernel", "copy_kernel", "CopyKernel", "direct_copy", "Memcpy", "Memset",
+                          "memcpy", "memset", "zero_kernel")
+
+
+def base_kernel_name(name: str) -> str:
+    """``void ns::k<float, 4>(float const*, int)`` -> ``ns::k``: return type, template arguments and parameters dropped."""
+    text = name.strip()
+    if text.endswith(")"):
+        depth = 0
+        for i in range(len(text) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(text[i], 0)
+            if depth == 0:
+                text = text[:i]
+                break
+    out, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    text = "".join(out).strip()
+    return text.split()[-1] if text else text
+
+
+def _cuobjdump_names(so_path: Path) -> list[str]:
+    import shutil
+    import subprocess
+
+    tool = shutil.which("cuobjdump")
+    if tool is None:
+        return []
+    proc = subprocess.run([tool, "-symbols", str(so_path)], capture_output=True, text=True, timeout=120, check=False)
+    names = [ln.split()[-1] for ln in proc.stdout.splitlines() if "STT_FUNC" in ln]
+    from cuda_agent.harness.integrity.binary import demangle
+
+    return demangle(names)
+
+
+def kernel_origin_violations(kernel_names: Iterable[str], so_path: Path) -> list[Violation]:
+    """GPU kernels that ran but are defined neither in the candidate's ``.so`` nor among torch's fill/copy kernels."""
+    from cuda_agent.harness.integrity.binary import defined_symbols
+
+    so_path = Path(so_path)
+    own = {base_kernel_name(n) for n in defined_symbols(so_path) + _cuobjdump_names(so_path)}
+    own |= {n.split("::")[-1] for n in own}
+    out: list[Violation] = []
+    reported: set[str] = set()
+    for name in kernel_names:
+        if any(marker in name for marker in _TORCH_ALLOWED_KERNELS):
+            continue
+        base = base_kernel_name(name)
+        if base in own or base.split("::")[-1] in own and not base.startswith(("at::", "void at::")):
+            continue
+        if base in reported:
+            continue
+        reported.add(base)
+        out.append(Violation(rule="T1.runtime.foreign_kernel",
+                             message=f"GPU kernel `{name[:120]}` ran during forward but is not defined in "
+                                     f"{so_path.name}; library kernels (cuBLAS, ATen) are not allowed",
+                             file=so_path.name))
+    return out
+
+
+__all__ = [
+    "ALLOWED_RUNTIME_OPS",
+    "CHECKER_FUNCTIONS",
+    "OpAuditLog",
+    "TIMER_FUNCTIONS",
+    "audit_ops",
+    "base_kernel_name",
+    "compare_guard_snapshot",
+    "kernel_origin_violations",
+    "normalize_op",
+    "op_audit_violations",
+    "take_guard_snapshot",
+]
+
