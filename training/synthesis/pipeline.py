@@ -1,0 +1,325 @@
+"""The data synthesis pipeline: mine -> compose -> filter -> dedup, resumable.
+
+Files in ``out_dir``:
+
+- ``operators.jsonl`` (+ ``mine_skipped.json``): the seed operator catalog;
+- ``composed.jsonl``: one line per candidate index (task or compose error);
+- ``filtered.jsonl``: one line per probed candidate (verdict of every filter,
+  timings, keep/reason);
+- ``tasks.jsonl`` / ``dropped.jsonl`` / ``summary.json``: rewritten after each
+  round from the logs, sorted by id, so an interrupted and resumed build ends
+  with the same files as an uninterrupted one.
+
+Composition and filtering proceed in rounds of ``round_size`` candidates
+until ``target_tasks`` survive dedup or ``max_candidates`` were composed.
+Filtering runs ``workers`` probe worker processes in parallel (threads only
+drive them); with ``probe.device == 'cuda'`` workers are spread over the GPUs
+and a per-GPU lock file serialises timed calls.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from cuda_agent import __version__
+from cuda_agent.schemas.task import TaskManifest
+from cuda_agent.training.synthesis.compose_rules import ChainError, RuleComposer
+from cuda_agent.training.synthesis.config import DataConfig
+from cuda_agent.training.synthesis.dedup import ReferenceIndex, near_duplicates
+from cuda_agent.training.synthesis.execution_probe import ProbeWorker
+from cuda_agent.training.synthesis.jsonl_log import JsonlLog, write_jsonl_atomic
+from cuda_agent.training.synthesis.operators import OperatorSpec, read_catalog, write_catalog
+
+log = structlog.get_logger(__name__)
+
+
+def _progress(enabled: bool):  # type: ignore[no-untyped-def]
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    disable=not enabled, transient=False)
+
+
+def _versions() -> dict[str, str]:
+    out = {"cuda_agent": __version__}
+    try:
+        import torch
+
+        out["torch"] = torch.__version__
+    except ImportError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        out["transformers"] = version("transformers")
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+class DataPipeline:
+    """Runs the stages of one build described by a :class:`DataConfig`."""
+
+    def __init__(self, config: DataConfig, plugin_manager: Any = None) -> None:
+        self.config = config
+        self.out = Path(config.out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._pm = plugin_manager
+        self._versions: dict[str, str] | None = None
+        self._reference: ReferenceIndex | None = None
+
+    # -- helpers ---------------------------------------------------------------
+    @property
+    def pm(self) -> Any:
+        """The plugin manager (built on first use)."""
+        if self._pm is None:
+            from cuda_agent.plugin_manager import PluginManager
+
+            self._pm = PluginManager()
+        return self._pm
+
+    def versions(self) -> dict[str, str]:
+        """Library versions recorded in provenance."""
+        if self._versions is None:
+            self._versions = _versions()
+        return self._versions
+
+    # -- mine ------------------------------------------------------------------
+    def mine(self) -> list[OperatorSpec]:
+        """The operator catalog (mined once; ``operators.jsonl`` marks it done)."""
+        path = self.out / "operators.jsonl"
+        if self.config.mine.catalog is not None:
+            return read_catalog(self.config.mine.catalog)
+        if path.exists():
+            return read_catalog(path)
+        import warnings
+
+        specs: list[OperatorSpec] = []
+        skipped: dict[str, str] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if self.config.mine.include_torch:
+                from cuda_agent.training.synthesis.mine_torch import mine_torch
+
+                report = mine_torch()
+                specs += report.specs
+                skipped.update(report.skipped)
+            if self.config.mine.include_transformers:
+                from cuda_agent.training.synthesis.mine_transformers import mine_transformers
+
+                report = mine_transformers()
+                specs += report.specs
+                skipped.update(report.skipped)
+        (self.out / "mine_skipped.json").write_text(json.dumps(skipped, indent=1, sort_keys=True))
+        write_catalog(specs, path)
+        log.info("mined operators", accepted=len(specs), skipped=len(skipped))
+        return read_catalog(path)
+
+    # -- compose ---------------------------------------------------------------
+    def composer(self, catalog: list[OperatorSpec]) -> Any:
+        """The configured composer over ``catalog``."""
+        c = self.config
+        if c.composer == "rules":
+            return RuleComposer(catalog, c.compose, seed=c.seed)
+        from cuda_agent.specs import parse_spec
+        from cuda_agent.training.synthesis.compose_llm import LLMComposer
+
+        if not c.policy:
+            raise ValueError("composer 'llm' needs 'policy' (a policy spec such as openai:gpt-4o) in the data config")
+        spec = parse_spec(c.policy, kind="policy")
+        entry = self.pm.registry.get("policy", spec.name, where="policy")
+        target = getattr(entry.config_model, "spec_target", "target") if entry.config_model else "target"
+        block = {**c.plugins.get(spec.name, {}), **spec.config(target)}
+        policy = entry.build(block) if (entry.config_model or block) else entry.build()
+        window = c.plugins.get("runtime_window", {})
+        template = c.compose_template.read_text() if c.compose_template else None
+        return LLMComposer(catalog, policy, c.compose, seed=c.seed, template=template, policy_name=c.policy,
+                           prompt_values={"min_ms": window.get("min_ms", 1), "max_ms": window.get("max_ms", 100),
+                                          "device": c.probe.device})
+
+    def compose(self, indices: range, catalog: list[OperatorSpec]) -> JsonlLog:
+        """Compose the candidates of ``indices`` not yet in ``composed.jsonl``."""
+        logf = JsonlLog(self.out / "composed.jsonl")
+        todo = [i for i in indices if f"synth/s{self.config.seed}-{i:05d}" not in logf]
+        if not todo:
+            return logf
+        composer = self.composer(catalog)
+        with _progress(self.config.progress) as bar:
+            job = bar.add_task("compose", total=len(todo))
+            for i in todo:
+                task_id = f"synth/s{self.config.seed}-{i:05d}"
+                try:
+                    task = composer.compose(i)
+                    rec = {**task.model_dump(mode="json"), "index": i, "error": None}
+                    rec["provenance"] = {**rec["provenance"], "versions": self.versions()}
+                except (ChainError, ValueError) as exc:
+                    rec = {"id": task_id, "index": i, "error": f"{type(exc).__name__}: {exc}"}
+                logf.append(rec)
+                bar.advance(job)
+        return logf
+
+    # -- filter ----------------------------------------------------------------
+    def _filters(self) -> list[tuple[str, Any]]:
+        reg = self.pm.registry
+        return [(name, reg.build("task_filter", name, self.config.plugins.get(name), where="filters"))
+                for name in self.config.filters]
+
+    def _devices(self) -> list[int | None]:
+        if self.config.probe.device != "cuda":
+            return [None]
+        if self.config.devices:
+            return list(self.config.devices)
+        import torch
+
+        n = torch.cuda.device_count()
+        if n == 0:
+            raise RuntimeError("probe.device is 'cuda' but no CUDA device is visible")
+        return list(range(n))
+
+    def filter(self, composed: JsonlLog, ids: list[str]) -> JsonlLog:
+        """Probe and judge the composed candidates among ``ids`` not yet in ``filtered.jsonl``."""
+        logf = JsonlLog(self.out / "filtered.jsonl")
+        todo = [composed.records[i] for i in ids if i in composed.records and composed.records[i].get("error") is None
+                and i not in logf]
+        if not todo:
+            return logf
+        filters = self._filters()
+        devices = self._devices()
+        lock_dir = self.out / ".locks"
+        lock_dir.mkdir(exist_ok=True)
+        local = threading.local()
+        workers: list[ProbeWorker] = []
+        counter = iter(range(10**9))
+        counter_lock = threading.Lock()
+
+        def worker() -> ProbeWorker:
+            if not hasattr(local, "w"):
+                with counter_lock:
+                    k = next(counter)
+                dev = devices[k % len(devices)]
+                lock = lock_dir / f"device{dev if dev is not None else 'cpu'}.lock"
+                local.w = ProbeWorker(self.config.probe, device_index=dev, timing_lock=lock)
+                workers.append(local.w)
+            return local.w
+
+        def run(rec: dict[str, Any]) -> dict[str, Any]:
+            report = worker().probe(rec["id"], rec["code"])
+            task = TaskManifest.from_code(rec["id"], rec["code"], source="synth", stochastic=bool(rec.get("stochastic")),
+                                          meta={"probe": report.model_dump(), "ops": rec.get("ops", [])})
+            verdicts: dict[str, Any] = {}
+            reason = None
+            for name, flt in filters:
+                v = flt.check(task, None)
+                verdicts[name] = {"keep": v.keep, "reason": v.reason, "message": v.message}
+                if not v.keep and reason is None:
+                    reason = name
+            return {"id": rec["id"], "keep": reason is None, "reason": reason, "verdicts": verdicts,
+                    "timings": {"eager_ms": report.eager_ms, "compile_ms": report.compile_ms},
+                    "probe": report.model_dump(exclude_none=True)}
+
+        try:
+            with _progress(self.config.progress) as bar, ThreadPoolExecutor(self.config.workers) as pool:
+                job = bar.add_task(f"filter ({self.config.probe.device}, {self.config.workers} workers)", total=len(todo))
+                for result in pool.map(run, todo):
+                    logf.append(result)
+                    bar.advance(job)
+        finally:
+            for w in workers:
+                w.close()
+        return logf
+
+    # -- dedup + outputs ---------------------------------------------------------
+    def reference(self) -> ReferenceIndex | None:
+        """The decontamination reference index (None when no reference is configured)."""
+        if self._reference is None and self.config.dedup.reference is not None:
+            self._reference = ReferenceIndex.from_folder(self.config.dedup.reference, self.config.dedup)
+        return self._reference
+
+    def dedup(self, composed: JsonlLog, filtered: JsonlLog) -> dict[str, Any]:
+        """Decontaminate, remove near-duplicates, and rewrite tasks.jsonl / dropped.jsonl / summary.json."""
+        dropped: list[dict[str, Any]] = []
+        survivors: dict[str, dict[str, Any]] = {}
+        for cid, rec in sorted(composed.records.items()):
+            if rec.get("error"):
+                dropped.append({"id": cid, "stage": "compose", "reason": "compose_error", "message": rec["error"]})
+                continue
+            f = filtered.records.get(cid)
+            if f is None:
+                continue  # not filtered yet
+            if not f["keep"]:
+                dropped.append({"id": cid, "stage": "filter", "reason": f["reason"],
+                                "message": f["verdicts"][f["reason"]]["message"], "verdicts": f["verdicts"]})
+                continue
+            survivors[cid] = rec
+        ref = self.reference()
+        clean: dict[str, dict[str, Any]] = {}
+        for cid, rec in survivors.items():
+            match = ref.best_match(rec["code"]) if ref is not None else None
+            if match is not None:
+                dropped.append({"id": cid, "stage": "dedup", "reason": "contaminated",
+                                "message": f"AST similarity {match.score:.3f} to reference {match.other}"})
+            else:
+                clean[cid] = rec
+        dups = near_duplicates(((cid, r["code"]) for cid, r in clean.items()), self.config.dedup)
+        tasks = []
+        for cid, rec in sorted(clean.items()):
+            if cid in dups:
+                dropped.append({"id": cid, "stage": "dedup", "reason": "near_duplicate",
+                                "message": f"AST similarity {dups[cid].score:.3f} to {dups[cid].other}"})
+                continue
+            f = filtered.records[cid]
+            tasks.append({
+                "id": cid, "name": cid.rsplit("/", 1)[-1], "code": rec["code"], "ops": rec["ops"], "shapes": rec["shapes"] or {
+                    "input": (f["probe"].get("input_shapes") or [[]])[0], "output": (f["probe"].get("output_shapes") or [[]])[0]},
+                "dtypes": rec["dtypes"] or f["probe"].get("input_dtypes", []), "timings": f["timings"],
+                "verdicts": {k: ("keep" if v["keep"] else v["reason"]) for k, v in f["verdicts"].items()},
+                "provenance": rec["provenance"], "requires": rec.get("requires", []), "level": None, "source": "synth",
+            })
+        dropped.sort(key=lambda d: d["id"])
+        write_jsonl_atomic(self.out / "tasks.jsonl", tasks)
+        write_jsonl_atomic(self.out / "dropped.jsonl", dropped)
+        summary = {
+            "composed": len(composed.records),
+            "compose_errors": sum(1 for r in composed.records.values() if r.get("error")),
+            "filtered": len(filtered.records),
+            "kept_after_filter": len(survivors),
+            "kept": len(tasks),
+            "dropped_by_reason": dict(sorted(Counter(d["reason"] for d in dropped).items())),
+            "distinct_op_sets": len({tuple(sorted(set(t["ops"]))) for t in tasks}),
+            "with_3plus_ops": sum(1 for t in tasks if len(t["ops"]) >= 3),
+        }
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+        return summary
+
+    # -- all stages ----------------------------------------------------------------
+    def build(self) -> dict[str, Any]:
+        """Mine, then compose/filter/dedup rounds until the target is met; returns the summary."""
+        t0 = time.monotonic()
+        c = self.config
+        catalog = self.mine()
+        summary: dict[str, Any] = {}
+        start = 0
+        # Rounds are always walked from 0 (done items are skipped), so where a build
+        # stops depends only on the verdicts, never on where an earlier run was killed.
+        while start < c.max_candidates:
+            indices = range(start, min(start + c.round_size, c.max_candidates))
+            composed = self.compose(indices, catalog)
+            ids = [f"synth/s{c.seed}-{i:05d}" for i in indices]
+            filtered = self.filter(composed, ids)
+            summary = self.dedup(composed, filtered)
+            log.info("round done", candidates=indices.stop, kept=summary["kept"], target=c.target_tasks)
+            start = indices.stop
+            if summary["kept"] >= c.target_tasks:
+                break
+        summary["wall_s"] = round(time.monotonic() - t0, 1)
+        summary["operators"] = len(catalog)
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+        return summary
