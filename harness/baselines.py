@@ -1,0 +1,112 @@
+"""Baseline timings (eager and torch.compile) on the same machine, cached.
+
+Baselines are timed in the trusted reference process, a clean process where
+no candidate code ever ran (T16), with the candidate's exact protocol
+(:class:`~cuda_agent.harness.timing.DeviceTimer`) over the same rotated input
+sets. The cache key is (task code hash, device name, torch version, timing
+preset, compile mode), so a baseline is never borrowed from another machine
+or another torch. Entries are small JSON files; outputs are never cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness.timing import TimingLock, precise_enough, summarize
+from cuda_agent.schemas.result import Baselines, Timing
+
+
+def baseline_key(code_hash: str, device_name: str, torch_version: str, which: str, preset: str, compile_mode: str) -> str:
+    """Stable id of one baseline measurement."""
+    blob = json.dumps([code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else ""])
+    return f"{which}-" + hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+class BaselineCache:
+    """A folder of ``<key>.json`` files, each one :class:`Timing` plus its key material."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> Timing | None:
+        """The cached timing, or None."""
+        path = self.root / f"{key}.json"
+        try:
+            data = json.loads(path.read_text())
+            timing = Timing.model_validate(data["timing"])
+        except (OSError, ValueError, KeyError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return timing
+
+    def put(self, key: str, timing: Timing, meta: dict[str, Any]) -> None:
+        """Store atomically (several evaluators may share the folder)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"timing": timing.model_dump(mode="json"), "meta": meta, "created": time.time()}))
+        os.replace(tmp, self.root / f"{key}.json")
+
+
+def measure_baseline(
+    ref: Any, which: str, sets: list[int], settings: HarnessSettings, lock: TimingLock, method: str, *, batch: int = 10
+) -> Timing:
+    """Time the eager or compiled reference in the reference process until the median is precise."""
+    samples: list[float] = []
+    wall_ms = 0.0
+    warmup = settings.warmup_calls + (2 if which == "compile" else 0)
+    start = time.monotonic()
+    while not precise_enough(
+        samples,
+        min_calls=settings.min_timed_calls,
+        max_calls=settings.max_timed_calls,
+        target_rel_ci=settings.target_rel_ci,
+    ):
+        if samples and time.monotonic() - start > settings.max_timing_s:
+            break
+        with lock:
+            t0 = time.perf_counter()
+            got = ref.call("time_baseline", which, sets, batch, warmup if not samples else 1, settings.compile_mode)
+            wall_ms += (time.perf_counter() - t0) * 1e3
+        samples += got
+    return summarize(samples, method, wall_ms=wall_ms)
+
+
+def cached_baselines(
+    ref: Any,
+    *,
+    code_hash: str,
+    device_name: str,
+    torch_version: str,
+    sets: list[int],
+    settings: HarnessSettings,
+    lock: TimingLock,
+    cache: BaselineCache,
+    method: str,
+) -> tuple[Baselines, bool]:
+    """Eager (+ compile) baselines from the cache or measured now; returns (baselines, all_cached)."""
+    out = Baselines(compile_mode=settings.compile_mode)
+    all_cached = True
+    kinds = ["eager"] + (["compile"] if settings.with_compile_baseline else [])
+    for which in kinds:
+        key = baseline_key(code_hash, device_name, torch_version, which, settings.timing, settings.compile_mode)
+        timing = cache.get(key)
+        if timing is None:
+            all_cached = False
+            if settings.timing == "release_profiler_sum":
+                ms = ref.call("profiler_sum", which, sets[0], settings.compile_mode)
+                timing = Timing(median_ms=ms, samples=10, method="profiler_sum")
+            else:
+                timing = measure_baseline(ref, which, sets, settings, lock, method)
+            cache.put(key, timing, {"code_hash": code_hash, "device": device_name, "torch": torch_version, "which": which})
+        setattr(out, which, timing)
+        out.ids[which] = key
+    return out, all_cached

@@ -1,0 +1,331 @@
+"""The program that runs INSIDE the sandbox: loads the candidate and runs its forward.
+
+Started ahead of time (``python -m cuda_agent.harness.candidate_runner``),
+it imports torch, initialises the device, warms the thread pools, takes the
+integrity guard snapshot, says ``ready``, and then serves requests of one
+evaluation before it is killed. Nothing here decides a verdict: it reports
+what happened; the trusted side compares and times.
+
+Channel: JSON lines on two inherited pipe fds (``CUDA_AGENT_RUNNER_FDS=in,out``);
+the candidate's own stdout/stderr go to a separate pipe the parent drains.
+Messages from here are untrusted by the parent (JSON only, never pickle).
+
+Requests (``op``):
+- ``load``: workspace, so_dir, device, init_inputs, init_seed, output specs (for NaN poisoning).
+- ``inputs``: one input set (CPU: raw files in the exchange folder; CUDA: IPC handles) kept pristine here.
+- ``call``: copy an input set, poison output-sized memory with NaN, flush caches, time one forward,
+  describe the outputs (type, dtype, shape, aliasing, fingerprint) and re-fingerprint the inputs.
+- ``export``: hand the last outputs over (CPU: raw files; CUDA: IPC handles); the parent then stops
+  this process before the trusted side reads them.
+- ``guard``: compare the integrity guard snapshot taken before load with now.
+- ``exit``.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+# Captured before any candidate code runs: patching the module attributes later has no effect here.
+_perf_counter = time.perf_counter
+_json_dumps = json.dumps
+
+
+def _encode(obj: Any) -> Any:
+    """JSON-safe form of IPC reduction arguments (bytes -> {'b64': ...})."""
+    if isinstance(obj, bytes):
+        return {"b64": base64.b64encode(obj).decode()}
+    if isinstance(obj, (list, tuple)):
+        return [_encode(x) for x in obj]
+    if isinstance(obj, (bool, int, float, str)) or obj is None:
+        return obj
+    return {"repr": str(obj)}
+
+
+class _Runner:
+    """State of one candidate process."""
+
+    def __init__(self, out_fd: int) -> None:
+        import torch
+
+        self.torch = torch
+        self.out = os.fdopen(out_fd, "w", buffering=1)
+        self.device = "cpu"
+        self.inputs: dict[int, list[Any]] = {}
+        self.model: Any = None
+        self.last: list[Any] = []
+        self.output_specs: list[dict[str, Any]] = []
+        self.exchange: Path | None = None
+        self.guard_before: dict[str, Any] | None = None
+        self.timer: Any = None
+        self.runtime: Any = None
+
+    # ------------------------------------------------------------------ channel
+    def send(self, **msg: Any) -> None:
+        self.out.write(_json_dumps(msg) + "\n")
+        self.out.flush()
+
+    # ------------------------------------------------------------------ startup
+    def start(self, device: str) -> None:
+        """Import-time work done before the candidate exists: device init, pool warm-up, guard snapshot."""
+        torch = self.torch
+        self.device = device
+        if device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(device))
+            torch.ones(1, device=device).add_(1)
+            torch.cuda.synchronize()
+        # Create intra-op/OpenMP worker threads now, so the thread count is stable before load.
+        x = torch.ones(1 << 16)
+        (x * 2).sum()
+        from cuda_agent.harness.timing import DeviceTimer
+
+        self.timer = DeviceTimer(device)
+        try:
+            from cuda_agent.harness.integrity import runtime  # type: ignore[attr-defined]
+
+            self.runtime = runtime
+        except Exception:
+            from cuda_agent.harness import _guard_fallback as runtime  # noqa: N813
+
+            self.runtime = runtime
+        with self.runtime.audit_ops():  # lazy imports of the audit happen before the snapshot
+            (x + 1).sum()
+        self.guard_before = self.runtime.take_guard_snapshot()
+
+    # ------------------------------------------------------------------ requests
+    def op_load(self, req: dict[str, Any]) -> None:
+        torch = self.torch
+        self.exchange = Path(req["exchange"]) if req.get("exchange") else None
+        self.output_specs = req.get("output_specs", [])
+        sys.path.insert(0, str(req["so_dir"]))
+        sys.path.insert(1, str(req["workspace"]))
+        try:
+            import cuda_extension  # noqa: F401  (the candidate's binary, built by the harness)
+        except Exception as exc:
+            if req.get("require_extension", True):
+                raise RuntimeError(f"importing cuda_extension from {req['so_dir']} failed: {exc}") from exc
+        path = Path(req["workspace"]) / req.get("module", "model_new.py")
+        spec = importlib.util.spec_from_file_location("model_new", path)
+        if spec is None or spec.loader is None:
+            raise RuntimeError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["model_new"] = module
+        spec.loader.exec_module(module)
+        cls = getattr(module, "ModelNew", None)
+        if cls is None:
+            raise RuntimeError(f"{path.name} defines no class ModelNew")
+        torch.manual_seed(int(req.get("init_seed", 42)))
+        with torch.device(self.device):
+            model = cls(*req.get("init_inputs", []))
+        if isinstance(model, torch.nn.Module):
+            model = model.to(self.device)
+        self.model = model
+        violations = self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot())
+        self.send(ok=True, violations=[_violation_dict(v) for v in violations])
+
+    def op_inputs(self, req: dict[str, Any]) -> None:
+        torch = self.torch
+        values: list[Any] = []
+        for i, d in enumerate(req["tensors"]):
+            if d["kind"] != "tensor":
+                values.append(d.get("value"))
+                continue
+            dtype = getattr(torch, d["dtype"])
+            if "ipc" in d:
+                import pickle
+
+                from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+                args = pickle.loads(base64.b64decode(d["ipc"]))  # trusted -> candidate direction
+                t = rebuild_cuda_tensor(*args)
+            else:
+                numel = 1
+                for s in d["shape"]:
+                    numel *= s
+                flat = torch.from_file(d["file"], shared=False, size=numel, dtype=dtype)
+                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype).copy_(flat.view(d["shape"]))
+            values.append(t)
+        self.inputs[int(req["set"])] = values
+        self.send(ok=True, set=req["set"])
+
+    def _copy_inputs(self, k: int) -> list[Any]:
+        """Fresh copies of input set ``k``: the candidate never touches pristine data (T5)."""
+        torch = self.torch
+        out = []
+        for v in self.inputs[k]:
+            out.append(v.clone(memory_format=torch.preserve_format) if isinstance(v, torch.Tensor) else v)
+        return out
+
+    def _poison(self) -> None:
+        """Fill memory of output size with NaN and free it, so an uninitialised output reads NaN (T4/T21)."""
+        torch = self.torch
+        bufs = []
+        for spec in self.output_specs:
+            dtype = getattr(torch, spec["dtype"])
+            fill = float("nan") if dtype.is_floating_point or dtype.is_complex else -7
+            bufs.append(torch.full(spec["shape"], fill, dtype=dtype, device=self.device))
+        del bufs
+
+    def op_call(self, req: dict[str, Any]) -> None:
+        torch = self.torch
+        from cuda_agent.harness.compare import fingerprint
+
+        k = int(req["set"])
+        args = self._copy_inputs(k)
+        self.last = []
+        self._poison()
+        audit = bool(req.get("audit"))
+        ops: list[Any] = []
+        violations: list[Any] = []
+        model = self.model
+        runtime = self.runtime
+
+        def forward() -> Any:
+            if not audit:
+                return model(*args)
+            with runtime.audit_ops() as seen:
+                result = model(*args)
+            ops.extend(seen)
+            return result
+
+        out, ms, host_ms = self.timer.time_call(forward, flush=bool(req.get("flush", True)))
+        if audit:
+            violations += runtime.op_audit_violations(ops, "cuda" if self.device.startswith("cuda") else "cpu")
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        metas = []
+        ranges = [_storage_range(a) for a in args if type(a) is torch.Tensor]
+        for o in outs:
+            meta: dict[str, Any] = {"type": f"{type(o).__module__}.{type(o).__qualname__}"}
+            if type(o) is torch.Tensor:
+                r = _storage_range(o)
+                meta.update(
+                    exact_tensor=True,
+                    dtype=str(o.dtype).removeprefix("torch."),
+                    shape=list(o.shape),
+                    stride=list(o.stride()),
+                    device=o.device.type,
+                    contiguous=o.is_contiguous(),
+                    nbytes=o.numel() * o.element_size(),
+                    alias_input=any(r[0] < b[1] and b[0] < r[1] for b in ranges) if r[1] > r[0] else False,
+                    requires_grad=bool(o.requires_grad),
+                )
+                meta["fingerprint"] = fingerprint(o) if o.numel() * o.element_size() < (1 << 34) else None
+            else:
+                meta["exact_tensor"] = False
+            metas.append(meta)
+        self.last = outs
+        input_fps = [fingerprint(a) if type(a) is torch.Tensor else None for a in args]
+        self.send(
+            ok=True,
+            ms=ms,
+            host_ms=host_ms,
+            outputs=metas,
+            input_fingerprints=input_fps,
+            ops=[str(o) for o in ops][:200],
+            violations=[_violation_dict(v) for v in violations],
+            threads=_native_threads(),
+        )
+
+    def op_export(self, req: dict[str, Any]) -> None:
+        torch = self.torch
+        descs = []
+        for i, o in enumerate(self.last):
+            if type(o) is not torch.Tensor:
+                descs.append(None)
+                continue
+            o = o.detach()
+            if o.device.type == "cuda":
+                from torch.multiprocessing.reductions import reduce_tensor
+
+                _, args = reduce_tensor(o)
+                descs.append({"ipc": _encode(list(args))})
+            else:
+                assert self.exchange is not None
+                path = self.exchange / f"out_{req['id']}_{i}.bin"
+                c = o.contiguous()
+                with open(path, "wb") as fh:
+                    fh.write(c.view(torch.uint8).reshape(-1).numpy().tobytes() if c.numel() else b"")
+                descs.append({"file": str(path)})
+        self.send(ok=True, outputs=descs)
+
+    def op_guard(self, req: dict[str, Any]) -> None:
+        violations = self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot())
+        self.send(ok=True, violations=[_violation_dict(v) for v in violations], threads=_native_threads())
+
+    def op_kernels(self, req: dict[str, Any]) -> None:
+        from cuda_agent.harness.timing import kernel_breakdown, profiler_sum_ms
+
+        args = self._copy_inputs(int(req["set"]))
+        model = self.model
+        result: dict[str, Any] = {"ok": True}
+        if req.get("breakdown"):
+            result["per_kernel"] = kernel_breakdown(lambda: model(*args), self.device)
+        if req.get("profiler_sum"):
+            result["profiler_sum_ms"] = profiler_sum_ms(lambda: model(*args), self.device)
+        self.send(**result)
+
+
+def _storage_range(t: Any) -> tuple[int, int]:
+    """[start, end) byte addresses of the storage behind tensor ``t``."""
+    s = t.untyped_storage()
+    start = s.data_ptr()
+    return start, start + s.nbytes()
+
+
+def _native_threads() -> int:
+    """Threads of this process as the kernel sees them (Python and native)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return -1
+
+
+def _violation_dict(v: Any) -> dict[str, Any]:
+    if hasattr(v, "model_dump"):
+        return v.model_dump(mode="json")
+    return dict(v)
+
+
+def main() -> int:
+    """Entry point inside the sandbox."""
+    in_fd, out_fd = (int(x) for x in os.environ["CUDA_AGENT_RUNNER_FDS"].split(","))
+    device = os.environ.get("CUDA_AGENT_DEVICE", "cpu")
+    runner = _Runner(out_fd)
+    try:
+        runner.start(device)
+    except Exception as exc:
+        runner.send(ok=False, error=f"runner start failed: {exc}", traceback=traceback.format_exc()[-3000:])
+        return 1
+    runner.send(ok=True, ready=True, pid=os.getpid())
+    inp = os.fdopen(in_fd, "r")
+    for line in inp:
+        req = json.loads(line)
+        op = req.get("op")
+        if op == "exit":
+            break
+        handler = getattr(runner, f"op_{op}", None)
+        if handler is None:
+            runner.send(ok=False, error=f"unknown op {op!r}")
+            continue
+        try:
+            handler(req)
+        except BaseException as exc:  # noqa: BLE001 - everything the candidate raises is reported
+            runner.send(
+                ok=False,
+                error=f"{type(exc).__name__}: {exc}"[:2000],
+                traceback=traceback.format_exc()[-4000:],
+            )
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                break
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

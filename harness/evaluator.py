@@ -1,0 +1,504 @@
+"""The trusted evaluator: verify, profile and grade one built candidate.
+
+``Evaluator(kind, settings).verify(task, workspace_root, so_path)`` runs the
+candidate in a pre-started sandboxed runner and checks it against the
+trusted reference process; ``profile`` adds timing in the same protocol
+(timed calls use fresh inputs, spot-checked: T12/T13) and baselines;
+``grade`` is the trusted final pass (:mod:`cuda_agent.harness.grading`).
+
+Every call returns a :class:`~cuda_agent.schemas.CandidateResult` and never
+raises for anything the candidate does: crashes, timeouts, memory blow-ups
+and integrity violations become statuses with messages the agent can act on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import secrets
+import shutil
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+
+from cuda_agent.harness.baselines import BaselineCache, cached_baselines
+from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess
+from cuda_agent.harness.sandbox import CandidateDied, CandidatePool, CandidateProcess
+from cuda_agent.harness.settings import TOLERANCE_PRESETS, HarnessSettings
+from cuda_agent.harness.timing import TimingLock, precise_enough, speed_of_light_ms, summarize
+from cuda_agent.schemas.result import CandidateResult, CheckError, Provenance, Status
+from cuda_agent.schemas.task import TaskManifest
+
+log = structlog.get_logger(__name__)
+
+#: Working sets above this many bytes rotate through only two input sets (device memory).
+BIG_WORKING_SET = 256 * 2**20
+
+
+class _CandidateFailed(Exception):
+    """The candidate raised inside the runner (import error, exception in forward)."""
+
+    def __init__(self, message: str, tb: str = "") -> None:
+        super().__init__(message)
+        self.tb = tb
+
+
+@dataclass
+class _Session:
+    """State of one evaluation: one runner, one reference, the seeds, what was found."""
+
+    task: TaskManifest
+    proc: CandidateProcess
+    ref: ReferenceProcess
+    sets: dict[int, dict[str, Any]] = field(default_factory=dict)
+    errors: list[CheckError] = field(default_factory=list)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    calls: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def workspace_digest(root: Path) -> dict[str, str]:
+    """rel path -> sha256 of every file (caches excluded): re-hashed after each run (T23)."""
+    out: dict[str, str] = {}
+    for p in sorted(Path(root).rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def stage_candidate(stage: Path, root: Path, so_path: Path | None) -> tuple[Path, Path]:
+    """Copy the workspace and the built module into the runner's read-only stage folder."""
+    ws = stage / "ws"
+    so_dir = stage / "so"
+    shutil.copytree(root, ws, ignore=shutil.ignore_patterns("__pycache__", "build", ".snapshots", "*.o"), symlinks=False)
+    so_dir.mkdir()
+    if so_path is not None:
+        shutil.copy2(so_path, so_dir / Path(so_path).name)
+    return ws, so_dir
+
+
+class Evaluator:
+    """Verifies, profiles and grades candidates of one backend on one device.
+
+    :param kind: 'cpu' or 'cuda'.
+    :param settings: harness settings (defaults when None).
+    :param device_index: CUDA device ordinal (ignored on CPU).
+    """
+
+    def __init__(self, kind: Literal["cpu", "cuda"], settings: HarnessSettings | None = None, device_index: int = 0) -> None:
+        self.kind = kind
+        self.settings = settings or HarnessSettings()
+        self.device = "cpu" if kind == "cpu" else f"cuda:{device_index}"
+        self.device_index = device_index
+        self.pool = CandidatePool(self.device, self.settings)
+        self.isolation = self.pool.isolation
+        self.lock = TimingLock(f"{kind}{device_index}")
+        self.cache = BaselineCache(self.settings.resolved_baseline_cache())
+        self._refs: dict[str, ReferenceProcess] = {}
+        self._provenance: Provenance | None = None
+
+    # ------------------------------------------------------------------ public API
+    def verify(self, task: TaskManifest, workspace_root: Path, so_path: Path | None) -> CandidateResult:
+        """Phase 'verify': N input sets from secret seeds, every check; no timing."""
+        return self._evaluate("verify", task, Path(workspace_root), so_path, time_it=False)
+
+    def profile(self, task: TaskManifest, workspace_root: Path, so_path: Path | None) -> CandidateResult:
+        """Phase 'profile': verify, then time (spot-checked) and compare with cached baselines."""
+        return self._evaluate("profile", task, Path(workspace_root), so_path, time_it=True)
+
+    def grade(self, task: TaskManifest, workspace_root: Path, so_path: Path | None) -> CandidateResult:
+        """Phase 'grade': the trusted final pass (fresh seeds and process, ABAB timing)."""
+        from cuda_agent.harness.grading import grade
+
+        return grade(self, task, Path(workspace_root), so_path)
+
+    def close(self) -> None:
+        """Stop the runners and reference processes."""
+        self.pool.close()
+        for ref in self._refs.values():
+            ref.close()
+        self._refs.clear()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ helpers
+    def provenance(self) -> Provenance:
+        """Machine and software facts recorded in every result."""
+        if self._provenance is None:
+            import torch
+
+            from cuda_agent import __version__ as version
+
+            device = platform.processor() or platform.machine()
+            driver = None
+            if self.kind == "cuda" and torch.cuda.is_available():
+                device = torch.cuda.get_device_name(self.device_index)
+                try:
+                    import pynvml
+
+                    pynvml.nvmlInit()
+                    driver = pynvml.nvmlSystemGetDriverVersion()
+                except Exception:
+                    pass
+            self._provenance = Provenance(
+                backend=self.kind,
+                device=str(device),
+                driver=str(driver) if driver else None,
+                cuda=torch.version.cuda,
+                torch=torch.__version__,
+                python=platform.python_version(),
+                package_version=str(version),
+                host=socket.gethostname(),
+            )
+        return self._provenance
+
+    def reference(self, task: TaskManifest) -> ReferenceProcess:
+        """The warm reference process of ``task`` (one task kept warm at a time, plus the current one)."""
+        ref = self._refs.get(task.code_hash)
+        if ref is not None and ref.alive:
+            return ref
+        for key in list(self._refs):
+            if key != task.code_hash:
+                self._refs.pop(key).close()
+        ref = ReferenceProcess(task.code, self.device, self.settings.init_seed)
+        self._refs[task.code_hash] = ref
+        return ref
+
+    def tolerance_table(self, task: TaskManifest) -> dict[str, tuple[float, float]]:
+        """dtype -> (atol, rtol) for this task (settings preset, task overrides, settings overrides)."""
+        preset = self.settings.tolerance if task.precision.tolerance not in TOLERANCE_PRESETS else task.precision.tolerance
+        table = dict(TOLERANCE_PRESETS[preset])
+        out = {}
+        for dtype, (atol, rtol) in table.items():
+            atol = task.precision.atol if task.precision.atol is not None else atol
+            rtol = task.precision.rtol if task.precision.rtol is not None else rtol
+            atol = self.settings.atol if self.settings.atol is not None else atol
+            rtol = self.settings.rtol if self.settings.rtol is not None else rtol
+            out[dtype] = (atol, rtol)
+        return out
+
+    # ------------------------------------------------------------------ the protocol
+    def _evaluate(
+        self, phase: str, task: TaskManifest, root: Path, so_path: Path | None, *, time_it: bool
+    ) -> CandidateResult:
+        start = time.monotonic()
+        before = workspace_digest(root)
+        result = CandidateResult(task_id=task.id, phase=phase, status=Status.correct, isolation=self.isolation)  # type: ignore[arg-type]
+        sess: _Session | None = None
+        try:
+            ref = self.reference(task)
+        except ReferenceError_ as exc:
+            return self._finish(result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
+        proc: CandidateProcess | None = None
+        try:
+            proc = self.pool.acquire()
+            sess = _Session(task=task, proc=proc, ref=ref)
+            seeds = [secrets.randbits(31) for _ in range(self.settings.n_input_sets)]
+            self.open_session(sess, root, so_path, seeds)
+            self.verify_sets(sess, range(len(seeds)))
+            if not sess.errors and not sess.violations and time_it:
+                self.time_session(sess, result)
+            if not sess.violations:
+                self.close_checks(sess)
+        except CandidateDied as exc:
+            status = Status.timeout if exc.reason == "timeout" else Status.error
+            tail = proc.output_tail() if proc else ""
+            return self._finish(result, start, sess=sess, status=status, message=str(exc), output=tail, root=root, before=before)
+        except _CandidateFailed as exc:
+            tail = proc.output_tail() if proc else ""
+            return self._finish(
+                result, start, sess=sess, status=Status.error, message=str(exc), output=tail, tb=exc.tb, root=root, before=before
+            )
+        except ReferenceError_ as exc:
+            return self._finish(result, start, sess=sess, status=Status.error, message=f"harness reference failed: {exc}")
+        finally:
+            if proc is not None:
+                self.pool.release(proc)
+            if sess is not None and sess.ref.alive:
+                try:
+                    sess.ref.call("drop_sets", list(sess.sets))
+                except ReferenceError_:
+                    pass
+        return self._finish(result, start, sess=sess, root=root, before=before)
+
+    def open_session(self, sess: _Session, root: Path, so_path: Path | None, seeds: list[int]) -> None:
+        """Make the input sets (reference first), load the candidate, hand it the inputs."""
+        sess.seeds = list(seeds)
+        for k, seed in enumerate(seeds):
+            sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange))
+        specs = [o for o in sess.sets[0]["outputs"] if "shape" in o]
+        ws_stage, so_stage = stage_candidate(sess.proc.stage, root, so_path)
+        answer = sess.proc.request(
+            self.settings.load_timeout_s,
+            op="load",
+            workspace=str(ws_stage),
+            so_dir=str(so_stage),
+            require_extension=so_path is not None,
+            init_inputs=sess.ref.info["init_inputs"],
+            init_seed=self.settings.init_seed,
+            exchange=str(sess.proc.exchange),
+            output_specs=specs,
+        )
+        if not answer.get("ok"):
+            raise _CandidateFailed(f"loading model_new.py failed: {answer.get('error')}", answer.get("traceback", ""))
+        sess.violations += answer.get("violations", [])
+        for k in sess.sets:
+            self.send_inputs(sess, k)
+
+    def send_inputs(self, sess: _Session, k: int) -> None:
+        """Give the runner input set ``k`` (it keeps it pristine and copies it per call)."""
+        answer = sess.proc.request(self.settings.load_timeout_s, op="inputs", set=k, tensors=sess.sets[k]["tensors"])
+        if not answer.get("ok"):
+            raise _CandidateFailed(f"receiving inputs failed: {answer.get('error')}", answer.get("traceback", ""))
+
+    def add_sets(self, sess: _Session, count: int) -> list[int]:
+        """Make ``count`` more input sets from fresh secret seeds and hand them over."""
+        new = []
+        for _ in range(count):
+            k = len(sess.sets)
+            seed = secrets.randbits(31)
+            sess.seeds.append(seed)
+            sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange))
+            self.send_inputs(sess, k)
+            new.append(k)
+        return new
+
+    def call(self, sess: _Session, k: int, *, check: bool, audit: bool = False) -> float:
+        """One forward on set ``k`` under the timing protocol; checks outputs when asked. Returns ms."""
+        wall0 = time.perf_counter()
+        answer = sess.proc.request(self.settings.call_timeout_s, op="call", set=k, audit=audit)
+        wall_ms = (time.perf_counter() - wall0) * 1e3
+        sess.calls += 1
+        if not answer.get("ok"):
+            raise _CandidateFailed(f"forward raised on input set {k}: {answer.get('error')}", answer.get("traceback", ""))
+        ms = float(answer.get("ms", 0.0))
+        if not (ms >= 0) or ms > wall_ms / self.settings.wall_clock_slack + 0.05:
+            sess.violations.append(
+                {
+                    "rule": "T8.outside.wall_clock",
+                    "message": f"reported {ms:.4f} ms for a call the harness saw take {wall_ms:.4f} ms",
+                }
+            )
+        sess.violations += answer.get("violations", [])
+        if answer.get("input_fingerprints") != sess.sets[k]["input_fingerprints"]:
+            sess.violations.append(
+                {"rule": "T5.runtime.input_mutated", "message": f"forward modified its inputs (input set {k}); inputs are read-only"}
+            )
+        metas = answer.get("outputs", [])
+        if not self._check_metas(sess, k, metas) or not check:
+            return ms
+        exported = sess.proc.request(self.settings.call_timeout_s, op="export", id=sess.calls)
+        if not exported.get("ok"):
+            raise _CandidateFailed(f"handing over outputs failed: {exported.get('error')}", exported.get("traceback", ""))
+        sess.proc.freeze()  # the candidate cannot touch its outputs while the trusted side reads them
+        try:
+            verdict = sess.ref.call("check", k, exported.get("outputs", []), metas, self.tolerance_table(sess.task))
+        finally:
+            sess.proc.thaw()
+        sess.errors += [CheckError.model_validate(e) for e in verdict["errors"]]
+        sess.violations += verdict["violations"]
+        return ms
+
+    def _check_metas(self, sess: _Session, k: int, metas: list[dict[str, Any]]) -> bool:
+        """Type/count/dtype/shape/device/alias checks on what the runner described; True = export it."""
+        expected = sess.sets[k]["outputs"]
+        if len(metas) != len(expected):
+            sess.errors.append(
+                CheckError(check="count", message=f"forward returned {len(metas)} output(s), the reference returns {len(expected)}", input_set=k)
+            )
+            return False
+        ok = True
+        for i, (m, e) in enumerate(zip(metas, expected)):
+            if "shape" not in e:
+                continue
+            if not m.get("exact_tensor"):
+                sess.violations.append(
+                    {
+                        "rule": "T11.runtime.not_a_tensor",
+                        "message": f"output {i} is a {m.get('type')}, not exactly torch.Tensor (subclasses and proxies are refused)",
+                    }
+                )
+                return False
+            if m.get("alias_input"):
+                sess.violations.append(
+                    {"rule": "T19.runtime.output_aliases_input", "message": f"output {i} shares memory with an input; return new memory"}
+                )
+                return False
+            if m.get("dtype") != e["dtype"]:
+                sess.errors.append(CheckError(check="dtype", message=f"output {i}: expected dtype {e['dtype']}, got {m.get('dtype')}", input_set=k, output=i))
+                ok = False
+            elif list(m.get("shape", [])) != list(e["shape"]):
+                sess.errors.append(CheckError(check="shape", message=f"output {i}: expected shape {e['shape']}, got {m.get('shape')}", input_set=k, output=i))
+                ok = False
+            elif m.get("device") != self.device.split(":")[0]:
+                sess.errors.append(CheckError(check="device", message=f"output {i}: expected a {self.kind} tensor, got one on {m.get('device')}", input_set=k, output=i))
+                ok = False
+        return ok
+
+    def verify_sets(self, sess: _Session, ks: Any) -> None:
+        """Check every set in ``ks``; then the first set again (determinism, T21)."""
+        ks = list(ks)
+        for j, k in enumerate(ks):
+            self.call(sess, k, check=True, audit=(j == 0))
+            if sess.violations:
+                return
+        if self.settings.determinism_check and ks and not sess.errors:
+            self.call(sess, ks[0], check=True)
+
+    def timing_sets(self, sess: _Session) -> list[int]:
+        """Sets rotated through timed calls: all verify sets plus fresh ones when the working set is small."""
+        ks = list(sess.sets)
+        if sess.sets[0].get("input_bytes", 0) <= BIG_WORKING_SET:
+            ks += self.add_sets(sess, self.settings.timing_input_sets)
+        return ks
+
+    def time_candidate(self, sess: _Session, ks: list[int], *, calls: int | None = None) -> tuple[list[float], float]:
+        """Timed calls (warm-up first) rotating over ``ks``, every k-th spot-checked; returns (ms samples, wall ms)."""
+        s = self.settings
+        samples: list[float] = []
+        offset = secrets.randbelow(s.spot_check_every)
+        start = time.monotonic()
+        wall_ms = 0.0
+        with self.lock:
+            for j in range(s.warmup_calls if calls is None else 1):
+                self.call(sess, ks[j % len(ks)], check=False)
+            j = 0
+            while True:
+                if calls is not None and j >= calls:
+                    break
+                if calls is None and (
+                    precise_enough(samples, min_calls=s.min_timed_calls, max_calls=s.max_timed_calls, target_rel_ci=s.target_rel_ci)
+                    or (samples and time.monotonic() - start > s.max_timing_s)
+                ):
+                    break
+                t0 = time.perf_counter()
+                ms = self.call(sess, ks[(j + offset) % len(ks)], check=(j % s.spot_check_every == offset))
+                wall_ms += (time.perf_counter() - t0) * 1e3
+                samples.append(ms)
+                j += 1
+                if sess.errors or sess.violations:
+                    break
+        return samples, wall_ms
+
+    def time_session(self, sess: _Session, result: CandidateResult) -> None:
+        """Profile: candidate timing, baselines (cached), speedups, floors."""
+        ks = self.timing_sets(sess)
+        prov = self.provenance()
+        if self.settings.timing == "release_profiler_sum":
+            answer = sess.proc.request(self.settings.request_timeout_s, op="kernels", set=ks[0], profiler_sum=True)
+            if not answer.get("ok"):
+                raise _CandidateFailed(f"profiling failed: {answer.get('error')}", answer.get("traceback", ""))
+            from cuda_agent.schemas.result import Timing
+
+            result.timing = Timing(median_ms=float(answer["profiler_sum_ms"]), samples=10, method="profiler_sum")
+        else:
+            samples, wall_ms = self.time_candidate(sess, ks)
+            if sess.errors or sess.violations:
+                return
+            result.timing = summarize(samples, "events_l2flush" if self.kind == "cuda" else "host_sync", wall_ms=wall_ms)
+        if self.kind == "cuda" and self.settings.per_kernel_breakdown:
+            answer = sess.proc.request(self.settings.request_timeout_s, op="kernels", set=ks[0], breakdown=True)
+            if answer.get("ok"):
+                result.timing.per_kernel = answer.get("per_kernel", [])
+        baselines, cached = cached_baselines(
+            sess.ref,
+            code_hash=sess.task.code_hash,
+            device_name=prov.device,
+            torch_version=prov.torch,
+            sets=ks,
+            settings=self.settings,
+            lock=self.lock,
+            cache=self.cache,
+            method="events_l2flush" if self.kind == "cuda" else "host_sync",
+        )
+        sess.extra["baselines_cached"] = cached
+        result.baselines = baselines
+        self.apply_speedups(sess, result)
+
+    def apply_speedups(self, sess: _Session, result: CandidateResult) -> None:
+        """speedup = t_baseline / t_candidate on medians, after the speed-of-light cap (T22)."""
+        if result.timing is None or result.baselines is None:
+            return
+        t = result.timing.median_ms
+        floor = speed_of_light_ms(sess.task.flops, sess.task.bytes_moved, self.provenance().device) if self.settings.speed_of_light else None
+        if floor is not None and t < floor:
+            sess.flags.append("speed_of_light_capped")
+            sess.extra["speed_of_light_ms"] = floor
+            t = floor
+        if result.baselines.eager:
+            result.speedup_eager = result.baselines.eager.median_ms / t if t > 0 else None
+        if result.baselines.compile:
+            result.speedup_compile = result.baselines.compile.median_ms / t if t > 0 else None
+
+    def close_checks(self, sess: _Session) -> None:
+        """After the calls: guard snapshot, pristine inputs intact (T5/T10/T16)."""
+        answer = sess.proc.request(self.settings.call_timeout_s, op="guard")
+        if answer.get("ok"):
+            sess.violations += answer.get("violations", [])
+        changed = sess.ref.call("inputs_intact")
+        if changed:
+            sess.violations.append(
+                {"rule": "T5.outside.pristine_inputs_changed", "message": f"the trusted copies of input sets {changed} changed"}
+            )
+
+    def _finish(
+        self,
+        result: CandidateResult,
+        start: float,
+        *,
+        sess: _Session | None = None,
+        status: Status | None = None,
+        message: str = "",
+        output: str = "",
+        tb: str = "",
+        root: Path | None = None,
+        before: dict[str, str] | None = None,
+    ) -> CandidateResult:
+        """Fold what the session found into the result (rejections outrank failures)."""
+        violations = list(sess.violations) if sess else []
+        if root is not None and before is not None and workspace_digest(root) != before:
+            violations.append({"rule": "T23.outside.workspace_modified", "message": "the candidate changed files in the workspace"})
+        if sess:
+            result.errors = sess.errors
+            result.flags = list(dict.fromkeys(result.flags + sess.flags))
+            result.seeds = sess.seeds
+            result.extra.update(sess.extra)
+        if output:
+            result.extra["output_tail"] = output
+        if tb:
+            result.extra["traceback"] = tb[-3000:]
+        if violations:
+            first = violations[0]
+            result.status = Status.rejected
+            result.rule = str(first.get("rule"))
+            result.message = "; ".join(f"[{v.get('rule')}] {v.get('message')}" for v in violations[:5])
+            result.errors = [CheckError(check=str(v.get("rule")), message=str(v.get("message"))) for v in violations] + result.errors
+            result.timing = None
+            result.speedup_eager = result.speedup_compile = None
+        elif status is not None:
+            result.status = status
+            result.message = message + (f"\n{tb.strip().splitlines()[-1]}" if tb and tb.strip() else "")
+            result.timing = None
+        elif sess and sess.errors:
+            result.status = Status.incorrect
+            sets = sorted({e.input_set for e in sess.errors if e.input_set is not None})
+            result.message = f"outputs differ from the reference on input set(s) {sets}: " + sess.errors[0].message
+            result.timing = None
+            result.speedup_eager = result.speedup_compile = None
+        else:
+            result.status = Status.correct
+            n = len(sess.seeds) if sess else 0
+            result.message = f"outputs match the reference on {n} input sets"
+        result.duration_s = time.monotonic() - start
+        result.provenance = self.provenance()
+        return result

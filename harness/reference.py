@@ -1,0 +1,406 @@
+"""The trusted reference process: inputs from secret seeds, reference outputs, comparison, baselines.
+
+One process per (task, device), kept warm across requests. It runs the
+reference ``Model`` from the task store (``TaskManifest.code``), never from a
+workspace; it generates each input set on the device from a seed chosen by
+the trusted side (``get_inputs()`` under ``with torch.device(dev)``: no
+gigabyte host round trip), runs the reference FIRST on copies of the pristine
+inputs, keeps expected outputs only here, exports inputs to the candidate
+(raw files on CPU, CUDA IPC handles on CUDA), and compares the candidate's
+outputs where they live. Candidate data is never unpickled here: CUDA IPC
+arguments arrive as validated JSON and are rebuilt with trusted classes.
+
+Parent side: :class:`ReferenceProcess` (a spawned child speaking pickle over
+a pipe; both ends trusted).
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import inspect
+import os
+import pickle
+import subprocess
+import sys
+import types
+from pathlib import Path
+from multiprocessing.connection import Connection
+from typing import Any
+
+from cuda_agent.errors import CudaAgentError
+
+
+class ReferenceError_(CudaAgentError):
+    """The reference process failed (bad task code, crash); the message says where."""
+
+
+def load_task_module(code: str, name: str = "cuda_agent_task_reference") -> types.ModuleType:
+    """Execute task source in a fresh module namespace (the trusted copy from the task store)."""
+    module = types.ModuleType(name)
+    module.__file__ = f"<task {name}>"
+    sys.modules[name] = module
+    exec(compile(code, module.__file__, "exec"), module.__dict__)
+    for attr in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, attr):
+            raise ReferenceError_(f"task code defines no {attr!r}; a KernelBench task needs Model, get_inputs, get_init_inputs")
+    return module
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    raise ReferenceError_(
+        f"get_init_inputs() returned a {type(value).__name__}; only numbers, strings, bools and lists are supported"
+    )
+
+
+class ReferenceServer:
+    """Everything the reference process does; lives in the trusted child (or in-process for tests)."""
+
+    def __init__(self, code: str, device: str, init_seed: int = 42) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.module = load_task_module(code)
+        self.init_seed = init_seed
+        self.init_inputs = _jsonable(list(self.module.get_init_inputs()))
+        torch.manual_seed(init_seed)
+        with torch.device(self.device):
+            model = self.module.Model(*self.init_inputs)
+        self.model = model.to(self.device).eval() if isinstance(model, torch.nn.Module) else model
+        self.sets: dict[int, dict[str, Any]] = {}
+        self.compiled: Any = None
+        self.timer: Any = None
+
+    # ------------------------------------------------------------------ inputs and expected outputs
+    def make_set(self, k: int, seed: int, exchange: str | None) -> dict[str, Any]:
+        """Generate input set ``k`` from ``seed``, run the reference on copies, export the inputs."""
+        torch = self.torch
+        from cuda_agent.harness.compare import fingerprint
+
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            raw = list(self.module.get_inputs())
+        pristine = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in raw]
+        with torch.no_grad():
+            out = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in pristine])
+        expected = list(out) if isinstance(out, (tuple, list)) else [out]
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        descs = []
+        for i, x in enumerate(pristine):
+            if not isinstance(x, torch.Tensor):
+                descs.append({"kind": "value", "value": _jsonable(x)})
+                continue
+            d: dict[str, Any] = {
+                "kind": "tensor",
+                "dtype": str(x.dtype).removeprefix("torch."),
+                "shape": list(x.shape),
+                "stride": list(x.stride()),
+            }
+            if self.device.type == "cuda":
+                from torch.multiprocessing.reductions import reduce_tensor
+
+                _, args = reduce_tensor(x)
+                d["ipc"] = base64.b64encode(pickle.dumps(args)).decode()
+            else:
+                assert exchange is not None
+                path = Path(exchange) / f"in_{k}_{i}.bin"
+                path.write_bytes(x.contiguous().view(torch.uint8).reshape(-1).numpy().tobytes())
+                d["file"] = str(path)
+            descs.append(d)
+        self.sets[k] = {
+            "seed": seed,
+            "inputs": pristine,
+            "expected": [e.detach() if isinstance(e, torch.Tensor) else e for e in expected],
+            "fingerprints": [fingerprint(x) if isinstance(x, torch.Tensor) else None for x in pristine],
+        }
+        return {
+            "set": k,
+            "tensors": descs,
+            "input_fingerprints": self.sets[k]["fingerprints"],
+            "outputs": [
+                {"dtype": str(e.dtype).removeprefix("torch."), "shape": list(e.shape)}
+                if isinstance(e, torch.Tensor)
+                else {"kind": type(e).__name__}
+                for e in self.sets[k]["expected"]
+            ],
+            "input_bytes": sum(x.numel() * x.element_size() for x in pristine if isinstance(x, torch.Tensor)),
+        }
+
+    def drop_sets(self, ks: list[int]) -> None:
+        """Free input sets no longer needed (big tasks keep few sets on the device)."""
+        for k in ks:
+            self.sets.pop(k, None)
+
+    def inputs_intact(self) -> list[int]:
+        """Sets whose pristine inputs changed since they were made (a candidate wrote through IPC, T5)."""
+        from cuda_agent.harness.compare import fingerprint
+
+        torch = self.torch
+        return [
+            k
+            for k, s in self.sets.items()
+            if [fingerprint(x) if isinstance(x, torch.Tensor) else None for x in s["inputs"]] != s["fingerprints"]
+        ]
+
+    # ------------------------------------------------------------------ comparison
+    def check(self, k: int, exports: list[dict[str, Any] | None], metas: list[dict[str, Any]], atol_rtol: dict[str, Any]) -> dict[str, Any]:
+        """Compare the candidate's exported outputs of a call on set ``k`` with the expected ones."""
+        from cuda_agent.harness.compare import compare_output, fingerprint
+
+        torch = self.torch
+        expected = self.sets[k]["expected"]
+        errors: list[dict[str, Any]] = []
+        violations: list[dict[str, Any]] = []
+        for i, (e, desc, meta) in enumerate(zip(expected, exports, metas)):
+            if desc is None:
+                continue
+            try:
+                actual = self._open_output(desc, meta)
+            except Exception as exc:  # noqa: BLE001 - malformed candidate data
+                errors.append({"check": "export", "message": f"output {i}: could not read it: {exc}", "input_set": k, "output": i})
+                continue
+            if meta.get("fingerprint") and fingerprint(actual) != meta["fingerprint"]:
+                violations.append(
+                    {
+                        "rule": "T10.runtime.output_changed",
+                        "message": f"output {i} changed after forward returned (work still running in the background?)",
+                    }
+                )
+            atol, rtol = atol_rtol.get(str(e.dtype).removeprefix("torch."), atol_rtol["*"])
+            for err in compare_output(e, actual, atol=atol, rtol=rtol, input_set=k, index=i):
+                errors.append(err.model_dump(mode="json"))
+            del actual
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return {"errors": errors, "violations": violations}
+
+    def _open_output(self, desc: dict[str, Any], meta: dict[str, Any]) -> Any:
+        torch = self.torch
+        dtype = getattr(torch, str(meta["dtype"]))
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"unknown dtype {meta['dtype']!r}")
+        shape = [int(s) for s in meta["shape"]]
+        numel = 1
+        for s in shape:
+            numel *= s
+        if "file" in desc:
+            path = Path(str(desc["file"]))
+            want = numel * torch.empty((), dtype=dtype).element_size()
+            if path.stat().st_size != want:
+                raise ValueError(f"{path.name} holds {path.stat().st_size} bytes, shape {shape} needs {want}")
+            if numel == 0:
+                return torch.empty(shape, dtype=dtype)
+            return torch.from_file(str(path), shared=False, size=numel, dtype=dtype).view(shape)
+        return _rebuild_ipc_tensor(desc["ipc"], dtype)
+
+    # ------------------------------------------------------------------ baselines
+    def time_baseline(self, which: str, sets: list[int], n_calls: int, warmup: int, compile_mode: str) -> list[float]:
+        """Per-call ms of the eager or compiled reference over rotated sets, same protocol as the candidate."""
+        torch = self.torch
+        from cuda_agent.harness.timing import DeviceTimer
+
+        if self.timer is None:
+            self.timer = DeviceTimer(str(self.device))
+        fn = self.model
+        if which == "compile":
+            if self.compiled is None:
+                self.compiled = torch.compile(self.model, mode=None if compile_mode == "default" else compile_mode)
+            fn = self.compiled
+        samples: list[float] = []
+        with torch.no_grad():
+            for j in range(warmup + n_calls):
+                s = self.sets[sets[j % len(sets)]]
+                args = [x.clone() if isinstance(x, torch.Tensor) else x for x in s["inputs"]]
+                _, ms, _ = self.timer.time_call(lambda: fn(*args))
+                if j >= warmup:
+                    samples.append(ms)
+        return samples
+
+    def profiler_sum(self, which: str, k: int, compile_mode: str) -> float:
+        """The release's profiler-sum time of the eager/compiled reference on set ``k``."""
+        torch = self.torch
+        from cuda_agent.harness.timing import profiler_sum_ms
+
+        fn = self.model
+        if which == "compile":
+            if self.compiled is None:
+                self.compiled = torch.compile(self.model, mode=None if compile_mode == "default" else compile_mode)
+            fn = self.compiled
+        args = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.sets[k]["inputs"]]
+        with torch.no_grad():
+            return profiler_sum_ms(lambda: fn(*args), str(self.device))
+
+
+def _rebuild_ipc_tensor(encoded: Any, dtype: Any) -> Any:
+    """Rebuild a CUDA tensor from the candidate's JSON-encoded IPC arguments, with trusted classes only."""
+    import torch
+    from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+    params = list(inspect.signature(rebuild_cuda_tensor).parameters)
+    if not isinstance(encoded, list) or len(encoded) != len(params):
+        raise ValueError(f"IPC description must have {len(params)} fields")
+    values: dict[str, Any] = {}
+    for name, raw in zip(params, encoded):
+        if isinstance(raw, dict) and set(raw) == {"b64"}:
+            values[name] = base64.b64decode(raw["b64"])
+        elif isinstance(raw, list) and all(isinstance(x, int) for x in raw):
+            values[name] = tuple(raw)
+        elif isinstance(raw, (bool, int)) or raw is None:
+            values[name] = raw
+        elif isinstance(raw, dict) and "repr" in raw:
+            values[name] = None
+        else:
+            raise ValueError(f"IPC field {name!r} has an unexpected value")
+    values["tensor_cls"] = torch.Tensor
+    values["storage_cls"] = torch.storage.UntypedStorage
+    values["dtype"] = dtype
+    values["requires_grad"] = False
+    values["tensor_size"] = torch.Size(values["tensor_size"])
+    return rebuild_cuda_tensor(**values)
+
+
+def _make_undumpable() -> None:
+    """PR_SET_DUMPABLE=0: other processes of the same user cannot ptrace or read our memory."""
+    try:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+    except Exception:
+        pass
+
+
+def _serve(conn: Any, code: str, device: str, init_seed: int) -> None:
+    """Child main loop: (method, args, kwargs) in, ('ok', value) | ('err', message) out."""
+    _make_undumpable()
+    try:
+        server = ReferenceServer(code, device, init_seed)
+        conn.send(("ok", {"init_inputs": server.init_inputs}))
+    except BaseException as exc:  # noqa: BLE001
+        import traceback
+
+        conn.send(("err", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}"))
+        return
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        method, args, kwargs = msg
+        try:
+            conn.send(("ok", getattr(server, method)(*args, **kwargs)))
+        except BaseException as exc:  # noqa: BLE001
+            import traceback
+
+            conn.send(("err", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}"))
+
+
+class _PipePair:
+    """A duplex pickle channel over two one-way pipe fds (both ends trusted)."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._r = Connection(read_fd, writable=False)
+        self._w = Connection(write_fd, readable=False)
+
+    def send(self, obj: Any) -> None:
+        self._w.send(obj)
+
+    def recv(self) -> Any:
+        return self._r.recv()
+
+    def poll(self, timeout: float) -> bool:
+        return self._r.poll(timeout)
+
+    def close(self) -> None:
+        self._r.close()
+        self._w.close()
+
+
+def main() -> int:
+    """Entry point of the reference child (``python -m cuda_agent.harness.reference``)."""
+    read_fd, write_fd = (int(x) for x in os.environ["CUDA_AGENT_REFERENCE_FDS"].split(","))
+    conn = _PipePair(read_fd, write_fd)
+    code, device, init_seed = conn.recv()
+    _serve(conn, code, device, init_seed)
+    return 0
+
+
+class ReferenceProcess:
+    """Parent-side handle of a warm reference process for one task on one device.
+
+    Started with ``Popen`` (fork+exec of a fresh interpreter, never a fork of a
+    process that touched CUDA, and no re-import of the caller's main module).
+    """
+
+    def __init__(self, code: str, device: str, init_seed: int = 42, start_timeout_s: float = 300.0) -> None:
+        self.device = device
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        env = dict(os.environ, CUDA_AGENT_REFERENCE_FDS=f"{to_child_r},{from_child_w}")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent.harness.reference"],
+            pass_fds=(to_child_r, from_child_w),
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._conn = _PipePair(from_child_r, to_child_w)
+        self._conn.send((code, device, init_seed))
+        self.info = self._recv(start_timeout_s)
+
+    def _recv(self, timeout_s: float) -> Any:
+        if not self._conn.poll(timeout_s):
+            self.close()
+            raise ReferenceError_(f"reference process did not answer within {timeout_s:.0f} s")
+        try:
+            status, value = self._conn.recv()
+        except (EOFError, OSError) as exc:
+            code = self.proc.poll()
+            self.close()
+            raise ReferenceError_(f"reference process died (exit code {code})") from exc
+        if status == "err":
+            raise ReferenceError_(f"reference process: {value}")
+        return value
+
+    def call(self, method: str, *args: Any, timeout_s: float = 600.0, **kwargs: Any) -> Any:
+        """Run ``ReferenceServer.<method>`` in the child and return its result."""
+        if not self.alive:
+            raise ReferenceError_("reference process is not running")
+        try:
+            self._conn.send((method, args, kwargs))
+        except OSError as exc:
+            raise ReferenceError_(f"reference process is gone: {exc}") from exc
+        return self._recv(timeout_s)
+
+    @property
+    def alive(self) -> bool:
+        """The child is running."""
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        """Stop the child."""
+        if self.proc.poll() is None:
+            try:
+                self._conn.send(None)
+                self.proc.wait(5)
+            except Exception:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        try:
+            self._conn.close()
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

