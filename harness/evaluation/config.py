@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from cuda_agent.config import RunConfig, StrictModel, resolved
+from cuda_agent.schemas.task import TaskManifest
 
 SelectionMode = Literal["best", "final", "first_passing"]
 
@@ -56,11 +57,23 @@ class EvalConfig(RunConfig):
 
     eval: EvalBlock = Field(default_factory=EvalBlock, description="Evaluation settings.")
 
-    def run_config(self, seed_index: int = 0) -> RunConfig:
-        """The RunConfig of one episode (``seed`` offset by the seed index)."""
+    def run_config(self, seed_index: int = 0, task: TaskManifest | None = None) -> RunConfig:
+        """The RunConfig of one episode: ``seed`` offset by the seed index, task placeholders filled.
+
+        The policy spec may name per-task files with ``{task_name}`` (the
+        manifest's short name) or ``{task_id}`` (its id with '/' -> '--'),
+        e.g. ``scripted:scripts/{task_name}.yaml``.
+        """
         data = self.model_dump(exclude={"eval"})
         data["seed"] = self.seed + seed_index
+        if task is not None:
+            data["policy"] = fill_task_placeholders(self.policy, task)
         return RunConfig.model_validate(data)
+
+
+def fill_task_placeholders(text: str, task: TaskManifest) -> str:
+    """``text`` with ``{task_name}`` and ``{task_id}`` replaced (other braces untouched)."""
+    return text.replace("{task_name}", task.name).replace("{task_id}", task.id.replace("/", "--"))
 
 
 def comparable(config: EvalConfig) -> dict:

@@ -289,7 +289,7 @@ class EvalRunner:
         try:
             if "probe_error" in plan.task.meta:
                 raise RuntimeError(f"task probe failed: {plan.task.meta['probe_error']}")
-            end = self.episode_fn(plan.task, config=self.config.run_config(plan.seed_index), plugin_manager=self.pm,
+            end = self.episode_fn(plan.task, config=self.config.run_config(plan.seed_index, plan.task), plugin_manager=self.pm,
                                   out_dir=ep_dir, backend=backend)
             if self.config.eval.regrade:
                 record.regrades = self.regrade(plan.task, ep_dir, end, backend)
