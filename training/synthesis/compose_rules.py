@@ -46,7 +46,8 @@ class SizeSpace(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    batch: list[int] = Field(default_factory=lambda: [8, 16], description="Batch sizes (dim 0).")
+    batch: list[int] = Field(default_factory=lambda: [8, 16], description="Batch sizes (dim 0) of rank-2 inputs.")
+    batch_nd: list[int] | None = Field(None, description="Batch sizes of rank-3/4 inputs; None = same as batch.")
     features: list[int] = Field(default_factory=lambda: [64, 128, 256], description="Feature sizes of rank-2/3 inputs and Linear outputs.")
     channels: list[int] = Field(default_factory=lambda: [4, 8, 16], description="Channel counts (dim 1 of rank-3/4 inputs, conv outputs).")
     spatial: list[int] = Field(default_factory=lambda: [16, 32], description="Height/width (rank 4) and length (rank 3) sizes.")
@@ -95,7 +96,7 @@ def _elements(shape: Sequence[int]) -> int:
 
 
 def _start_dims(rank: int, op: OperatorSpec, rng: random.Random, sizes: SizeSpace, state: _State) -> None:
-    b = rng.choice(sizes.batch)
+    b = rng.choice(sizes.batch if rank == 2 or not sizes.batch_nd else sizes.batch_nd)
     if rank == 2:
         names = [("batch_size", b), ("in_features", rng.choice(sizes.features))]
     elif rank == 3 and op.family in ("norm_last", "linear") or rank == 3 and op.family not in ("conv", "conv_transpose", "pool", "adaptive_pool", "norm_channel") and rng.random() < 0.5:
@@ -107,6 +108,8 @@ def _start_dims(rank: int, op: OperatorSpec, rng: random.Random, sizes: SizeSpac
         names = [("batch_size", b), ("channels", rng.choice(sizes.channels)), ("height", s), ("width", s)]
     else:
         raise ChainError(f"rank {rank} inputs are not composed (valid: 2, 3, 4)")
+    if _elements([v for _, v in names]) > sizes.max_elements:
+        raise ChainError(f"input {[v for _, v in names]} exceeds max_elements={sizes.max_elements}")
     state.dims = [(state.const(n, v), v) for n, v in names]
 
 
@@ -118,7 +121,7 @@ def _apply(op: OperatorSpec, state: _State, rng: random.Random, sizes: SizeSpace
     if not range_satisfies(state.value_range, op.domain):
         raise ChainError(f"{op.name} needs {op.domain} inputs, chain values are {state.value_range}")
     shape = state.shape
-    attr = f"{op.short}_{index}"
+    attr = f"{ {'scale_param': 'scale', 'bias_param': 'bias'}.get(op.family, op.short)}_{index}"
     args: list[str] = []
     kwargs = dict(op.ctor_kwargs)
     call_kwargs = dict(op.call_kwargs)

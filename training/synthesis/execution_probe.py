@@ -51,6 +51,7 @@ class ProbeSettings(BaseModel):
     timing_budget_s: float = Field(0.5, gt=0, description="Seconds of timed calls after min_repeats.")
     threads: int = Field(1, ge=1, description="torch intra-op threads in each worker (CPU timing).")
     seed: int = Field(0, description="Seed for weights and the first input set (the second uses seed + 1).")
+    compile_cache_dir: Path | None = Field(None, description="TORCHINDUCTOR_CACHE_DIR shared by the workers (identical kernels compile once); None = torch's default.")
 
     def request_settings(self, timing_lock: str | None) -> dict[str, Any]:
         """The part of the settings the child needs."""
@@ -112,6 +113,8 @@ class ProbeWorker:
         env["OMP_NUM_THREADS"] = str(self.settings.threads)
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
+        if self.settings.compile_cache_dir is not None:
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(self.settings.compile_cache_dir)
         if self.device_index is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.device_index)
         if self.settings.device == "cpu":

@@ -84,6 +84,15 @@ def _init_params(plan: TaskPlan) -> list[str]:
     return seen
 
 
+def _declared_domain(generator: InputGenerator) -> dict[str, float] | None:
+    """The ``INPUT_DOMAINS`` entry for a restricted first-operator domain (read by cuda_agent.harness.tasks)."""
+    if generator.kind == "normal":
+        return None
+    if generator.low >= 0:
+        return {"low": 0.05}
+    return {"low": -0.95, "high": 0.95}
+
+
 def render_task(plan: TaskPlan, description: str = "") -> str:
     """The KernelBench-format module source of ``plan``."""
     lines = [_HEADER.rstrip("\n")]
@@ -118,6 +127,9 @@ def render_task(plan: TaskPlan, description: str = "") -> str:
     lines += ["        return x", "", ""]
     for name, value in plan.constants.items():
         lines.append(f"{name} = {_literal(value)}")
+    domain = _declared_domain(plan.generator)
+    if domain:
+        lines.append(f"INPUT_DOMAINS = {{0: {domain!r}}}  # valid values of input 0 (the first operator's domain)")
     shape_expr = ", ".join(plan.input_symbols)
     lines += ["", "", "def get_inputs():", f"    return [{plan.generator.expression(shape_expr)}]", "", ""]
     lines += ["def get_init_inputs():", f"    return [{', '.join(params)}]", ""]
