@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from cuda_agent.harness.integrity.binary import check_binary, undefined_symbols
+from cuda_agent.harness.integrity.binary import check_binary, check_object, undefined_symbols
 from cuda_agent.harness.integrity.cpp_rules import check_cpp_sources, check_cpp_text
 from cuda_agent.harness.integrity.python_ast import check_model_new_source
 from cuda_agent.harness.integrity.rules import RULES, describe, threat_class
@@ -28,6 +28,7 @@ __all__ = [
     "RULES",
     "Violation",
     "check_binary",
+    "check_object",
     "check_cpp_sources",
     "check_cpp_text",
     "check_model_new_source",

@@ -107,12 +107,13 @@ def demangle(names: list[str]) -> list[str]:
     return out[: len(names)] if len(out) >= len(names) else list(names)
 
 
-def undefined_symbols(so_path: Path) -> list[Symbol]:
-    """Undefined dynamic symbols of a shared object (``nm -D --undefined-only``), versions stripped."""
+def undefined_symbols(so_path: Path, *, dynamic: bool = True) -> list[Symbol]:
+    """Undefined symbols of a shared object (``nm -D --undefined-only``) or, with ``dynamic=False``, of an object file."""
     if shutil.which("nm") is None:
         raise RuntimeError("`nm` (binutils) is not on PATH; the binary integrity check needs it")
     raw = []
-    for line in _run(["nm", "-D", "--undefined-only", str(so_path)]).splitlines():
+    cmd = ["nm", "-D", "--undefined-only", str(so_path)] if dynamic else ["nm", "--undefined-only", str(so_path)]
+    for line in _run(cmd).splitlines():
         parts = line.split()
         if parts:
             raw.append(parts[-1].split("@")[0])
@@ -141,6 +142,19 @@ def register_baseline(kind: str, symbols: Iterable[str]) -> None:
 def baseline_symbols(so_path: Path) -> frozenset[str]:
     """Raw undefined symbols of a module built from an empty workspace: the shared binding's own imports."""
     return frozenset(s.raw for s in undefined_symbols(so_path))
+
+
+def binding_object_baseline(so_path: Path) -> frozenset[str]:
+    """Undefined symbols of the shared binding object linked into ``so_path`` (found in its ``build.ninja``)."""
+    ninja = Path(so_path).parent / "build.ninja"
+    if not ninja.is_file():
+        return frozenset()
+    out: set[str] = set()
+    for token in re.split(r"\s+", ninja.read_text(errors="replace")):
+        token = token.replace("$ ", " ").replace("$:", ":")
+        if token.endswith("binding.o") and Path(token).is_file():
+            out |= {s.raw for s in undefined_symbols(Path(token), dynamic=False)}
+    return frozenset(out)
 
 
 def _op_allowed(op: str) -> bool:
@@ -185,14 +199,29 @@ def check_binary(
     """
     so_path = Path(so_path)
     if not so_path.is_file():
-        return [Violation(rule="T1.binary.aten_op", message=f"built module {so_path} does not exist", file=str(so_path))]
-    ignore = frozenset(baseline) if baseline is not None else _baselines.get(kind, frozenset())
-    allowed = frozenset(allowed_libraries)
+        raise FileNotFoundError(f"check_binary: built module {so_path} does not exist (pass BuildOutcome.so_path)")
+    if baseline is not None:
+        ignore = frozenset(baseline)
+    else:
+        ignore = _baselines.get(kind, frozenset()) | binding_object_baseline(so_path)
+    return _judge(undefined_symbols(so_path), ignore, frozenset(allowed_libraries), so_path.name)
+
+
+def check_object(obj_path: Path, kind: str, *, allowed_libraries: Iterable[str] = ()) -> list[Violation]:
+    """The same rules over an object file's undefined symbols (``nm --undefined-only``), e.g. an nvcc ``.o``.
+
+    Lets the CUDA rules run where objects compile but nothing links or runs (no GPU).
+    """
+    obj_path = Path(obj_path)
+    return _judge(undefined_symbols(obj_path, dynamic=False), frozenset(), frozenset(allowed_libraries), obj_path.name)
+
+
+def _judge(symbols: list[Symbol], ignore: frozenset[str], allowed: frozenset[str], where: str) -> list[Violation]:
     out: list[Violation] = []
-    for sym in undefined_symbols(so_path):
+    for sym in symbols:
         if sym.raw in ignore:
             continue
         verdict = classify_symbol(sym, allowed)
         if verdict:
-            out.append(Violation(rule=verdict[0], message=verdict[1], file=so_path.name))
+            out.append(Violation(rule=verdict[0], message=verdict[1], file=where))
     return out

@@ -214,6 +214,38 @@ def _qualified_violation(prefix: str, chain: str, called: bool) -> tuple[str, st
                                 "metadata, guards, the current stream); do the compute in your kernel")
 
 
+_GLOBAL_DECL_RE = re.compile(
+    r"^\s*(?:static\s+|inline\s+|volatile\s+)*(?!(?:const|constexpr|constinit|using|typedef|template|return|"
+    r"extern|namespace|struct|class|enum|union|friend|__global__|__device__|__constant__|__shared__|__host__|"
+    r"__managed__|static_assert|public|private|protected)\b)"
+    r"[A-Za-z_][\w:]*(?:\s*<[^;(){}]*>)?(?:\s*(?:\*|&|const\b))*\s+\**\s*[A-Za-z_]\w*\s*(?:\[[^\]]*\]\s*)*(?:=[^;(]*|\{[^;(]*\})?;"
+)
+
+
+def _namespace_scope_state(lines: list[str], filename: str) -> list[Violation]:
+    """Mutable variables at namespace scope (caches, call counters): they outlive a call (T12/T13)."""
+    out: list[Violation] = []
+    stack: list[bool] = []  # True = brace opened by a namespace
+    pending_namespace = False
+    for lineno, ln in enumerate(lines, start=1):
+        at_namespace_scope = all(stack)
+        text = ln.strip()
+        if at_namespace_scope and text and not text.startswith("#") and _GLOBAL_DECL_RE.match(ln):
+            out.append(Violation(rule="T12.cpp.static_cache", file=filename, line=lineno,
+                                 message=f"`{text[:70]}`: mutable global state outlives a call (caches, call counters); "
+                                         "use locals, constexpr constants or __constant__/__device__ memory"))
+        for m in re.finditer(r"\bnamespace\b[^;{]*(?=\{)|[{}]", ln):
+            tok = m.group(0)
+            if tok.startswith("namespace"):
+                pending_namespace = True
+            elif tok == "{":
+                stack.append(pending_namespace or bool(re.search(r'extern\s*""\s*$', ln[: m.start()])))
+                pending_namespace = False
+            elif stack:
+                stack.pop()
+    return out
+
+
 def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str] = (),
                    extra_defines: str = "") -> list[Violation]:
     """Violations of the C++/CUDA source rules in one file's ``text``.
@@ -254,6 +286,7 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
                                                    + suffix, file=filename, line=lineno))
 
     scan(enumerate(raw_lines, start=1), "")
+    found.extend(_namespace_scope_state(raw_lines, filename))
     for lineno, inc in stripped.includes:
         if not re.match(r"\s*#\s*include", raw_lines[lineno - 1] if lineno - 1 < len(raw_lines) else ""):
             continue  # inside a comment

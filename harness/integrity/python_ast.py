@@ -25,6 +25,8 @@ from cuda_agent.harness.integrity.violation import Violation, dedupe
 S, M, T, U, P = "S", "M", "T", "U", "P"  # scalar, metadata, tensor, unknown, data pointer
 NON_COMPUTE = {S, M, P, "list", "builtin"}
 _CALLABLE_TAGS = {"torchfn", "helperfn", "method", "tmodule", "hmodule", "lambda", "mod", "extfn", "helpercls", "mathfn"}
+_TIMER_PATHS = ("torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.Stream", "torch.profiler",
+                "torch.autograd.profiler", "torch.cuda.current_stream", "torch.cuda.Event.elapsed_time")
 _METHOD_RECEIVERS = {T, U, M, S, P, "list", "container", "ctx", "tmodule", "X"}
 _MUTATING_CONTAINER_METHODS = {"append", "extend", "insert", "pop", "update", "setdefault", "clear", "add", "remove",
                                "popitem", "discard", "__setitem__"}
@@ -231,7 +233,10 @@ class _Checker:
 
     # ------------------------------------------------------------------ module scan
     def scan_module(self, tree: ast.Module) -> None:
+        top_level: list[ast.stmt] = []
         for node in tree.body:
+            top_level.extend(node.body if isinstance(node, ast.Try) and _try_only_reraises(node) else [node])
+        for node in top_level:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.name in self.extension_names:
@@ -303,6 +308,9 @@ class _Checker:
             root = root.value
         path = self.path_of(target.value if isinstance(target, ast.Subscript) else target) if isinstance(
             target, (ast.Attribute, ast.Subscript)) else None
+        if path and path.startswith(_TIMER_PATHS):
+            self.flag("T8.python.timer_access", node, f"assigning to `{path}` patches the timer; not allowed")
+            return
         if path and path.startswith("torch"):
             rule = self.torch_rule(path, "init")
             if rule and rule.startswith("T16"):
@@ -945,7 +953,7 @@ class _FunctionChecker:
         kinds = [self.expr(e) for e in node.elts]
         if isinstance(node, ast.Tuple) and all(k[0] in {S, M} for k in kinds):
             return _k(M)
-        return _k("list")
+        return _k("list", T) if any(k[0] in {T, U} or k == ("list", T) for k in kinds) else _k("list")
 
     e_List = e_Tuple
 
@@ -1121,7 +1129,7 @@ class _FunctionChecker:
             self.flag(rule, node, f"`{name}()` is not allowed")
             return _k(U)
         if name in allow.BUILTINS_NUMERIC:
-            if self.strict and any(k[0] not in NON_COMPUTE for k in arg_kinds):
+            if self.strict and any(k[0] not in NON_COMPUTE or k == ("list", T) for k in arg_kinds):
                 self.flag("T1.python.builtin_call", node,
                           f"`{name}()` on a tensor runs PyTorch compute; use it on Python numbers only")
             return _k(S) if name not in {"sorted"} else _k("list")

@@ -1,0 +1,3 @@
+// expect: T1.binary.python_api
+extern "C" void* PyImport_ImportModule(const char*);
+void* torch_module() { return PyImport_ImportModule("torch"); }

@@ -1,0 +1,3 @@
+// expect: T23.binary.system_call
+#include <cstdlib>
+int run() { return system("nvidia-smi"); }

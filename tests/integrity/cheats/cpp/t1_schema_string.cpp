@@ -1,0 +1,3 @@
+// expect: T1.cpp.dispatcher
+#include "../binding_registry.h"
+const char* kName = "aten::addmm";

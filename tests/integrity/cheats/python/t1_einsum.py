@@ -1,0 +1,11 @@
+# expect: T1.python.torch_call
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b=None):
+        y = cuda_extension.noop(a)
+        return torch.einsum('ij,jk->ik', y, b)

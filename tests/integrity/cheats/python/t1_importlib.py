@@ -1,0 +1,12 @@
+# expect: T1.python.dynamic_code
+import importlib
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b=None):
+        cuda_extension.noop(a)
+        return importlib.import_module('torch').mm(a, b)

@@ -1,0 +1,73 @@
+"""The model_new.py allowlist: every cheat in the corpus is rejected by its rule, every honest variant passes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness.integrity import RULES, check_model_new_source
+
+
+def test_cheat_is_rejected_by_its_rule(python_cheat: Path, expectations: Callable[[Path], str]) -> None:
+    rule = expectations(python_cheat)
+    assert rule in RULES, f"{python_cheat.name} expects unknown rule {rule}"
+    violations = check_model_new_source(python_cheat.read_text(), "model_new.py")
+    assert rule in [v.rule for v in violations], f"{python_cheat.name}: expected {rule}, got {violations}"
+    hit = next(v for v in violations if v.rule == rule)
+    assert hit.file == "model_new.py"
+    assert str(hit).startswith(f"[{rule}] model_new.py")
+
+
+def test_honest_variant_is_accepted(python_honest: Path) -> None:
+    violations = check_model_new_source(python_honest.read_text(), "model_new.py")
+    assert violations == [], "\n".join(str(v) for v in violations)
+
+
+def test_message_names_rule_line_and_code() -> None:
+    src = "import torch\nimport cuda_extension\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+          "        y = cuda_extension.f(x)\n        return y.sum()\n"
+    (v,) = check_model_new_source(src)
+    assert v.rule == "T1.python.tensor_method"
+    assert v.line == 8
+    assert "y.sum" in v.message and "allowed methods" in v.message
+    assert str(v).startswith("[T1.python.tensor_method] model_new.py:8: ")
+
+
+def test_syntax_error_and_missing_class_are_reported() -> None:
+    (v,) = check_model_new_source("def broken(:\n")
+    assert v.rule == "T1.python.no_model_new" and v.line == 1
+    (w,) = check_model_new_source("import torch\n")
+    assert w.rule == "T1.python.no_model_new" and "ModelNew" in w.message
+
+
+def test_shape_arithmetic_passes_but_the_same_on_tensors_fails() -> None:
+    head = "import torch\nimport cuda_extension\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+    ok = head + "        n = x.size(0) * x.size(1) + 255\n        return cuda_extension.f(x, n // 256)\n"
+    bad = head + "        n = x * x.size(1) + 255\n        return cuda_extension.f(x, n // 256)\n"
+    assert check_model_new_source(ok) == []
+    violations = check_model_new_source(bad)
+    assert {v.rule for v in violations} == {"T1.python.operator"} and violations[0].line == 7
+
+
+def test_torch_in_init_is_allowed_but_flags_are_not() -> None:
+    src = ("import torch\nimport torch.nn as nn\nimport cuda_extension\n\n\nclass ModelNew(nn.Module):\n"
+           "    def __init__(self, n):\n        super().__init__()\n"
+           "        w = torch.randn(n, n) @ torch.randn(n, n)\n        self.w = nn.Parameter(w.relu())\n"
+           "        torch.backends.cuda.matmul.allow_tf32 = True\n\n"
+           "    def forward(self, x):\n        return cuda_extension.f(x, self.w)\n")
+    assert [(v.rule, v.line) for v in check_model_new_source(src)] == [("T16.python.global_flag", 11)]
+
+
+def test_branch_without_torch_code_is_not_a_fallback() -> None:
+    src = ("import torch\nimport cuda_extension\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+           "        if x.numel() > 1024:\n            return cuda_extension.f(x)\n        return x\n")
+    assert check_model_new_source(src) == []  # an early return of an input is not torch compute
+
+
+@pytest.mark.parametrize("name", ["cuda_extension", "my_ext"])
+def test_extension_name_is_configurable(name: str) -> None:
+    src = f"import torch\nimport {name}\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+          f"        return {name}.f(x)\n"
+    assert check_model_new_source(src, extension_names=(name,)) == []
