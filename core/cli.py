@@ -46,11 +46,11 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE", help="Dotted override, e.g. agent.max_turns=50 (repeatable).")
 
 
-def make_plugin_manager(args: argparse.Namespace, config: Any) -> Any:
-    """A fresh plugin manager for ``config``, with ``-p`` extra plugin modules."""
+def make_plugin_manager(args: argparse.Namespace, config: Any, extra_plugins: Sequence[tuple[str, object]] = ()) -> Any:
+    """A fresh plugin manager for ``config``, with ``-p`` extra plugin modules and ``extra_plugins``."""
     from cuda_agent.plugin_manager import PluginManager
 
-    extra = []
+    extra = list(extra_plugins)
     for dotted in getattr(args, "plugin", None) or []:
         try:
             extra.append((dotted, importlib.import_module(dotted)))

@@ -14,6 +14,9 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+
+from cuda_agent.cli import add_config_options
+from cuda_agent.config import RunConfig, load_config
 from typing import Any
 
 
@@ -21,6 +24,7 @@ def register_command(subparsers) -> None:
     """Add ``doctor``."""
     p = subparsers.add_parser("doctor", help="Report toolchain, GPU and sandbox support.")
     p.add_argument("--json", action="store_true", help="Print JSON.")
+    add_config_options(p)
     p.set_defaults(func=handle)
 
 
@@ -125,6 +129,7 @@ def collect() -> dict[str, Any]:
 
 def handle(args: argparse.Namespace) -> int:
     """Print the report; exit 0 even when things are missing (doctor informs)."""
+    load_config(RunConfig, args.config, args.override)  # validated like every command's
     report = collect()
     if args.json:
         print(json.dumps(report, indent=2))

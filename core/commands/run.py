@@ -18,6 +18,7 @@ from pathlib import Path
 from cuda_agent.cli import add_config_options, make_plugin_manager
 from cuda_agent.config import RunConfig, config_diff, load_config, resolved
 from cuda_agent.errors import ConfigError
+from cuda_agent.hookspecs import hookimpl
 from cuda_agent.schemas.task import TaskManifest
 
 
@@ -67,6 +68,38 @@ def check_existing_run(out: Path, config: RunConfig) -> bool:
     raise ConfigError(f"{out} holds an unfinished run (no result.json); remove it or choose another --out")
 
 
+class TurnProgress:
+    """Observer plugin showing a rich progress bar of the episode's turns (on stderr)."""
+
+    def __init__(self, max_turns: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[last]}"),
+                                 console=Console(stderr=True), transient=False)
+        self.max_turns = max_turns
+        self.task_id = None
+
+    @hookimpl
+    def on_episode_start(self, run_id, task_id, config):
+        """Start the bar."""
+        self.progress.start()
+        self.task_id = self.progress.add_task(f"{task_id} turns", total=self.max_turns, last="")
+
+    @hookimpl
+    def on_turn_end(self, run_id, turn):
+        """Advance by one turn; show the turn's tools."""
+        tools = ",".join(c.name for c in turn.tool_calls) or "-"
+        self.progress.update(self.task_id, advance=1, last=tools)
+
+    @hookimpl
+    def on_episode_end(self, run_id, end):
+        """Stop the bar."""
+        self.progress.update(self.task_id, last=f"{end.exit}, reward {end.reward}")
+        self.progress.stop()
+
+
 def handle(args: argparse.Namespace) -> int:
     """Run the episode and print its outcome."""
     from cuda_agent.loop import run_episode
@@ -81,7 +114,8 @@ def handle(args: argparse.Namespace) -> int:
     if check_existing_run(out, config):
         print(f"{out} already holds a finished run with this config: {(out / 'result.json').read_text()}")
         return 0
-    pm = make_plugin_manager(args, config)
+    progress = TurnProgress(config.agent.max_turns)
+    pm = make_plugin_manager(args, config, extra_plugins=[("cli.progress", progress)])
     end = run_episode(task, config=config, plugin_manager=pm, out_dir=out)
     status = end.graded.status.value if end.graded else "none"
     print(f"run {out}: exit={end.exit} turns={end.turns} graded={status} reward={end.reward} ({end.reward_name})")

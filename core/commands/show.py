@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cuda_agent.cli import add_config_options
+from cuda_agent.config import RunConfig, load_config
+
 from cuda_agent.errors import ConfigError
 from cuda_agent.schemas.trajectory import LoadedTrajectory, load_trajectory
 
@@ -16,6 +19,7 @@ def register_command(subparsers) -> None:
     p.add_argument("--turn", type=int, default=None, help="Show only this turn.")
     p.add_argument("--full", action="store_true", help="Do not shorten long texts.")
     p.add_argument("--prompts", action="store_true", help="Also print the system and task prompts.")
+    add_config_options(p)
     p.set_defaults(func=handle)
 
 
@@ -66,6 +70,7 @@ def render(traj: LoadedTrajectory, *, turn: int | None = None, full: bool = Fals
 
 def handle(args: argparse.Namespace) -> int:
     """Load and render."""
+    load_config(RunConfig, args.config, args.override)  # validated like every command's
     path = args.run / "trajectory.jsonl" if args.run.is_dir() else args.run
     if not path.is_file():
         raise ConfigError(f"no trajectory at {path}; give a run folder or a trajectory.jsonl")
