@@ -12,7 +12,7 @@ like any eval), then one report over all of them to ``OUT/report/``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,8 +134,18 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run_ablation(files: Sequence[str], overrides: Sequence[str], variants: list[Variant], out_dir: Path) -> dict[str, Any]:
-    """Run each variant's eval into ``out_dir/<name>``, then report them side by side; return the report."""
+def run_ablation(
+    files: Sequence[str],
+    overrides: Sequence[str],
+    variants: list[Variant],
+    out_dir: Path,
+    *,
+    pm_factory: Callable[[EvalConfig], Any] | None = None,
+) -> dict[str, Any]:
+    """Run each variant's eval into ``out_dir/<name>``, then report them side by side; return the report.
+
+    :param pm_factory: builds the plugin manager of a variant's config (default: ``PluginManager(disable=...)``).
+    """
     from cuda_agent.harness.evaluation.report import write_report
     from cuda_agent.harness.evaluation.runner import EvalRunner
 
@@ -143,7 +153,8 @@ def run_ablation(files: Sequence[str], overrides: Sequence[str], variants: list[
     dirs = []
     for variant in variants:
         cfg = variant_config(files, overrides, variant)
-        EvalRunner(cfg, out_dir / variant.name).run()
+        pm = pm_factory(cfg) if pm_factory is not None else None
+        EvalRunner(cfg, out_dir / variant.name, plugin_manager=pm).run()
         dirs.append(out_dir / variant.name)
     return write_report(dirs, out_dir / "report")
 

@@ -47,6 +47,13 @@ def _flag_overrides(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def _plugin_manager(args: argparse.Namespace, config: Any) -> Any:
+    """The core CLI's plugin manager (honours ``cuda-agent -p MODULE``), or a plain one when run standalone."""
+    from cuda_agent.cli import make_plugin_manager
+
+    return make_plugin_manager(args, config)
+
+
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
@@ -67,7 +74,7 @@ def eval_handler(args: argparse.Namespace) -> int:
             config = EvalConfig.model_validate(saved)  # bare `eval --out DIR`: resume with the saved config
         else:
             config = load_config(EvalConfig, args.config, overrides)
-        outcome = EvalRunner(config, out).run()
+        outcome = EvalRunner(config, out, plugin_manager=_plugin_manager(args, config)).run()
     except CudaAgentError as exc:
         return _fail(str(exc))
     print(f"episodes: {outcome.planned} planned, {outcome.already_done} already done, {outcome.ran} run now, "
@@ -109,7 +116,8 @@ def ablate_handler(args: argparse.Namespace) -> int:
         return _fail("give exactly one of --leave-one-out A,B,... or --variants FILE")
     try:
         variants = leave_one_out(args.leave_one_out.split(",")) if args.leave_one_out else variants_from_file(Path(args.variants))
-        report = run_ablation(args.config, list(args.override) + _flag_overrides(args), variants, Path(args.out))
+        report = run_ablation(args.config, list(args.override) + _flag_overrides(args), variants, Path(args.out),
+                              pm_factory=lambda cfg: _plugin_manager(args, cfg))
     except CudaAgentError as exc:
         return _fail(str(exc))
     print(format_table(comparison_rows(report)))
