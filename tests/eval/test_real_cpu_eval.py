@@ -152,7 +152,9 @@ def test_relu_as_identity_passes_visible_checks_and_is_a_widened_false_pass(tmp_
     assert record["regrades"]["best"]["status"] == "correct"  # the trusted grading pass is fooled too
     assert hidden["heldout"]["status"] == "correct"  # held-out seeds, same distribution: still fooled
     assert hidden["widened"]["status"] == "incorrect"  # negatives expose it
-    assert hidden["widened_inputs"] == ["input0: uniform [0, 1) -> [-4, 4)"]
+    # sampled range as probed (about [0, 1)) stretched 4x on both sides of zero: about [-4, 4)
+    (line,) = hidden["widened_inputs"]
+    assert line.startswith("input0: uniform [") and "-> [-3.99" in line
     assert hidden["seed_overlap"] == []
     h = json.loads((out / "report" / "report.json").read_text())["runs"][0]["metrics"]["best"]["hidden"]
     assert (h["visible_passes"], h["widened_checked"], h["widened_failed"]) == (1, 1, 1)
