@@ -106,6 +106,9 @@ class Episode:
             except PolicyFailure as exc:
                 exit, message = "policy_error", str(exc)
                 log.error("policy failed", run_id=self.run_id, error=str(exc))
+            except Exception as exc:  # a harness bug mid-episode: record it, still grade, keep eval going
+                exit, message = "error", f"{type(exc).__name__}: {exc}"
+                log.exception("episode failed", run_id=self.run_id, turn=self.turn)
             end = self.finish(exit, message)
             append_record(fh, end)
         write_json(self.out_dir / "result.json", end.model_dump(mode="json"))

@@ -218,3 +218,21 @@ def test_use_skill_toggle(task, make_pm, tmp_path):
                       out_dir=tmp_path / "noskill")
     header = load_trajectory(tmp_path / "noskill" / "trajectory.jsonl").header
     assert skill not in header.system_prompt and end.turns == 0
+
+
+def test_harness_error_mid_episode_is_recorded_and_graded(task, make_pm, tmp_path, monkeypatch):
+    from cuda_agent.harness.workspace import ConfinedWorkspace
+
+    calls = {"n": 0}
+    original = ConfinedWorkspace.snapshot
+
+    def flaky_snapshot(self):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("disk full")
+        return original(self)
+
+    monkeypatch.setattr(ConfinedWorkspace, "snapshot", flaky_snapshot)
+    end, traj, result = run(task, make_pm, tmp_path, [{"tool_calls": [call("list_files")]}])
+    assert end.exit == "error" and "OSError: disk full" in end.message
+    assert result["graded"]["phase"] == "grade" and traj.end is not None
