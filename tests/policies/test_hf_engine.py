@@ -84,3 +84,15 @@ def test_update_weights_from_folder_and_state_dict(tiny_lm_dir: Path, tmp_path: 
     assert again.output_ids == before.output_ids
     with pytest.raises(ValueError, match="does not match"):
         eng.update_weights({"not.a.weight": torch.zeros(1)})
+
+
+def test_stop_string_ends_generation_after_the_matching_token(engine) -> None:
+    p = [[5, 6, 7]]
+    free = engine.generate(p, SamplingParams(max_new_tokens=6, temperature=0))[0]
+    texts = [engine.tokenizer.decode(free.output_ids[: k + 1]) for k in range(len(free.output_ids))]
+    k = next((i for i, t in enumerate(texts) if t.strip() and "\ufffd" not in t), None)
+    if k is None:
+        pytest.skip("greedy output of the tiny model decodes to no clean text")
+    stopped = engine.generate(p, SamplingParams(max_new_tokens=6, temperature=0, stop=[texts[k]]))[0]
+    assert stopped.output_ids == free.output_ids[: k + 1]
+    assert stopped.finish_reason == "stop"

@@ -38,7 +38,10 @@ def _episode(policy, turns: int = 3):
 
 
 def test_logprobs_equal_trainer_recomputation(policy) -> None:
+    from cuda_agent.protocols import Policy
     from cuda_agent.training.logprobs import token_logprobs
+
+    assert isinstance(policy, Policy) and policy.token_level
 
     _, outputs, contexts = _episode(policy)
     ids = torch.tensor([contexts[-1]])

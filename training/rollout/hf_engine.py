@@ -107,7 +107,7 @@ class HFRolloutEngine:
         outputs: list[list[int]] = [[] for _ in range(b)]
         logps: list[list[float]] = [[] for _ in range(b)]
         reasons = ["length"] * b
-        done = torch.zeros(b, dtype=torch.bool, device=self.device)
+        done = [False] * b
         res = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
         for _ in range(params.max_new_tokens):
             logits = res.logits[:, -1, :].float()
@@ -118,15 +118,16 @@ class HFRolloutEngine:
                 tempered = _nucleus_mask(logits / params.temperature, params.top_p)
                 token = torch.multinomial(tempered.softmax(-1), 1, generator=gen).squeeze(-1)
                 logp = selected_logprobs(tempered, token)
+            step_tokens, step_logps = token.tolist(), logp.tolist()  # one device sync per step
             for i in range(b):
                 if done[i]:
                     continue
-                t = int(token[i])
+                t = step_tokens[i]
                 outputs[i].append(t)
-                logps[i].append(float(logp[i]))
+                logps[i].append(step_logps[i])
                 if t in self.eos_ids or self._hit_stop(outputs[i], params.stop):
                     done[i], reasons[i] = True, "stop"
-            if bool(done.all()):
+            if all(done):
                 break
             mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=self.device)], dim=1)
             positions = positions[:, -1:] + 1
