@@ -40,10 +40,11 @@ def catalog(catalog_path: Path):
 
 @pytest.fixture(scope="session")
 def probe_worker():
-    """One CPU probe worker shared by the filter tests (torch imported once)."""
+    """One CPU probe worker shared by the filter tests (torch imported once; torch.compile with the
+    cheap 'eager' backend: Dynamo capture without AOT/codegen)."""
     from cuda_agent.training.synthesis.execution_probe import ProbeSettings, ProbeWorker
 
-    settings = ProbeSettings(device="cpu", timeout_s=20, compile_backend="aot_eager", warmup=1, min_repeats=3,
+    settings = ProbeSettings(device="cpu", timeout_s=20, compile_backend="eager", warmup=1, min_repeats=3,
                              max_repeats=5, timing_budget_s=0.02, memory_cap_mb=6000)
     worker = ProbeWorker(settings)
     worker.start()

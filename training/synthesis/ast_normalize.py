@@ -13,7 +13,7 @@
   commutative operators (``+ * & | ^``, ``torch.add/mul/maximum/minimum``)
   are sorted by their identifier-blind shape; signature parameters, module
   sizes and the elements of ``get_init_inputs()``'s list are sorted;
-- **constants**: numeric literals become ``<num>`` (their values dropped);
+- **constants**: numeric literals (with their sign) become ``<num>`` (values dropped);
   strings and booleans are kept (``mode='bilinear'`` changes the operator).
 
 Imports, docstrings and ``super().__init__()`` are dropped: they are the same
@@ -77,6 +77,10 @@ class _Canon:
                 parts.sort(key=lambda n: self.expr(n, True))
             return f"({self.expr(parts[0], blind)} {type(node.op).__name__} {self.expr(parts[1], blind)})"
         if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant) and isinstance(
+                node.operand.value, (int, float)
+            ) and not isinstance(node.operand.value, bool):
+                return "<num>"  # a signed literal is a constant like any other
             return f"{type(node.op).__name__}({self.expr(node.operand, blind)})"
         if isinstance(node, ast.Call):
             func = self.expr(node.func, blind)
