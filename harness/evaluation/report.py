@@ -124,8 +124,11 @@ def episode_table(episodes: Sequence[EpisodeSummary]) -> list[dict[str, Any]]:
 def build_report(run_dirs: Sequence[Path], max_turns: int | None = None) -> dict[str, Any]:
     """The report of one or more eval folders (not written; see :func:`write_report`)."""
     runs = []
+    names = [Path(d).name for d in run_dirs]
     for out_dir in run_dirs:
         out_dir = Path(out_dir)
+        # two runs with the same folder name are told apart by their parent folder
+        name = out_dir.name if names.count(out_dir.name) == 1 else f"{out_dir.parent.name}/{out_dir.name}"
         if not (out_dir / "episodes").is_dir():
             raise FileNotFoundError(f"{out_dir} is not an eval output folder (no episodes/ inside)")
         episodes, unfinished = load_run(out_dir)
@@ -133,7 +136,7 @@ def build_report(run_dirs: Sequence[Path], max_turns: int | None = None) -> dict
         turns = max_turns or prov.get("max_turns")
         runs.append(
             {
-                "name": out_dir.name,
+                "name": name,
                 "path": str(out_dir),
                 "episodes_unfinished": unfinished,
                 "provenance": prov,
