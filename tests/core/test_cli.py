@@ -151,3 +151,19 @@ def test_doctor_json(capsys):
     assert set(report) >= {"nvcc", "nvml", "torch", "ncu", "compute-sanitizer", "bubblewrap", "user_namespaces", "isolation"}
     assert report["isolation"] in ("bwrap", "process")
     assert report["torch"]["ok"]
+
+
+def test_plugins_table_and_show_options(task, make_pm, tmp_path, capsys):
+    assert cli.main(["plugins"]) == 0
+    assert "tools.files" in capsys.readouterr().out
+    from cuda_agent.config import RunConfig, load_config
+    from cuda_agent.loop import run_episode
+
+    actions = [{"text": "looking", "tool_calls": [{"name": "list_files", "arguments": {}}]}]
+    config = load_config(RunConfig, base={"policy": "scripted", "backend": "toy", "plugins": {"scripted": {"actions": actions}}})
+    run_episode(task, config=config, plugin_manager=make_pm(), out_dir=tmp_path / "r")
+    assert cli.main(["show", str(tmp_path / "r"), "--turn", "1", "--prompts"]) == 0
+    out = capsys.readouterr().out
+    assert "system prompt" in out and "list_files" in out and "policy_exhausted" in out
+    assert cli.main(["show", str(tmp_path / "nothing")]) == 2
+    assert "no trajectory" in capsys.readouterr().err
