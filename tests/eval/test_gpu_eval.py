@@ -1,0 +1,72 @@
+"""The H200 run: scripted eval over the example tasks on the ``cuda`` backend, and the throughput benchmark smoke.
+
+Written on a CPU machine (not run there); the lead runs ``pytest -m gpu``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cuda_agent.harness.evaluation.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_TASKS = REPO / "examples" / "tasks"
+SOLUTIONS = REPO / "examples" / "solutions" / "cuda"
+
+
+def cuda_scripts(dest: Path) -> Path:
+    dest.mkdir()
+    for task in sorted(EXAMPLE_TASKS.glob("*.py")):
+        sol = SOLUTIONS / task.stem
+        writes = [{"name": "write_file", "arguments": {"path": str(p.relative_to(sol)), "content": p.read_text()}}
+                  for p in sorted(sol.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+        actions = [
+            {"text": "write and test", "tool_calls": writes + [{"name": "compile"}, {"name": "verify"}, {"name": "profile"}]},
+            {"text": "done", "tool_calls": [{"name": "finish"}]},
+        ]
+        (dest / f"{task.stem}.yaml").write_text(yaml.safe_dump(actions))
+    return dest
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_scripted_eval_over_example_tasks_on_cuda(tmp_path):
+    scripts = cuda_scripts(tmp_path / "scripts")
+    out = tmp_path / "eval"
+    rc = cli_main(["eval", "--tasks", str(EXAMPLE_TASKS), "--policy", f"scripted:{scripts}/{{task_name}}.yaml",
+                   "--backend", "cuda", "--turns", "3", "--seeds", "2", "--out", str(out), "--concurrency", "4",
+                   "-o", "agent.selection=best", "-o", "eval.progress=false"])
+    assert rc == 0
+    report = json.loads((out / "report" / "report.json").read_text())
+    run = report["runs"][0]
+    n = len(list(EXAMPLE_TASKS.glob("*.py")))
+    best = run["metrics"]["best"]
+    assert best["n_episodes"] == 2 * n and run["episodes_unfinished"] == 0
+    assert best["regraded"]["overall"]["pass_rate"] == 1.0, run["episodes"]
+    assert best["regraded"]["overall"]["geomean_speedup_eager"] is not None
+    assert best["hidden"]["heldout_checked"] == 2 * n
+    assert best["hidden"]["heldout_false_pass_rate"] == 0.0  # honest example kernels
+    assert run["queue"]["devices"]["0"]["calls"] > 0
+    assert any(m["backend"] == "cuda" for m in run["provenance"]["machines"])
+    print(json.dumps({k: best["regraded"]["overall"][k] for k in ("pass_rate", "faster_than_eager_rate",
+                      "faster_than_compile_rate", "geomean_speedup_eager", "geomean_speedup_compile")}))
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_throughput_benchmark_smoke(tmp_path):
+    out = tmp_path / "tp.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_throughput.py"), "--backend", "cuda",
+                           "--repeats", "2", "--limit", "1", "--out", str(out)], capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["ours"]["tasks_measured"] == 2 and data["ours"]["tasks_per_gpu_hour"] > 0
+    assert data["reference"]["tasks_measured"] == 2, data["reference"]["per_task"]
+    assert data["speedup_vs_reference"] > 0
