@@ -71,6 +71,8 @@ def eval_handler(args: argparse.Namespace) -> int:
     try:
         saved = saved_config(out)
         if saved is not None and not args.config and not overrides:
+            if "***" in json.dumps(saved):
+                return _fail(f"{out}/config.json has redacted secrets; resume by passing the same -c/-o/flags again")
             config = EvalConfig.model_validate(saved)  # bare `eval --out DIR`: resume with the saved config
         else:
             config = load_config(EvalConfig, args.config, overrides)
