@@ -177,7 +177,9 @@ class EvalRunner:
         if saved is not None:
             return saved
         if self.config.eval.probe:
-            prepared = [probe_task(t, self.config.backend) for t in listed]
+            # each probe is a sandboxed subprocess: run a few at once
+            with ThreadPoolExecutor(max_workers=self.config.eval.build_workers, thread_name_prefix="probe") as ex:
+                prepared = list(ex.map(lambda t: probe_task(t, self.config.backend), listed))
         else:
             prepared = listed
         save_tasks(self.out_dir, listed, prepared)
