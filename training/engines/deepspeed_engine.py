@@ -1,0 +1,142 @@
+"""DeepSpeed engines: process group, config, actor/critic/reference initialisation.
+
+CPU notes (measured on the 2-core CI machines, DeepSpeed 0.19.8):
+
+- ``deepspeed.initialize`` needs a process group even for one process; we
+  create a ``gloo`` one (``nccl`` on GPU) with ``MASTER_ADDR``/``MASTER_PORT``
+  defaults when no launcher set them. ``DS_ACCELERATOR=cpu`` is set when no
+  CUDA device is visible.
+- The CPU accelerator's comm backend JIT-builds a shared-memory all-reduce op
+  (``deepspeed_shm_comm``) on first use: 220 s on 2 cores, 21 s per process
+  afterwards to load it from ``~/.cache/torch_extensions``. It is only useful
+  between several local processes, so for a world size of 1 we mark it
+  incompatible (``deepspeed.ops.__compatible_ops__``) and nothing is built;
+  with several CPU processes it is built once and cached.
+- The client optimizer is torch's AdamW (``fused=True`` on CUDA): DeepSpeed's
+  own FusedAdam/CPUAdam would JIT-compile on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from cuda_agent.training.settings import EngineSettings
+
+
+def device_kind() -> str:
+    """'cuda' when torch sees a GPU, else 'cpu'."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_dtype(settings: EngineSettings) -> torch.dtype:
+    """The training dtype: bf16 on GPU for 'auto', fp32 on CPU (bf16 is not requested there)."""
+    if settings.dtype == "bf16":
+        return torch.bfloat16
+    if settings.dtype == "fp32":
+        return torch.float32
+    return torch.bfloat16 if device_kind() == "cuda" else torch.float32
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ensure_distributed() -> tuple[int, int]:
+    """Initialise the process group once (launcher env or single-process defaults); returns (rank, world)."""
+    if device_kind() == "cpu":
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    import deepspeed
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.setdefault("RANK", "0")
+        os.environ.setdefault("LOCAL_RANK", "0")
+        os.environ.setdefault("WORLD_SIZE", "1")
+        world = int(os.environ["WORLD_SIZE"])
+        if device_kind() == "cpu" and world == 1:
+            # One process needs no shared-memory all-reduce; skipping it avoids a 220 s JIT build.
+            import deepspeed.ops
+
+            deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+        if device_kind() == "cuda":
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        deepspeed.init_distributed(dist_backend="nccl" if device_kind() == "cuda" else "gloo", verbose=False)
+    return dist.get_rank(), dist.get_world_size()
+
+
+def local_device() -> torch.device:
+    """This rank's device."""
+    if device_kind() == "cuda":
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
+def ds_config(settings: EngineSettings, *, micro_batch: int = 1, train: bool = True) -> dict[str, Any]:
+    """The DeepSpeed config dict for an engine."""
+    dtype = resolve_dtype(settings)
+    stage = settings.zero_stage if train else (3 if settings.zero_stage == 3 else 0)
+    cfg: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": micro_batch,
+        "gradient_accumulation_steps": 1,
+        "zero_optimization": {"stage": stage},
+        "bf16": {"enabled": dtype == torch.bfloat16},
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    if train:
+        cfg["gradient_clipping"] = settings.grad_clip
+    if stage == 3:
+        cfg["zero_optimization"].update({"stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 5e7})
+    return cfg
+
+
+def client_optimizer(model: nn.Module, lr: float, settings: EngineSettings) -> torch.optim.Optimizer:
+    """torch AdamW (fused on CUDA) over trainable parameters: nothing JIT-builds."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    kwargs: dict[str, Any] = {"lr": lr, "betas": settings.betas, "eps": settings.eps, "weight_decay": settings.weight_decay}
+    if device_kind() == "cuda":
+        kwargs["fused"] = True
+    return torch.optim.AdamW(params, **kwargs)
+
+
+def build_train_engine(model: nn.Module, lr: float, settings: EngineSettings, *, micro_batch: int = 1) -> Any:
+    """``deepspeed.initialize`` a trainable model with the client AdamW; returns the engine."""
+    ensure_distributed()
+    import deepspeed
+
+    if settings.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    dtype = resolve_dtype(settings)
+    model = model.to(dtype=dtype, device=local_device())
+    opt = client_optimizer(model, lr, settings)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=ds_config(settings, micro_batch=micro_batch))
+    return engine
+
+
+def build_frozen_engine(model: nn.Module, settings: EngineSettings) -> Any:
+    """A frozen (reference) model through ``deepspeed.initialize`` without optimizer, in eval mode."""
+    ensure_distributed()
+    import deepspeed
+
+    model = model.to(dtype=resolve_dtype(settings), device=local_device())
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.eval()
+    engine, *_ = deepspeed.initialize(model=model, config=ds_config(settings, train=False))
+    engine.eval()
+    return engine
+
+
+def set_learning_rate(engine: Any, lr: float) -> None:
+    """Set the learning rate of every param group (schedules call this before a step)."""
+    for group in engine.optimizer.param_groups:
+        group["lr"] = lr

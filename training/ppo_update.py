@@ -1,0 +1,183 @@
+"""One PPO iteration over a rollout batch: score, advantages, clipped updates of actor and critic.
+
+Also the supervised updates the other stages need: :meth:`Learner.sft_step`
+(RFT: negative log-likelihood of the policy's own tokens only) and
+:meth:`Learner.value_step` (critic regression on Monte-Carlo returns).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from cuda_agent.training.algorithms import (
+    aggregate,
+    compute_gae,
+    discounted_returns,
+    explained_variance,
+    kl_estimate,
+    kl_penalized_rewards,
+    logprobs_and_entropy,
+    masked_mean,
+    masked_whiten,
+    place_rewards,
+    policy_loss,
+    sequence_lengths,
+    value_loss,
+)
+from cuda_agent.training.buffers import RolloutBatch
+from cuda_agent.training.settings import PPOSettings
+
+
+@dataclass
+class Learner:
+    """Actor (+ critic, + frozen reference) engines and the updates on them."""
+
+    actor: Any
+    critic: Any | None = None
+    reference: Any | None = None
+    logit_chunk: int = 4096
+
+    def _device(self) -> torch.device:
+        return next(self.actor.module.parameters()).device
+
+    def _actor_logp(self, batch: RolloutBatch, engine: Any, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
+        out = engine(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+        logits = out.logits[:, :-1]
+        return logprobs_and_entropy(logits, batch.input_ids[:, 1:], with_entropy=with_entropy, chunk=self.logit_chunk)
+
+    def _values(self, batch: RolloutBatch) -> Tensor:
+        assert self.critic is not None
+        return self.critic(batch.input_ids, batch.attention_mask)[:, :-1]
+
+    @torch.no_grad()
+    def score(self, batch: RolloutBatch) -> dict[str, Tensor]:
+        """Old log-probs, reference log-probs and values of a batch (no gradient)."""
+        out: dict[str, Tensor] = {}
+        out["old_logp"], _ = self._actor_logp(batch, self.actor, with_entropy=False)
+        if self.reference is not None:
+            out["ref_logp"], _ = self._actor_logp(batch, self.reference, with_entropy=False)
+        if self.critic is not None:
+            out["values"] = self._values(batch)
+        return out
+
+    def advantages(self, batch: RolloutBatch, scored: dict[str, Tensor], s: PPOSettings) -> tuple[Tensor, Tensor, dict[str, float]]:
+        """Token rewards (outcome on the last policy token, KL penalty if in reward) -> (advantages, returns)."""
+        mask = batch.mask
+        rewards = place_rewards(mask, batch.rewards, batch.turn_rewards)
+        metrics: dict[str, float] = {}
+        if "ref_logp" in scored:
+            kl = kl_estimate(scored["old_logp"], scored["ref_logp"], s.kl_estimator)
+            metrics["kl"] = float(masked_mean(kl, mask))
+            if s.kl_mode == "reward" and s.kl_coef > 0:
+                rewards = kl_penalized_rewards(rewards, scored["old_logp"], scored["ref_logp"], mask, s.kl_coef, s.kl_estimator)
+        if s.use_critic and "values" in scored:
+            adv, ret = compute_gae(rewards, scored["values"], mask, s.gamma, s.lam)
+        else:
+            ret = discounted_returns(rewards, mask, s.gamma)
+            adv = ret.clone()
+        if s.whiten_advantages:
+            adv = masked_whiten(adv, mask)
+        return adv, ret, metrics
+
+    def ppo_step(self, batch: RolloutBatch, s: PPOSettings) -> dict[str, float]:
+        """Score the batch, compute advantages, run the clipped updates; returns the step's metrics."""
+        t0 = time.perf_counter()
+        batch = batch.to(self._device())
+        scored = self.score(batch)
+        adv, ret, metrics = self.advantages(batch, scored, s)
+        if "values" in scored:
+            metrics["explained_variance"] = explained_variance(scored["values"], ret, batch.mask)
+            metrics["value_mean"] = float(masked_mean(scored["values"], batch.mask))
+        sums: dict[str, list[float]] = {}
+        B = batch.size
+        parts = max(1, min(s.minibatches, B))
+        for _epoch in range(s.ppo_epochs):
+            for p in range(parts):
+                idx = list(range(p, B, parts))
+                it = torch.tensor(idx, device=batch.input_ids.device)
+                mb = batch.select(idx) if parts > 1 else batch
+                L = mb.input_ids.shape[1] - 1
+                sl = lambda x: x[it, :L] if parts > 1 else x  # noqa: E731
+                m = self._update_minibatch(mb, sl(scored["old_logp"]), sl(adv), sl(ret), s,
+                                           sl(scored["ref_logp"]) if "ref_logp" in scored else None,
+                                           sl(scored["values"]) if "values" in scored else None)
+                for k, v in m.items():
+                    sums.setdefault(k, []).append(v)
+        metrics.update({k: sum(v) / len(v) for k, v in sums.items()})
+        metrics.update(rollout_metrics(batch))
+        dt = time.perf_counter() - t0
+        metrics["update_s"] = dt
+        metrics["tokens_per_s"] = float(batch.attention_mask.sum()) * s.ppo_epochs / max(dt, 1e-9)
+        return metrics
+
+    def _update_minibatch(self, mb, old_logp, adv, ret, s: PPOSettings, ref_logp, old_values) -> dict[str, float]:
+        mask = mb.mask
+        logp, ent = self._actor_logp(mb, self.actor, with_entropy=True)
+        rollout = mb.rollout_logp if s.is_cap is not None else None
+        pl, m = policy_loss(logp, old_logp, adv, mask, clip_low=s.clip_low, clip_high=s.clip_high,
+                            aggregation=s.aggregation, rollout_logp=rollout, is_cap=s.is_cap)
+        loss = pl
+        assert ent is not None
+        entropy = aggregate(ent, mask, s.aggregation)
+        if s.entropy_coef > 0:
+            loss = loss - s.entropy_coef * entropy
+        if ref_logp is not None and s.kl_mode == "loss" and s.kl_coef > 0:
+            loss = loss + s.kl_coef * aggregate(kl_estimate(logp, ref_logp, s.kl_estimator), mask, s.aggregation)
+        self.actor.backward(loss)
+        self.actor.step()
+        m.update({"policy_loss": float(pl), "entropy": float(entropy.detach())})
+        gn = self.actor.get_global_grad_norm() if hasattr(self.actor, "get_global_grad_norm") else None
+        if gn is not None and math.isfinite(float(gn)):
+            m["grad_norm"] = float(gn)
+        if self.critic is not None and s.use_critic and old_values is not None:
+            values = self._values(mb)
+            vl, vm = value_loss(values, old_values, ret, mask, clip=s.value_clip, aggregation=s.aggregation)
+            self.critic.backward(s.vf_coef * vl)
+            self.critic.step()
+            m.update({"value_loss": float(vl), **vm})
+        return m
+
+    def sft_step(self, batch: RolloutBatch, aggregation: str = "token_mean") -> dict[str, float]:
+        """One supervised step on the policy's own tokens (mask 1) only: RFT."""
+        batch = batch.to(self._device())
+        logp, _ = self._actor_logp(batch, self.actor, with_entropy=False)
+        loss = -aggregate(logp, batch.mask, aggregation)
+        self.actor.backward(loss)
+        self.actor.step()
+        return {"sft_loss": float(loss), "policy_tokens": float(batch.mask.sum())}
+
+    def value_step(self, batch: RolloutBatch, gamma: float = 1.0, aggregation: str = "token_mean") -> dict[str, float]:
+        """One critic regression step on Monte-Carlo returns; reports explained variance before the step."""
+        assert self.critic is not None, "value_step needs a critic engine"
+        batch = batch.to(self._device())
+        ret = discounted_returns(place_rewards(batch.mask, batch.rewards, batch.turn_rewards), batch.mask, gamma)
+        values = self._values(batch)
+        vl, _ = value_loss(values, values.detach(), ret, batch.mask, clip=None, aggregation=aggregation)
+        ev = explained_variance(values.detach(), ret, batch.mask)
+        self.critic.backward(vl)
+        self.critic.step()
+        return {"value_loss": float(vl), "explained_variance": ev}
+
+
+def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
+    """Reward mean and distribution, pass rate, turns and response lengths of a batch."""
+    r = batch.rewards.float().cpu()
+    out = {
+        "reward_mean": float(r.mean()),
+        "reward_std": float(r.std()) if r.numel() > 1 else 0.0,
+        "reward_min": float(r.min()),
+        "reward_max": float(r.max()),
+        "pass_rate": float(batch.success.float().mean()),
+        "turns_mean": float(batch.turns.float().mean()),
+        "response_tokens_mean": float(sequence_lengths(batch.mask).mean()),
+        "episodes": float(batch.size),
+    }
+    for value in sorted(set(r.tolist()))[:8]:
+        out[f"reward_frac[{value:g}]"] = float((r == value).float().mean())
+    return out

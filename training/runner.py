@@ -1,0 +1,85 @@
+"""Run the chain of stages of a :class:`TrainConfig` (what ``cuda-agent train`` calls).
+
+Each stage runs in ``<run_dir>/<index>_<name>`` and receives the merged
+outputs of the stages before it (``actor``, ``critic`` paths). Finished
+stages are skipped on a re-run, an unfinished one resumes from its newest
+checkpoint; the resolved config is saved as ``train_config.json`` and a
+re-run with a different one is refused with the differences listed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import structlog
+import torch
+
+from cuda_agent.config import config_diff, resolved
+from cuda_agent.errors import ConfigError
+from cuda_agent.plugin_manager import PluginManager
+from cuda_agent.protocols import StageContext
+from cuda_agent.training.config import TrainConfig
+
+log = structlog.get_logger("cuda_agent.training")
+
+#: Keys that may differ between a run and its resumption.
+RESUME_FREE_KEYS = ("only",)
+
+
+def stage_ids(config: TrainConfig) -> list[str]:
+    """Folder names of the stages, in order."""
+    return [s.id or f"{i}_{s.name}" for i, s in enumerate(config.stages)]
+
+
+def check_resume_config(run_dir: Path, config: TrainConfig) -> None:
+    """Save the resolved config, or refuse if a different one was saved before."""
+    path = run_dir / "train_config.json"
+    current = {k: v for k, v in resolved(config).items() if k not in RESUME_FREE_KEYS}
+    if path.exists():
+        saved = json.loads(path.read_text())
+        diff = config_diff(saved, current)
+        if diff:
+            raise ConfigError(
+                f"{run_dir} holds a run with a different configuration; use another run_dir or the same config. "
+                "Differences:\n  " + "\n  ".join(diff)
+            )
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(current, indent=1, sort_keys=True))
+
+
+def run_training(config: TrainConfig, pm: PluginManager | None = None) -> dict[str, Any]:
+    """Run (or resume) every stage; returns the merged outputs of the last stage run."""
+    pm = pm or PluginManager(disable=config.disable)
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
+    if config.deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        # DeepSpeed allocates large communication buckets with torch.empty; NaN-filling them costs seconds per step.
+        torch.utils.deterministic.fill_uninitialized_memory = False
+    run_dir = Path(config.run_dir)
+    check_resume_config(run_dir, config)
+    ids = stage_ids(config)
+    for spec in config.stages:
+        pm.registry.get("stage", spec.name, where="stages[].name")
+    if config.only:
+        unknown = [o for o in config.only if o not in ids and o not in {s.name for s in config.stages}]
+        if unknown:
+            raise ConfigError(f"only: unknown stage(s) {unknown}; valid ids: {', '.join(ids)}")
+    inputs: dict[str, Any] = {}
+    for sid, spec in zip(ids, config.stages):
+        stage_dir = run_dir / sid
+        if config.only and sid not in config.only and spec.name not in config.only:
+            prev = stage_dir / "outputs.json"
+            if prev.exists():
+                inputs = {**inputs, **json.loads(prev.read_text())}
+            log.info("stage skipped", stage=sid, reason="not in 'only'", has_outputs=prev.exists())
+            continue
+        stage = pm.registry.build("stage", spec.name, spec.config, where=f"stages[{sid}].config")
+        log.info("stage start", stage=sid)
+        outputs = stage.run(StageContext(run_dir=stage_dir, config=config, plugin_manager=pm, inputs=dict(inputs), resume=True))
+        inputs = {**inputs, **outputs}
+        log.info("stage done", stage=sid, outputs={k: v for k, v in outputs.items() if k != "metrics"})
+    return inputs

@@ -1,0 +1,109 @@
+"""Settings models of training (pydantic only, no torch: plugin listing imports these).
+
+- :class:`EngineSettings`: DeepSpeed engines (ZeRO stage, dtype, checkpointing, AdamW).
+- :class:`PPOSettings`: PPO hyper-parameters.
+- :class:`PPOStageConfig`, :class:`RFTStageConfig`, :class:`ValuePretrainConfig`:
+  the stage config blocks (``stages[].config``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.config import StrictModel
+
+
+class EngineSettings(BaseModel):
+    """DeepSpeed settings shared by actor, critic and reference."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    zero_stage: Literal[0, 1, 2, 3] = Field(2, description="ZeRO stage (2: shard optimizer+grads; 3: also parameters).")
+    dtype: Literal["auto", "bf16", "fp32"] = Field("auto", description="'auto' = bf16 on GPU, fp32 on CPU.")
+    gradient_checkpointing: bool = Field(False, description="Recompute activations in backward (long contexts).")
+    grad_clip: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
+
+
+class PPOSettings(BaseModel):
+    """PPO hyper-parameters (defaults follow common LLM-PPO practice)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ppo_epochs: int = Field(1, ge=1, description="Passes over each rollout batch.")
+    minibatches: int = Field(1, ge=1, description="Optimizer steps per epoch (batch split in this many parts).")
+    clip_low: float = Field(0.2, ge=0, description="Lower ratio clip: ratio >= 1 - clip_low.")
+    clip_high: float = Field(0.2, ge=0, description="Upper ratio clip: ratio <= 1 + clip_high (clip-higher when larger).")
+    value_clip: float | None = Field(0.2, description="Value clip around the old values; None = plain squared error.")
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount over policy tokens.")
+    lam: float = Field(1.0, ge=0, le=1, description="GAE lambda.")
+    whiten_advantages: bool = Field(True, description="Normalise advantages over the batch's policy tokens.")
+    kl_coef: float = Field(0.0, ge=0, description="KL coefficient against the frozen reference (0 = no reference model).")
+    kl_mode: Literal["reward", "loss"] = Field("loss", description="KL as a per-token reward penalty or as a loss term.")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (k1 usual in the reward, k3 in the loss).")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus coefficient.")
+    vf_coef: float = Field(1.0, ge=0, description="Value-loss coefficient.")
+    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum"] = Field(
+        "token_mean", description="How per-token losses become a scalar."
+    )
+    is_cap: float | None = Field(2.0, description="Cap of the rollout-vs-training importance weight; None = no correction.")
+    use_critic: bool = Field(True, description="GAE with a learned critic; False = advantages are the returns (REINFORCE-style).")
+
+
+class PPOStageConfig(StrictModel):
+    """Config block of the PPO stages."""
+
+    env: str = Field("toy_single", description="Environment: 'toy_single', 'toy_two_turn' or 'kernel'.")
+    tasks: list[str] = Field(default_factory=list, description="Kernel env: task files (.py KernelBench format or .json manifests).")
+    steps: int = Field(10, ge=1, description="PPO iterations (rollout + update).")
+    episodes_per_step: int = Field(16, ge=1, description="Episodes collected per iteration.")
+    actor_lr: float = Field(1e-6, gt=0, description="Actor learning rate.")
+    critic_lr: float = Field(1e-5, gt=0, description="Critic learning rate.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature of rollouts.")
+    max_new_tokens: int = Field(1024, ge=1, description="Kernel env: tokens generated at most per turn.")
+    ppo: PPOSettings = Field(default_factory=PPOSettings, description="PPO hyper-parameters.")
+    checkpoint_every: int = Field(5, ge=1, description="Save a checkpoint every this many steps (and at the end).")
+    eval_samples: int = Field(0, ge=0, description="Toy envs: pass rate over this many samples before step 1 and after the last step.")
+
+
+class RFTStageConfig(StrictModel):
+    """Config block of ``rft``."""
+
+    env: str = Field("toy_single", description="Environment to sample from: 'toy_single', 'toy_two_turn' or 'kernel'.")
+    tasks: list[str] = Field(default_factory=list, description="Kernel env: task files.")
+    agent_mode: bool = Field(True, description="Kernel env: multi-turn agent episodes (False = single-turn).")
+    collect_episodes: int = Field(64, ge=0, description="Episodes sampled from the current actor before training.")
+    trajectories: list[str] = Field(default_factory=list, description="Glob patterns of trajectory.jsonl files to add.")
+    reward_threshold: float = Field(0.0, description="Keep episodes whose reward is strictly above this (paper: positive).")
+    steps: int = Field(20, ge=1, description="Optimizer steps (minibatches, cycling over epochs).")
+    batch_size: int = Field(8, ge=1, description="Episodes per optimizer step.")
+    lr: float = Field(1e-6, gt=0, description="Actor learning rate.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature of the collection.")
+    max_new_tokens: int = Field(1024, ge=1, description="Kernel env: tokens per turn.")
+    aggregation: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum.")
+    checkpoint_every: int = Field(10, ge=1, description="Checkpoint period in steps.")
+
+
+class ValuePretrainConfig(StrictModel):
+    """Config block of ``value_pretrain``."""
+
+    env: str = Field("toy_single", description="Environment to sample from: 'toy_single', 'toy_two_turn' or 'kernel'.")
+    tasks: list[str] = Field(default_factory=list, description="Kernel env: task files.")
+    agent_mode: bool = Field(True, description="Kernel env: multi-turn agent episodes (False = single-turn).")
+    collect_episodes: int = Field(64, ge=0, description="Episodes sampled from the (frozen) actor.")
+    trajectories: list[str] = Field(default_factory=list, description="Glob patterns of trajectory.jsonl files to add.")
+    max_steps: int = Field(50, ge=1, description="Critic optimizer steps at most.")
+    batch_size: int = Field(16, ge=1, description="Episodes per step.")
+    lr: float = Field(1e-5, gt=0, description="Critic learning rate.")
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount of the Monte-Carlo returns.")
+    ev_gate: float = Field(0.5, le=1, description="Stop once explained variance on the whole set reaches this.")
+    eval_every: int = Field(5, ge=1, description="Measure explained variance on the whole set every this many steps.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature of the collection.")
+    max_new_tokens: int = Field(1024, ge=1, description="Kernel env: tokens per turn.")
+    checkpoint_every: int = Field(10, ge=1, description="Checkpoint period in steps.")
+
+

@@ -1,0 +1,110 @@
+"""Where a stage's episodes come from: a toy environment, or the kernel environment via the agent loop.
+
+- ``toy_single`` / ``toy_two_turn``: :class:`cuda_agent.training.toy_env.ToyEnvironment`,
+  sampled directly from the actor module (instant grading).
+- ``kernel``: the real environment. The actor is exported to HF format
+  (gathered from ZeRO) with its tokenizer, the ``hf`` policy plugin loads it
+  (token-in/token-out, log-probs), and :func:`cuda_agent.loop.run_episode`
+  runs each episode through the configured backend (``cpu`` or ``cuda``)
+  with trusted grading; the trajectory files are read back into episodes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from cuda_agent.config import RunConfig
+from cuda_agent.errors import ConfigError
+from cuda_agent.schemas.task import TaskManifest
+from cuda_agent.training.buffers import Episode, episode_from_trajectory
+from cuda_agent.training.engines.checkpoint import export_actor_hf
+from cuda_agent.training.stages.runtime import StageRuntime, stable_seed
+from cuda_agent.training.toy_env import TOY_ENVS, ToyEnvironment
+
+ENVIRONMENTS: tuple[str, ...] = (*TOY_ENVS, "kernel")
+
+
+class ToyEpisodeSource:
+    """Episodes of a toy environment, sampled from the actor itself."""
+
+    def __init__(self, env: str, temperature: float = 1.0) -> None:
+        self.env = ToyEnvironment(env)
+        self.temperature = temperature
+
+    def collect(self, actor: Any, n: int, step: int, gen: torch.Generator) -> list[Episode]:
+        """``n`` episodes from the current actor."""
+        device = next(actor.module.parameters()).device
+        return self.env.rollout(actor.module, n, gen, temperature=self.temperature, device=device)
+
+
+def load_tasks(paths: list[str], backend: str) -> list[TaskManifest]:
+    """Task manifests from ``.json`` manifests or ``.py`` KernelBench-format files (probed by the harness)."""
+    if not paths:
+        raise ConfigError("env 'kernel' needs 'tasks': a list of .py task files or .json manifests")
+    out = []
+    for p in paths:
+        path = Path(p)
+        if not path.is_file():
+            raise ConfigError(f"task file {path} does not exist (stage config 'tasks')")
+        if path.suffix == ".json":
+            out.append(TaskManifest.model_validate_json(path.read_text(encoding="utf-8")))
+        else:
+            from cuda_agent.harness.tasks import load_task_file
+
+            out.append(load_task_file(path, sizes="cpu" if backend == "cpu" else "full"))
+    return out
+
+
+class KernelEpisodeSource:
+    """Episodes of the kernel environment through the agent loop and the ``hf`` policy."""
+
+    def __init__(self, rt: StageRuntime, *, mode: Literal["agent", "single_turn"], tasks: list[str],
+                 max_new_tokens: int, temperature: float) -> None:
+        self.rt = rt
+        self.mode = mode
+        self.tasks = load_tasks(tasks, rt.config.backend)
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        if rt.tokenizer_dir is None:
+            raise ConfigError("env 'kernel' needs a tokenizer: set 'tokenizer' (a folder) or give 'model' as a folder")
+
+    def run_config(self) -> RunConfig:
+        """The agent-loop config of the episodes (the run fields of the TrainConfig, mode forced)."""
+        data = {k: getattr(self.rt.config, k) for k in RunConfig.model_fields}
+        cfg = RunConfig.model_validate({k: (v.model_dump() if hasattr(v, "model_dump") else v) for k, v in data.items()})
+        cfg.agent.mode = self.mode
+        return cfg
+
+    def collect(self, actor: Any, n: int, step: int, gen: torch.Generator) -> list[Episode]:
+        """Export the actor, run ``n`` episodes (tasks drawn with ``gen``), read their trajectories."""
+        from cuda_agent.loop import run_episode
+
+        model_dir = export_actor_hf(actor, self.rt.dir / "rollout_model", self.rt.tokenizer_dir)
+        cfg = self.run_config()
+        cfg.policy = f"hf:{model_dir}"
+        pm = self.rt.ctx.plugin_manager
+        episodes = []
+        order = torch.randint(0, len(self.tasks), (n,), generator=gen).tolist()
+        for i, t in enumerate(order):
+            policy = pm.registry.build("policy", "hf", {
+                "model": str(model_dir), "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
+                "seed": stable_seed(self.rt.config.seed, step, i) % (2**31),
+                "device": "cuda" if torch.cuda.is_available() else "cpu",
+            })
+            out = self.rt.dir / "episodes" / f"step_{step:05d}" / f"{i:03d}"
+            run_episode(self.tasks[t], config=cfg, plugin_manager=pm, out_dir=out, policy=policy)
+            episodes.append(episode_from_trajectory(out / "trajectory.jsonl"))
+        return episodes
+
+
+def make_source(rt: StageRuntime, env: str, *, mode: Literal["agent", "single_turn"], tasks: list[str],
+                max_new_tokens: int, temperature: float) -> ToyEpisodeSource | KernelEpisodeSource:
+    """The episode source named ``env``."""
+    if env in TOY_ENVS:
+        return ToyEpisodeSource(env, temperature)
+    if env == "kernel":
+        return KernelEpisodeSource(rt, mode=mode, tasks=tasks, max_new_tokens=max_new_tokens, temperature=temperature)
+    raise ConfigError(f"unknown environment {env!r}; valid: {', '.join(ENVIRONMENTS)}")
