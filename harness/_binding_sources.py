@@ -30,7 +30,7 @@ BINDING_REGISTRY_H = r"""// binding_registry.h -- written by cuda-agent; protect
 // Accepted parameter types: at::Tensor (by value or const&), int64_t, int,
 // double, float, bool, std::vector<at::Tensor>, std::vector<int64_t>.
 // Accepted return types: void, at::Tensor, std::vector<at::Tensor>,
-// std::tuple<at::Tensor, ...>, int64_t, double, bool.
+// std::vector<int64_t>, std::tuple<at::Tensor, ...>, int64_t, double, bool.
 //
 // CUDA launches: use the stream torch uses, never a stream of your own:
 //     auto stream = static_cast<cudaStream_t>(cuda_agent_binding::current_stream(x));
@@ -159,6 +159,7 @@ template <> struct Unbox<std::vector<int64_t>> {
 
 inline Value box(at::Tensor t) { Value v; v.kind = Value::Kind::Tensor; v.tensor = std::move(t); return v; }
 inline Value box(std::vector<at::Tensor> ts) { Value v; v.kind = Value::Kind::TensorList; v.tensors = std::move(ts); return v; }
+inline Value box(std::vector<int64_t> xs) { Value v; v.kind = Value::Kind::IntList; v.ints = std::move(xs); return v; }
 inline Value box(int64_t x) { Value v; v.kind = Value::Kind::Int; v.i = x; return v; }
 inline Value box(int x) { return box(static_cast<int64_t>(x)); }
 inline Value box(double x) { Value v; v.kind = Value::Kind::Double; v.d = x; return v; }

@@ -5,7 +5,7 @@
 void conv2d_relu_cpu(const float* x, const float* w, const float* bias, float* y, int64_t n, int64_t c, int64_t h,
                      int64_t wd, int64_t oc, int64_t kh, int64_t kw, int64_t pad) {
   const int64_t oh = h + 2 * pad - kh + 1, ow = wd + 2 * pad - kw + 1;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (n * oc * h * wd * c >= (1 << 18))
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t o = 0; o < oc; ++o) {
       for (int64_t i = 0; i < oh; ++i) {

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 void gemm_bias_relu_cpu(const float* a, const float* w, const float* bias, float* out, int64_t m, int64_t n, int64_t k) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m * n * k >= (1 << 18))
   for (int64_t i = 0; i < m; ++i) {
     const float* arow = a + i * k;
     for (int64_t j = 0; j < n; ++j) {

@@ -5,7 +5,7 @@
 #include <limits>
 
 void softmax_cpu(const float* x, float* y, int64_t rows, int64_t cols) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * cols >= (1 << 16))
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * cols;
     float* out = y + r * cols;

@@ -1,0 +1,265 @@
+"""build_extension: incremental ninja, shared binding object, slim and release-style bindings, errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness._build_log import parse_errors, trim_log
+from cuda_agent.harness._toolchain import find_nvcc, gencode_flags, normalize_arch
+from cuda_agent.harness.build import build_extension
+
+from .conftest import solution_workspace
+
+
+def run_module(so_path: Path, code: str) -> str:
+    """Run ``code`` in a fresh interpreter with the built module importable; return stdout."""
+    prelude = f"import sys; sys.path.insert(0, {str(so_path.parent)!r}); import torch, cuda_extension\n"
+    proc = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def swish_build(tmp_path_factory, build_cache):
+    """The honest CPU swish solution, built once: (workspace root, build dir, first outcome)."""
+    base = tmp_path_factory.mktemp("swish")
+    solution_workspace(base / "ws", "swish", "cpu")
+    outcome = build_extension(base / "ws", "cpu", base / "build", cache_dir=build_cache)
+    return base / "ws", base / "build", outcome
+
+
+@pytest.mark.slow
+def test_first_build_compiles_every_kernel_and_imports(swish_build):
+    root, build_dir, outcome = swish_build
+    assert outcome.ok, outcome.log
+    assert outcome.steps == 2  # swish.cpp + swish_binding.cpp
+    assert outcome.so_path == build_dir / "cuda_extension.so"
+    out = run_module(
+        outcome.so_path,
+        """
+        x = torch.randn(1000, 37)
+        y = torch.empty_like(x)
+        cuda_extension.swish_forward(x, y)
+        print(float((y - x * torch.sigmoid(x)).abs().max()))
+        """,
+    )
+    assert float(out) < 1e-5
+
+
+@pytest.mark.slow
+def test_incremental_build_recompiles_only_what_changed(swish_build, build_cache):
+    root, build_dir, first = swish_build
+    assert first.ok, first.log
+    again = build_extension(root, "cpu", build_dir, cache_dir=build_cache)
+    assert again.ok and again.steps == 0
+    kernel = root / "kernels" / "swish.cpp"
+    kernel.write_text(kernel.read_text() + "\n// touched\n")
+    touched = build_extension(root, "cpu", build_dir, cache_dir=build_cache)
+    assert touched.ok and touched.steps == 1
+    assert build_extension(root, "cpu", build_dir, cache_dir=build_cache).steps == 0
+
+
+@pytest.mark.slow
+def test_binding_object_is_shared_across_workspaces(swish_build, tmp_path, build_cache):
+    _, _, first = swish_build
+    obj = first.binding_object
+    assert obj is not None and obj.is_file()
+    before = obj.stat().st_mtime_ns
+    solution_workspace(tmp_path / "ws", "row_sum", "cpu")
+    other = build_extension(tmp_path / "ws", "cpu", tmp_path / "build", cache_dir=build_cache)
+    assert other.ok, other.log
+    assert other.binding_object == obj and obj.stat().st_mtime_ns == before
+    assert other.steps == 2  # the two kernel TUs only; binding.cpp was not recompiled
+
+
+RELEASE_STYLE_BINDING = """
+// Release-style binding: full torch/extension.h, a pybind11 module hook.
+#include <torch/extension.h>
+#include "../binding_registry.h"
+
+void scale_cpu(const float* x, float* y, int64_t n, float a);
+
+torch::Tensor scale_forward(torch::Tensor x, double a) {
+  auto y = torch::empty_like(x);
+  scale_cpu(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), static_cast<float>(a));
+  return y;
+}
+
+void register_scale(pybind11::module& m) { m.def("scale_forward", &scale_forward, "y = a * x"); }
+
+REGISTER_BINDING(scale, register_scale);
+"""
+
+SLIM_MULTI_BINDING = """
+#include "../binding_registry.h"
+#include <tuple>
+
+void scale_cpu(const float* x, float* y, int64_t n, float a);
+
+// Several entry points and value kinds through the slim header.
+int64_t count(const at::Tensor& x) { return x.numel(); }
+std::tuple<at::Tensor, at::Tensor> scale_into(const at::Tensor& x, const at::Tensor& y, double a) {
+  scale_cpu(x.const_data_ptr<float>(), y.mutable_data_ptr<float>(), x.numel(), static_cast<float>(a));
+  return {x, y};
+}
+std::vector<int64_t> shape_of(std::vector<at::Tensor> xs) {
+  std::vector<int64_t> out;
+  for (auto& t : xs) out.push_back(t.dim());
+  return out;
+}
+REGISTER_BINDING(count, count);
+REGISTER_BINDING_DOC(scale_into, scale_into, "y = a * x; returns (x, y)");
+REGISTER_BINDING(shape_of, shape_of);
+"""
+
+SCALE_KERNEL = """
+#include <cstdint>
+void scale_cpu(const float* x, float* y, int64_t n, float a) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a * x[i];
+}
+"""
+
+
+def _scale_workspace(root: Path, binding: str) -> None:
+    solution_workspace(root, "swish", "cpu")
+    for f in (root / "kernels").iterdir():
+        f.unlink()
+    (root / "kernels" / "scale.cpp").write_text(SCALE_KERNEL)
+    (root / "kernels" / "scale_binding.cpp").write_text(binding)
+
+
+@pytest.mark.slow
+def test_slim_binding_supports_several_functions_and_value_kinds(tmp_path, build_cache):
+    _scale_workspace(tmp_path / "ws", SLIM_MULTI_BINDING)
+    outcome = build_extension(tmp_path / "ws", "cpu", tmp_path / "build", cache_dir=build_cache)
+    assert outcome.ok, outcome.log
+    out = run_module(
+        outcome.so_path,
+        """
+        x = torch.arange(6, dtype=torch.float32); y = torch.empty_like(x)
+        a, b = cuda_extension.scale_into(x, y, 2.5)
+        assert a is not None and torch.equal(b, 2.5 * x), b
+        print(cuda_extension.count(x), cuda_extension.shape_of([x, x.view(2, 3)]))
+        try:
+            cuda_extension.count(3)
+        except Exception as exc:
+            print(type(exc).__name__, "argument 0 must be a Tensor" in str(exc))
+        """,
+    )
+    lines = out.splitlines()
+    assert lines[0] == "6 [1, 2]"
+    assert lines[1].endswith("True")
+
+
+@pytest.mark.slow
+def test_release_style_binding_with_torch_extension_h_builds(tmp_path, build_cache):
+    _scale_workspace(tmp_path / "ws", RELEASE_STYLE_BINDING)
+    # torch/extension.h costs 30 s on an idle 2-core machine, minutes on a loaded one.
+    outcome = build_extension(tmp_path / "ws", "cpu", tmp_path / "build", cache_dir=build_cache, timeout_s=1800)
+    assert outcome.ok, outcome.log
+    out = run_module(
+        outcome.so_path,
+        """
+        x = torch.randn(7)
+        print(torch.allclose(cuda_extension.scale_forward(x, 3.0), 3 * x))
+        """,
+    )
+    assert out.strip() == "True"
+
+
+def test_compile_errors_are_located_and_trimmed(tmp_path, build_cache):
+    solution_workspace(tmp_path / "ws", "swish", "cpu")
+    (tmp_path / "ws" / "kernels" / "swish.cpp").write_text("#include <cstdint>\nvoid f() {\n  int x = ;\n  undefined_call();\n}\n")
+    (tmp_path / "ws" / "kernels" / "swish_binding.cpp").unlink()
+    outcome = build_extension(tmp_path / "ws", "cpu", tmp_path / "build", cache_dir=build_cache)
+    assert not outcome.ok and outcome.so_path is None
+    assert outcome.errors[0].file == "kernels/swish.cpp" and outcome.errors[0].line == 3
+    assert any(e.line == 4 for e in outcome.errors)
+    assert "kernels/swish.cpp:3" in outcome.log
+    assert str(tmp_path) not in outcome.log  # paths shown relative to the workspace
+    assert len(outcome.log) <= 3000
+
+
+def test_cu_file_in_cpu_workspace_is_refused_by_name(tmp_path, build_cache):
+    solution_workspace(tmp_path / "ws", "swish", "cpu")
+    (tmp_path / "ws" / "kernels" / "extra.cu").write_text("__global__ void k() {}\n")
+    outcome = build_extension(tmp_path / "ws", "cpu", tmp_path / "build", cache_dir=build_cache)
+    assert not outcome.ok and outcome.steps == 0
+    assert outcome.errors[0].file == "kernels/extra.cu"
+    assert "'cuda' backend" in outcome.log and "'cpu'" in outcome.log
+
+
+def test_edited_protected_binding_is_refused(tmp_path, build_cache):
+    solution_workspace(tmp_path / "ws", "swish", "cpu")
+    (tmp_path / "ws" / "binding_registry.h").write_text("#pragma once\n")
+    outcome = build_extension(tmp_path / "ws", "cpu", tmp_path / "build", cache_dir=build_cache)
+    assert not outcome.ok
+    assert outcome.errors[0].file == "binding_registry.h" and "protected" in outcome.log
+
+
+def test_compile_timeout_is_reported(tmp_path, build_cache, swish_build):
+    solution_workspace(tmp_path / "ws", "softmax", "cpu")
+    outcome = build_extension(tmp_path / "ws", "cpu", tmp_path / "build", cache_dir=build_cache, timeout_s=0.05)
+    assert not outcome.ok
+    assert "timed out" in outcome.log
+
+
+def test_arch_normalisation_and_gencode():
+    assert normalize_arch("90a") == "sm_90a"
+    assert normalize_arch("9.0") == "sm_90"
+    assert normalize_arch("compute_90a") == "sm_90a"
+    flags = gencode_flags("sm_90a")
+    assert "-gencode=arch=compute_90a,code=sm_90a" in flags
+    with pytest.raises(ValueError, match="not understood"):
+        normalize_arch("hopper")
+
+
+def test_log_parsing_handles_gcc_nvcc_and_linker_lines():
+    text = "\n".join(
+        [
+            "[1/2] NVCC kernels/a.cu",
+            "kernels/a.cu(12): error: identifier \"foo\" is undefined",
+            "kernels/b.cpp:3:5: error: expected ';' before '}' token",
+            "    3 |   int x",
+            "/usr/bin/ld: obj.o: undefined reference to `bar()'",
+        ]
+    )
+    errors = parse_errors(text)
+    assert [(e.file, e.line) for e in errors] == [("kernels/a.cu", 12), ("kernels/b.cpp", 3), (None, None)]
+    trimmed = trim_log(text, max_errors=2)
+    assert "[1/2]" not in trimmed and "1 more errors not shown" in trimmed
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")
+def test_cuda_build_path_compiles_cu_objects_with_nvcc(tmp_path, build_cache):
+    solution_workspace(tmp_path / "ws", "swish", "cuda")
+    outcome = build_extension(
+        tmp_path / "ws", "cuda", tmp_path / "build", arch="sm_90a", cache_dir=build_cache, link=False
+    )
+    assert outcome.ok, outcome.log
+    assert outcome.steps == 2 and outcome.arch == "sm_90a"
+    objs = sorted(p.name for p in (tmp_path / "build").rglob("*.o"))
+    assert objs == ["swish.cu.o", "swish_binding.cpp.o"]
+    ninja = (tmp_path / "build" / "build.ninja").read_text()
+    assert "-gencode=arch=compute_90a,code=sm_90a" in ninja
+    again = build_extension(tmp_path / "ws", "cuda", tmp_path / "build", arch="sm_90a", cache_dir=build_cache, link=False)
+    assert again.steps == 0
+    cu = tmp_path / "ws" / "kernels" / "swish.cu"
+    cu.write_text(cu.read_text() + "\n// touched\n")
+    assert build_extension(tmp_path / "ws", "cuda", tmp_path / "build", arch="sm_90a", cache_dir=build_cache, link=False).steps == 1
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")
+def test_cuda_compile_error_in_cu_is_located(tmp_path, build_cache):
+    solution_workspace(tmp_path / "ws", "swish", "cuda")
+    (tmp_path / "ws" / "kernels" / "swish.cu").write_text("__global__ void k(float* x) {\n  x[0] = undefined_name;\n}\n")
+    outcome = build_extension(tmp_path / "ws", "cuda", tmp_path / "build", arch="sm_90a", cache_dir=build_cache, link=False)
+    assert not outcome.ok
+    assert any(e.file == "kernels/swish.cu" and e.line == 2 for e in outcome.errors), outcome.log
