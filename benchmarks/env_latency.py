@@ -1,0 +1,207 @@
+"""Per-turn tool latency of our environment vs the reference method, and timing spread (issue 3).
+
+Measures, on one example task and its honest solution:
+
+1. **ours**: compile -> verify -> profile through the backend (incremental ninja, shared binding
+   object, pre-started sandboxed processes, cached baselines) after (a) a `.cu`-only edit and
+   (b) a binding edit; medians over ``--repeats`` turns, baselines warmed first.
+2. **reference** (ANCHORS.md): full rebuild with torch.utils.cpp_extension, verification and
+   profiling each in a fresh process, torch.compile per profile (``_reference_method.py``); its
+   per-turn total must land within +-20% of ANCHORS' 55-60 s for the ratio to count.
+3. **timing spread**: every example task's honest solution profiled 5 times; the spread of the
+   candidate medians, max over tasks (target <= 1%).
+
+Usage (on the H200)::
+
+    python benchmarks/env_latency.py --backend cuda --task swish --out results/env_latency.json
+
+``--backend cpu`` runs the same machinery on a CPU machine (no targets there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.progress import track
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = ["swish", "row_sum", "softmax", "gemm_bias_relu", "conv2d_relu"]
+ANCHOR_TURN_S = (55.0, 60.0)
+
+
+def _backend(kind: str):
+    from cuda_agent.plugins.backends._common import KernelBackendConfig
+
+    if kind == "cpu":
+        from cuda_agent.plugins.backends.cpu import CpuBackend
+
+        return CpuBackend(KernelBackendConfig())
+    from cuda_agent.plugins.backends.cuda import CudaBackend
+
+    return CudaBackend(KernelBackendConfig())
+
+
+def _task(name: str, kind: str):
+    from cuda_agent.harness.tasks import load_task_file
+
+    path = REPO / "examples" / "tasks" / f"{name}.py"
+    return load_task_file(path, id=f"examples/{name}", sizes="cpu" if kind == "cpu" else "full", device="cuda" if kind == "cuda" else "cpu")
+
+
+def _workspace(backend, task, name: str, kind: str, root: Path):
+    ws = backend.prepare_workspace(task, root)
+    sol = REPO / "examples" / "solutions" / kind / name
+    for p in sorted(sol.rglob("*")):
+        if p.is_file():
+            ws.write(str(p.relative_to(sol)), p.read_text())
+    return ws
+
+
+def _touch(ws, rel: str, n: int) -> None:
+    ws.write(rel, ws.read(rel).rstrip("\n").split("\n// edit ")[0] + f"\n// edit {n}\n")
+
+
+def our_turns(backend, task, ws, kernel_rel: str, binding_rel: str, repeats: int) -> dict:
+    """Median per-step and per-turn latency after a kernel-only edit and after a binding edit."""
+    # Warm: first build (binding object), pool start, baselines measured and cached.
+    for step in (backend.compile, backend.verify, backend.profile):
+        result = step(ws, task)
+        if not result.passed:
+            raise SystemExit(f"warm-up {result.phase} failed: {result.summary_for_agent()}")
+    out = {}
+    counter = 0
+    for label, rel in (("kernel_edit", kernel_rel), ("binding_edit", binding_rel)):
+        rows = []
+        for _ in track(range(repeats), description=f"ours: {label}"):
+            counter += 1
+            _touch(ws, rel, counter)
+            row = {}
+            t_turn = time.perf_counter()
+            for step in (backend.compile, backend.verify, backend.profile):
+                t0 = time.perf_counter()
+                result = step(ws, task)
+                row[result.phase] = time.perf_counter() - t0
+                if result.phase == "compile":
+                    row["steps"] = result.extra.get("build", {}).get("steps")
+                if not result.passed:
+                    raise SystemExit(f"{label}: {result.phase} failed: {result.summary_for_agent()}")
+            row["turn"] = time.perf_counter() - t_turn
+            rows.append(row)
+        out[label] = {
+            "median_s": {k: statistics.median(r[k] for r in rows) for k in ("compile", "verify", "profile", "turn")},
+            "steps": [r["steps"] for r in rows],
+            "runs": rows,
+        }
+    return out
+
+
+def reference_turns(ws_root: Path, device: str, repeats: int) -> dict:
+    """The reference method's per-turn latency: three fresh processes, full rebuild."""
+    script = Path(__file__).with_name("_reference_method.py")
+    rows = []
+    for _ in track(range(repeats), description="reference method"):
+        build = Path(tempfile.mkdtemp(prefix="refbuild-"))
+        row = {}
+        t_turn = time.perf_counter()
+        for step in ("compile", "verify", "profile"):
+            t0 = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, str(script), step, str(ws_root), str(build), device], capture_output=True, text=True
+            )
+            row[step] = time.perf_counter() - t0
+            if proc.returncode != 0:
+                raise SystemExit(f"reference {step} failed:\n{proc.stderr[-3000:]}")
+            row[f"{step}_report"] = json.loads(proc.stdout.strip().splitlines()[-1])
+        row["turn"] = time.perf_counter() - t_turn
+        shutil.rmtree(build, ignore_errors=True)
+        rows.append(row)
+    med = {k: statistics.median(r[k] for r in rows) for k in ("compile", "verify", "profile", "turn")}
+    lo, hi = ANCHOR_TURN_S
+    valid = lo * 0.8 <= med["turn"] <= hi * 1.2
+    return {"median_s": med, "runs": rows, "within_anchor_band": valid, "anchor_turn_s": list(ANCHOR_TURN_S)}
+
+
+def timing_spread(backend, kind: str, tasks: list[str], times: int, base: Path) -> dict:
+    """Each task's honest solution profiled ``times`` times; spread of the candidate medians."""
+    out = {}
+    for name in tasks:
+        task = _task(name, kind)
+        ws = _workspace(backend, task, name, kind, base / f"spread-{name}")
+        medians, eager = [], None
+        for _ in track(range(times), description=f"spread: {name}"):
+            result = backend.profile(ws, task)
+            if not result.passed or result.timing is None:
+                raise SystemExit(f"spread {name}: profile failed: {result.summary_for_agent()}")
+            medians.append(result.timing.median_ms)
+            if result.baselines and result.baselines.eager:
+                eager = result.baselines.eager.median_ms
+        spread = (max(medians) - min(medians)) / min(medians)
+        out[name] = {"medians_ms": medians, "spread": spread, "eager_ms": eager}
+    return {"tasks": out, "max_spread": max(v["spread"] for v in out.values())}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backend", choices=["cpu", "cuda"], default="cuda")
+    parser.add_argument("--task", default="swish", choices=TASKS)
+    parser.add_argument("--repeats", type=int, default=5, help="Turns per edit kind (ours).")
+    parser.add_argument("--reference-repeats", type=int, default=2, help="Turns of the reference method.")
+    parser.add_argument("--spread-times", type=int, default=5, help="Profiles per task for the spread figure.")
+    parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument("--skip-spread", action="store_true")
+    parser.add_argument("--out", type=Path, required=True, help="JSON file to write.")
+    args = parser.parse_args()
+
+    backend = _backend(args.backend)
+    base = Path(tempfile.mkdtemp(prefix="env-latency-"))
+    report: dict = {"backend": args.backend, "task": args.task, "device": backend.device_facts()}
+    try:
+        task = _task(args.task, args.backend)
+        ws = _workspace(backend, task, args.task, args.backend, base / "ours")
+        suffix = ".cu" if args.backend == "cuda" else ".cpp"
+        report["ours"] = our_turns(
+            backend, task, ws, f"kernels/{args.task}{suffix}", f"kernels/{args.task}_binding.cpp", args.repeats
+        )
+        if not args.skip_reference:
+            device = "cuda" if args.backend == "cuda" else "cpu"
+            report["reference"] = reference_turns(Path(ws.root), device, args.reference_repeats)
+            ref_turn = report["reference"]["median_s"]["turn"]
+            report["speedup_vs_reference"] = {
+                label: ref_turn / report["ours"][label]["median_s"]["turn"] for label in ("kernel_edit", "binding_edit")
+            }
+            report["ratio_valid"] = report["reference"]["within_anchor_band"]
+        if not args.skip_spread:
+            report["spread"] = timing_spread(backend, args.backend, TASKS, args.spread_times, base)
+    finally:
+        backend.close()
+        shutil.rmtree(base, ignore_errors=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, default=str))
+    for label in ("kernel_edit", "binding_edit"):
+        med = report["ours"][label]["median_s"]
+        print(f"ours {label:13s} compile {med['compile']:.2f} s  verify {med['verify']:.2f} s  "
+              f"profile {med['profile']:.2f} s  turn {med['turn']:.2f} s  (steps {report['ours'][label]['steps']})")
+    if "reference" in report:
+        med = report["reference"]["median_s"]
+        print(f"reference     compile {med['compile']:.2f} s  verify {med['verify']:.2f} s  profile {med['profile']:.2f} s  "
+              f"turn {med['turn']:.2f} s  (within ANCHORS band: {report['reference']['within_anchor_band']})")
+        for label, x in report["speedup_vs_reference"].items():
+            print(f"speedup {label}: {x:.1f}x")
+    if "spread" in report:
+        for name, row in report["spread"]["tasks"].items():
+            print(f"spread {name:15s} {row['spread'] * 100:.2f}%  medians {['%.4f' % m for m in row['medians_ms']]} ms  eager {row['eager_ms']}")
+        print(f"max spread: {report['spread']['max_spread'] * 100:.2f}%")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
