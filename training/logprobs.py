@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -32,6 +33,7 @@ def token_logprobs(
     attention_mask: torch.Tensor | None = None,
     *,
     temperature: float = 1.0,
+    chunk_size: int | None = None,
 ) -> torch.Tensor:
     """Log-prob of each next token: ``out[b, t] = log p(input_ids[b, t+1] | input_ids[b, :t+1])``.
 
@@ -41,6 +43,10 @@ def token_logprobs(
         position ids are derived from it. Padded positions get meaningless
         values: mask them in the loss.
     :param temperature: divide the logits first (to match tempered sampling).
+    :param chunk_size: compute the LM head over this many positions at a time
+        (checkpointed when grad is enabled), so the [B, T, V] fp32 logits never
+        exist at once: for long sequences and large vocabularies. Needs a model
+        whose logits are ``output_embeddings(decoder(...))`` (Llama, Qwen2...).
     :returns: [B, T-1] fp32 tensor, differentiable when grad is enabled.
     """
     if input_ids.dim() != 2:
@@ -50,5 +56,25 @@ def token_logprobs(
     kwargs: dict[str, Any] = {}
     if attention_mask is not None:
         kwargs = {"attention_mask": attention_mask, "position_ids": position_ids_from_mask(attention_mask)}
-    logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits
-    return selected_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)
+    if chunk_size is None:
+        logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits
+        return selected_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)
+    inner = getattr(model, "module", model)  # DeepSpeed / DDP wrappers
+    decoder, head = inner.get_decoder(), inner.get_output_embeddings()
+    if decoder is None or head is None:
+        raise ValueError(f"chunk_size needs a model with get_decoder()/get_output_embeddings(); "
+                         f"{type(inner).__name__} has none: call token_logprobs without chunk_size")
+    hidden = decoder(input_ids=input_ids, use_cache=False, **kwargs).last_hidden_state[:, :-1]
+    targets = input_ids[:, 1:]
+    parts = []
+    for start in range(0, hidden.shape[1], chunk_size):
+        h, t = hidden[:, start : start + chunk_size], targets[:, start : start + chunk_size]
+        if torch.is_grad_enabled():
+            parts.append(checkpoint(_head_logprobs, head, h, t, temperature, use_reentrant=False))
+        else:
+            parts.append(_head_logprobs(head, h, t, temperature))
+    return torch.cat(parts, dim=1)
+
+
+def _head_logprobs(head: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float) -> torch.Tensor:
+    return selected_logprobs(head(hidden), targets, temperature)

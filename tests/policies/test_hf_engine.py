@@ -96,3 +96,22 @@ def test_stop_string_ends_generation_after_the_matching_token(engine) -> None:
     stopped = engine.generate(p, SamplingParams(max_new_tokens=6, temperature=0, stop=[texts[k]]))[0]
     assert stopped.output_ids == free.output_ids[: k + 1]
     assert stopped.finish_reason == "stop"
+
+
+def test_chunked_logprobs_equal_full_ones_with_gradients(tiny_lm_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from cuda_agent.training.logprobs import token_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_lm_dir)
+    ids = torch.randint(0, 500, (2, 37), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, :5] = 0
+    full = token_logprobs(model, ids, mask)
+    full.sum().backward()
+    grad_full = model.lm_head.weight.grad.clone()
+    model.zero_grad()
+    chunked = token_logprobs(model, ids, mask, chunk_size=8)
+    chunked.sum().backward()
+    assert torch.allclose(full, chunked, atol=1e-5)
+    assert torch.allclose(grad_full, model.lm_head.weight.grad, atol=1e-5)
