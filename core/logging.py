@@ -13,6 +13,11 @@ import structlog
 LEVELS = ("debug", "info", "warning", "error")
 
 
+def _stderr_logger(*args: object) -> structlog.PrintLogger:
+    """A logger on the *current* ``sys.stderr`` (resolved per logger, so a replaced stream is followed)."""
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(level: str = "info", json_output: bool | None = None) -> None:
     """Configure structlog once per process.
 
@@ -33,6 +38,6 @@ def configure_logging(level: str = "info", json_output: bool | None = None) -> N
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )

@@ -10,6 +10,12 @@ import structlog
 from cuda_agent.logging import configure_logging
 
 
+@pytest.fixture(autouse=True)
+def _restore_structlog():
+    yield
+    structlog.reset_defaults()
+
+
 def test_json_and_console(capsys):
     configure_logging("info", json_output=True)
     structlog.get_logger("t").info("hello", turn=3)
