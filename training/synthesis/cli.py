@@ -52,7 +52,10 @@ def cmd_filter(args: argparse.Namespace) -> int:
 
     pipe = _pipeline(args)
     composed = JsonlLog(pipe.out / "composed.jsonl")
-    filtered = pipe.filter(composed, sorted(composed.records))
+    try:
+        filtered = pipe.filter(composed, sorted(composed.records))
+    finally:
+        pipe.close()
     _print(pipe.dedup(composed, filtered) if args.summary else {"filtered": len(filtered.records)})
     return 0
 

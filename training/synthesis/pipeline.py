@@ -20,7 +20,7 @@ and a per-GPU lock file serialises timed calls.
 from __future__ import annotations
 
 import json
-import threading
+import queue
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +75,7 @@ class DataPipeline:
         self._pm = plugin_manager
         self._versions: dict[str, str] | None = None
         self._reference: ReferenceIndex | None = None
+        self._workers: queue.Queue[ProbeWorker] | None = None
 
     # -- helpers ---------------------------------------------------------------
     @property
@@ -192,26 +193,14 @@ class DataPipeline:
         if not todo:
             return logf
         filters = self._filters()
-        devices = self._devices()
-        lock_dir = self.out / ".locks"
-        lock_dir.mkdir(exist_ok=True)
-        local = threading.local()
-        workers: list[ProbeWorker] = []
-        counter = iter(range(10**9))
-        counter_lock = threading.Lock()
-
-        def worker() -> ProbeWorker:
-            if not hasattr(local, "w"):
-                with counter_lock:
-                    k = next(counter)
-                dev = devices[k % len(devices)]
-                lock = lock_dir / f"device{dev if dev is not None else 'cpu'}.lock"
-                local.w = ProbeWorker(self.config.probe, device_index=dev, timing_lock=lock)
-                workers.append(local.w)
-            return local.w
+        pool_of_workers = self._worker_pool()
 
         def run(rec: dict[str, Any]) -> dict[str, Any]:
-            report = worker().probe(rec["id"], rec["code"])
+            worker = pool_of_workers.get()
+            try:
+                report = worker.probe(rec["id"], rec["code"])
+            finally:
+                pool_of_workers.put(worker)
             task = TaskManifest.from_code(rec["id"], rec["code"], source="synth", stochastic=bool(rec.get("stochastic")),
                                           meta={"probe": report.model_dump(), "ops": rec.get("ops", [])})
             verdicts: dict[str, Any] = {}
@@ -225,16 +214,32 @@ class DataPipeline:
                     "timings": {"eager_ms": report.eager_ms, "compile_ms": report.compile_ms},
                     "probe": report.model_dump(exclude_none=True)}
 
-        try:
-            with _progress(self.config.progress) as bar, ThreadPoolExecutor(self.config.workers) as pool:
-                job = bar.add_task(f"filter ({self.config.probe.device}, {self.config.workers} workers)", total=len(todo))
-                for result in pool.map(run, todo):
-                    logf.append(result)
-                    bar.advance(job)
-        finally:
-            for w in workers:
-                w.close()
+        with _progress(self.config.progress) as bar, ThreadPoolExecutor(self.config.workers) as pool:
+            job = bar.add_task(f"filter ({self.config.probe.device}, {self.config.workers} workers)", total=len(todo))
+            for result in pool.map(run, todo):
+                logf.append(result)
+                bar.advance(job)
         return logf
+
+    def _worker_pool(self) -> queue.Queue[ProbeWorker]:
+        """``workers`` probe workers (started lazily by their first task), kept across rounds."""
+        if self._workers is None:
+            devices = self._devices()
+            lock_dir = self.out / ".locks"
+            lock_dir.mkdir(exist_ok=True)
+            self._workers = queue.Queue()
+            for k in range(self.config.workers):
+                dev = devices[k % len(devices)]
+                lock = lock_dir / f"device{dev if dev is not None else 'cpu'}.lock"
+                self._workers.put(ProbeWorker(self.config.probe, device_index=dev, timing_lock=lock))
+        return self._workers
+
+    def close(self) -> None:
+        """Stop the probe workers."""
+        if self._workers is not None:
+            while not self._workers.empty():
+                self._workers.get().close()
+            self._workers = None
 
     # -- dedup + outputs ---------------------------------------------------------
     def reference(self) -> ReferenceIndex | None:
@@ -302,6 +307,12 @@ class DataPipeline:
     # -- all stages ----------------------------------------------------------------
     def build(self) -> dict[str, Any]:
         """Mine, then compose/filter/dedup rounds until the target is met; returns the summary."""
+        try:
+            return self._build()
+        finally:
+            self.close()
+
+    def _build(self) -> dict[str, Any]:
         t0 = time.monotonic()
         c = self.config
         catalog = self.mine()
