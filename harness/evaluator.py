@@ -19,6 +19,7 @@ import secrets
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -102,6 +103,8 @@ class Evaluator:
         self.cache = BaselineCache(self.settings.resolved_baseline_cache())
         self._refs: dict[str, ReferenceProcess] = {}
         self._provenance: Provenance | None = None
+        #: Seeds of every evaluation so far; the grading pass never reuses one.
+        self.used_seeds: set[int] = set()
 
     # ------------------------------------------------------------------ public API
     def verify(self, task: TaskManifest, workspace_root: Path, so_path: Path | None) -> CandidateResult:
@@ -191,6 +194,27 @@ class Evaluator:
     def _evaluate(
         self, phase: str, task: TaskManifest, root: Path, so_path: Path | None, *, time_it: bool
     ) -> CandidateResult:
+        def body(sess: _Session, result: CandidateResult) -> None:
+            self.verify_sets(sess, range(len(sess.seeds)))
+            if not sess.errors and not sess.violations and time_it:
+                self.time_session(sess, result)
+
+        return self.run_protocol(phase, task, root, so_path, body)
+
+    def run_protocol(
+        self,
+        phase: str,
+        task: TaskManifest,
+        root: Path,
+        so_path: Path | None,
+        body: Callable[[_Session, CandidateResult], None],
+        seeds: list[int] | None = None,
+    ) -> CandidateResult:
+        """One evaluation: fresh runner, secret seeds, ``body`` (checks/timing), closing checks, verdict.
+
+        Whatever the candidate does (crash, hang, memory blow-up, exception,
+        integrity violation) ends as a status of the returned result.
+        """
         start = time.monotonic()
         before = workspace_digest(root)
         result = CandidateResult(task_id=task.id, phase=phase, status=Status.correct, isolation=self.isolation)  # type: ignore[arg-type]
@@ -203,11 +227,10 @@ class Evaluator:
         try:
             proc = self.pool.acquire()
             sess = _Session(task=task, proc=proc, ref=ref)
-            seeds = [secrets.randbits(31) for _ in range(self.settings.n_input_sets)]
+            seeds = seeds or [secrets.randbits(31) for _ in range(self.settings.n_input_sets)]
             self.open_session(sess, root, so_path, seeds)
-            self.verify_sets(sess, range(len(seeds)))
-            if not sess.errors and not sess.violations and time_it:
-                self.time_session(sess, result)
+            if not sess.violations:
+                body(sess, result)
             if not sess.violations:
                 self.close_checks(sess)
         except CandidateDied as exc:
@@ -222,6 +245,8 @@ class Evaluator:
         except ReferenceError_ as exc:
             return self._finish(result, start, sess=sess, status=Status.error, message=f"harness reference failed: {exc}")
         finally:
+            if sess is not None:
+                self.used_seeds.update(sess.seeds)
             if proc is not None:
                 self.pool.release(proc)
             if sess is not None and sess.ref.alive:
@@ -290,12 +315,13 @@ class Evaluator:
                 }
             )
         sess.violations += answer.get("violations", [])
+        metas = answer.get("outputs", [])
+        metas_ok = self._check_metas(sess, k, metas)
         if answer.get("input_fingerprints") != sess.sets[k]["input_fingerprints"]:
             sess.violations.append(
                 {"rule": "T5.runtime.input_mutated", "message": f"forward modified its inputs (input set {k}); inputs are read-only"}
             )
-        metas = answer.get("outputs", [])
-        if not self._check_metas(sess, k, metas) or not check:
+        if not metas_ok or not check or sess.violations:
             return ms
         exported = sess.proc.request(self.settings.call_timeout_s, op="export", id=sess.calls)
         if not exported.get("ok"):

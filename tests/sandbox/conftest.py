@@ -13,6 +13,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -107,6 +108,12 @@ ADD_RELU_TASK = textwrap.dedent(
 def task_of(name: str, code: str) -> TaskManifest:
     """A manifest straight from code (the evaluator needs only code and ids)."""
     return TaskManifest.from_code(f"tests/{name}", code)
+
+
+@pytest.fixture(scope="session")
+def tasks() -> SimpleNamespace:
+    """The test tasks: ``relu`` (one input, one output), ``add_relu`` (two in, two out, an init input)."""
+    return SimpleNamespace(relu=task_of("relu", RELU_TASK), add_relu=task_of("add_relu", ADD_RELU_TASK))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,77 @@
+"""The trusted final grading pass: the only source of rewards.
+
+Fresh seeds drawn here (never the ones the agent's verify/profile used), a
+fresh sandboxed process, re-verification on N input sets, then timing of the
+candidate ALTERNATING with the baselines (candidate, eager, compile,
+candidate, ...) so slow drift of the machine hits all of them alike; the
+speedup is t_baseline / t_candidate on medians of all rounds. Baselines are
+measured here, not read from the cache (the fastest of many noisy cached
+measurements would bias the ratio).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cuda_agent.harness.timing import summarize
+from cuda_agent.schemas.result import Baselines, CandidateResult
+from cuda_agent.schemas.task import TaskManifest
+
+if TYPE_CHECKING:
+    from cuda_agent.harness.evaluator import Evaluator, _Session
+
+
+def fresh_seeds(n: int, avoid: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
+    """``n`` distinct secret seeds, none in ``avoid``."""
+    out: list[int] = []
+    while len(out) < n:
+        s = secrets.randbits(31)
+        if s not in avoid and s not in out:
+            out.append(s)
+    return out
+
+
+def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | None) -> CandidateResult:
+    """Re-verify with fresh seeds in a fresh process, then ABAB timing against the baselines."""
+    settings = evaluator.settings
+    used = set(getattr(evaluator, "used_seeds", set()))
+
+    def body(sess: _Session, result: CandidateResult) -> None:
+        evaluator.verify_sets(sess, range(len(sess.seeds)))
+        if sess.errors or sess.violations:
+            return
+        ks = evaluator.timing_sets(sess)
+        per_round = max(settings.min_timed_calls, settings.max_timed_calls // settings.grade_rounds)
+        cand: list[float] = []
+        eager: list[float] = []
+        compiled: list[float] = []
+        wall = 0.0
+        method = "events_l2flush" if evaluator.kind == "cuda" else "host_sync"
+        for r in range(settings.grade_rounds):
+            samples, wall_ms = evaluator.time_candidate(sess, ks, calls=per_round)
+            if sess.errors or sess.violations:
+                return
+            cand += samples
+            wall += wall_ms
+            warm = settings.warmup_calls if r == 0 else 1
+            with evaluator.lock:
+                eager += sess.ref.call("time_baseline", "eager", ks, per_round, warm, settings.compile_mode)
+                if settings.with_compile_baseline:
+                    compiled += sess.ref.call(
+                        "time_baseline", "compile", ks, per_round, warm + (2 if r == 0 else 0), settings.compile_mode
+                    )
+        result.timing = summarize(cand, method, wall_ms=wall)
+        result.baselines = Baselines(
+            eager=summarize(eager, method),
+            compile=summarize(compiled, method) if compiled else None,
+            compile_mode=settings.compile_mode,
+            ids={"eager": f"graded-{int(time.time())}"},
+        )
+        sess.extra["grade_rounds"] = settings.grade_rounds
+        evaluator.apply_speedups(sess, result)
+
+    seeds = fresh_seeds(settings.n_input_sets, used)
+    return evaluator.run_protocol("grade", task, root, so_path, body, seeds=seeds)

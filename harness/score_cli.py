@@ -1,0 +1,278 @@
+"""``cuda-agent score``: grade existing solutions with the trusted pass.
+
+``cuda-agent score SOLUTIONS --tasks TASKS --backend NAME --out DIR``
+
+- ``SOLUTIONS/<name>/``: a workspace (at least ``model_new.py`` and
+  ``kernels/``) for task ``TASKS/<name>.py``; it is copied over a fresh
+  release layout (our protected ``model.py``/``binding.cpp``/
+  ``binding_registry.h`` win), compiled (integrity source + binary rules),
+  then graded.
+- ``SOLUTIONS/<name>.py``: a KernelBench single-file solution (``ModelNew``,
+  typically building its kernels with ``load_inline`` at import); it builds
+  inside the sandboxed runner and is graded the same way.
+
+Writes ``DIR/report.json`` = ``{"tasks": [{"task", "status", "rule",
+"reward", "speedup_eager", "speedup_compile", "message", ...}], "summary":
+{...}}`` and ``DIR/report.md``. One bad solution never stops the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from cuda_agent.config import RunConfig, load_config
+from cuda_agent.schemas.result import CandidateResult, Status
+
+log = structlog.get_logger(__name__)
+
+#: Solution files copied over the fresh layout; everything else of ours stays.
+_SOLUTION_PARTS = ("model_new.py", "kernels")
+
+
+def register_command(subparsers: Any) -> None:
+    """Add the ``score`` parser."""
+    from cuda_agent.cli import add_config_options
+
+    p = subparsers.add_parser(
+        "score",
+        help="Grade existing solutions (workspaces or KernelBench single files) with the trusted pass.",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    p.add_argument("solutions", type=Path, help="Folder of solutions: <name>/ workspaces or <name>.py single files.")
+    p.add_argument("--tasks", type=Path, required=True, help="Folder of KernelBench-format task files <name>.py.")
+    p.add_argument("--backend", default=None, help="Backend name ('cpu', 'cuda', ...); default: the config's.")
+    p.add_argument("--out", type=Path, required=True, help="Output folder for report.json and report.md.")
+    p.add_argument("--only", action="append", default=[], metavar="NAME", help="Score only these solution names.")
+    add_config_options(p)
+    p.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run ``score``; exit code 0 when the report was written (whatever the verdicts)."""
+    from cuda_agent.cli import make_plugin_manager
+
+    overrides = list(args.override) + ([f"backend={args.backend}"] if args.backend else [])
+    config = load_config(RunConfig, args.config, overrides)
+    pm = make_plugin_manager(args, config)
+    report = score_solutions(args.solutions, args.tasks, args.out, config=config, plugin_manager=pm, only=args.only)
+    s = report["summary"]
+    print(
+        f"scored {s['n']} solution(s) on backend {s['backend']}: {s['correct']} correct, "
+        f"geomean speedup vs eager {s['geomean_speedup_eager']}, report: {Path(args.out) / 'report.json'}"
+    )
+    return 0
+
+
+def discover(solutions: Path, only: list[str] | None = None) -> list[tuple[str, Path]]:
+    """(name, path) of every solution: sub-folders and ``*.py`` files, sorted by name."""
+    if not solutions.is_dir():
+        raise FileNotFoundError(f"solutions folder {solutions} does not exist")
+    found = []
+    for p in sorted(solutions.iterdir()):
+        if p.name.startswith((".", "_")):
+            continue
+        if p.is_dir() or p.suffix == ".py":
+            name = p.stem if p.is_file() else p.name
+            if not only or name in only:
+                found.append((name, p))
+    return found
+
+
+def score_solutions(
+    solutions: Path,
+    tasks: Path,
+    out: Path,
+    *,
+    config: RunConfig,
+    plugin_manager: Any,
+    only: list[str] | None = None,
+) -> dict[str, Any]:
+    """Grade every solution; write and return the report."""
+    from rich.progress import Progress
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    registry = plugin_manager.registry
+    backend = registry.build("backend", config.backend, config.plugins.get(config.backend), where="backend")
+    reward = registry.build("reward", config.reward, config.plugins.get(config.reward), where="reward")
+    rows: list[dict[str, Any]] = []
+    entries = discover(Path(solutions), only)
+    try:
+        with Progress(transient=True) as progress:
+            bar = progress.add_task("scoring", total=len(entries))
+            for name, path in entries:
+                progress.update(bar, description=f"scoring {name}")
+                started = time.monotonic()
+                try:
+                    row = _score_one(name, path, Path(tasks), out, backend, reward, config)
+                except Exception as exc:  # noqa: BLE001 - one bad solution never stops the others
+                    log.warning("score.solution_failed", solution=name, error=str(exc))
+                    row = _row(name, None, status="error", message=f"harness error while scoring: {type(exc).__name__}: {exc}")
+                row["duration_s"] = round(time.monotonic() - started, 3)
+                rows.append(row)
+                progress.advance(bar)
+    finally:
+        try:
+            backend.close()
+        except Exception:  # noqa: BLE001
+            pass
+    report = {"tasks": rows, "summary": summarize_rows(rows, config, backend)}
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    (out / "report.md").write_text(render_markdown(report))
+    return report
+
+
+def _score_one(name: str, path: Path, tasks: Path, out: Path, backend: Any, reward: Any, config: RunConfig) -> dict[str, Any]:
+    from cuda_agent.harness.tasks import load_task_file
+
+    task_file = tasks / f"{name}.py"
+    if not task_file.is_file():
+        return _row(name, None, status="error", message=f"no task file {task_file} for solution {path.name}")
+    try:
+        task = load_task_file(task_file, id=f"tasks/{name}")
+    except Exception as exc:  # noqa: BLE001
+        return _row(name, None, status="error", message=f"task {task_file} could not be loaded: {exc}")
+    ws_root = out / "workspaces" / name
+    if ws_root.exists():
+        shutil.rmtree(ws_root)
+    if path.is_dir():
+        graded, kind = _grade_workspace(path, ws_root, task, backend), "workspace"
+    else:
+        graded, kind = _grade_single_file(path, ws_root, task, backend), "single_file"
+    value = reward.score(graded) if graded.phase == "grade" or graded.status is not Status.correct else None
+    row = _row(name, graded, reward=value)
+    row["kind"] = kind
+    return row
+
+
+def _grade_workspace(src: Path, ws_root: Path, task: Any, backend: Any) -> CandidateResult:
+    """Fresh layout, the solution's model_new.py + kernels/ copied over, compile, grade."""
+    ws = backend.prepare_workspace(task, ws_root)
+    missing = [p for p in _SOLUTION_PARTS if not (src / p).exists()]
+    if "model_new.py" in missing:
+        return CandidateResult(
+            task_id=task.id, phase="grade", status=Status.error, message=f"solution {src} has no model_new.py"
+        )
+    for part in _SOLUTION_PARTS:
+        s = src / part
+        if s.is_dir():
+            shutil.copytree(s, ws_root / part, dirs_exist_ok=True)
+        elif s.is_file():
+            shutil.copy2(s, ws_root / part)
+    compiled = backend.compile(ws, task)
+    if compiled.status is not Status.correct:
+        return compiled
+    return backend.grade(ws, task)
+
+
+def _grade_single_file(src: Path, ws_root: Path, task: Any, backend: Any) -> CandidateResult:
+    """A KernelBench single file: it builds itself (load_inline) inside the sandboxed runner."""
+    ws_root.mkdir(parents=True)
+    shutil.copy2(src, ws_root / "model_new.py")
+    task_for = getattr(backend, "task_for", None)
+    task = task_for(task) if task_for else task
+    (ws_root / "model.py").write_text(task.code)
+    evaluator = backend.evaluator() if hasattr(backend, "evaluator") else None
+    if evaluator is None:
+        from cuda_agent.harness.evaluator import Evaluator
+
+        evaluator = Evaluator(getattr(backend, "kind", backend.name))
+    result = evaluator.grade(task, ws_root, None)
+    result.flags.append("single_file_no_static_checks")
+    return result
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+
+
+def _row(
+    name: str, result: CandidateResult | None, *, status: str | None = None, message: str = "", reward: float | None = None
+) -> dict[str, Any]:
+    if result is None:
+        return {
+            "task": name,
+            "status": status or "error",
+            "rule": None,
+            "reward": None,
+            "speedup_eager": None,
+            "speedup_compile": None,
+            "message": message,
+        }
+    return {
+        "task": name,
+        "status": result.status.value,
+        "rule": result.rule,
+        "reward": reward,
+        "speedup_eager": _finite(result.speedup_eager),
+        "speedup_compile": _finite(result.speedup_compile),
+        "message": result.message[:2000],
+        "phase": result.phase,
+        "candidate_ms": result.timing.median_ms if result.timing else None,
+        "eager_ms": result.baselines.eager.median_ms if result.baselines and result.baselines.eager else None,
+        "compile_ms": result.baselines.compile.median_ms if result.baselines and result.baselines.compile else None,
+        "isolation": result.isolation,
+        "flags": result.flags,
+        "errors": [e.model_dump(mode="json") for e in result.errors[:10]],
+    }
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return round(math.exp(sum(math.log(x) for x in xs) / len(xs)), 4) if xs else None
+
+
+def summarize_rows(rows: list[dict[str, Any]], config: RunConfig, backend: Any) -> dict[str, Any]:
+    """Counts per status, pass and faster-than rates, geomean speedups, mean reward."""
+    n = len(rows)
+    by_status = {s.value: sum(1 for r in rows if r["status"] == s.value) for s in Status}
+    correct = [r for r in rows if r["status"] == "correct"]
+    eager = [r["speedup_eager"] for r in correct if r.get("speedup_eager")]
+    comp = [r["speedup_compile"] for r in correct if r.get("speedup_compile")]
+    rewards = [r["reward"] for r in rows if r.get("reward") is not None]
+    return {
+        "n": n,
+        "backend": config.backend,
+        "reward_name": config.reward,
+        "by_status": by_status,
+        "correct": len(correct),
+        "pass_rate": round(len(correct) / n, 4) if n else None,
+        "faster_than_eager_rate": round(sum(1 for x in eager if x > 1.0) / n, 4) if n else None,
+        "faster_than_compile_rate": round(sum(1 for x in comp if x > 1.0) / n, 4) if n else None,
+        "milestone_eager_rate": round(sum(1 for x in eager if x > 1.05) / n, 4) if n else None,
+        "geomean_speedup_eager": _geomean(eager),
+        "geomean_speedup_compile": _geomean(comp),
+        "mean_reward": round(sum(rewards) / len(rewards), 4) if rewards else None,
+    }
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """report.md: the summary and one table row per solution."""
+    s = report["summary"]
+    lines = [
+        f"# Score report ({s['backend']})",
+        "",
+        f"{s['n']} solution(s): {s['correct']} correct (pass rate {s['pass_rate']}), "
+        f"faster than eager {s['faster_than_eager_rate']}, faster than compile {s['faster_than_compile_rate']}; "
+        f"geomean speedup vs eager {s['geomean_speedup_eager']}, vs compile {s['geomean_speedup_compile']}; "
+        f"mean reward ({s['reward_name']}) {s['mean_reward']}.",
+        "",
+        "| task | status | rule | reward | speedup eager | speedup compile | message |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in report["tasks"]:
+        msg = (r.get("message") or "").replace("\n", " ").replace("|", "\\|")[:160]
+        lines.append(
+            f"| {r['task']} | {r['status']} | {r['rule'] or ''} | {r['reward'] if r['reward'] is not None else ''} | "
+            f"{r['speedup_eager'] if r['speedup_eager'] is not None else ''} | "
+            f"{r['speedup_compile'] if r['speedup_compile'] is not None else ''} | {msg} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,114 @@
+"""Unit behaviour of the comparison and timing primitives (in-process, fast)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from cuda_agent.harness.compare import compare_output, fingerprint
+from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness.timing import (
+    DeviceTimer,
+    TimingLock,
+    median_rel_ci,
+    precise_enough,
+    speed_of_light_ms,
+    summarize,
+)
+
+
+def test_equal_outputs_pass() -> None:
+    x = torch.randn(4, 8)
+    assert compare_output(x, x.clone(), atol=1e-2, rtol=1e-2) == []
+
+
+def test_mismatch_report_is_actionable() -> None:
+    e = torch.zeros(4, 8)
+    a = e.clone()
+    a[2, 5] = 3.0
+    errs = compare_output(e, a, atol=1e-2, rtol=1e-2, input_set=1, index=0)
+    assert [x.check for x in errs] == ["tolerance"]
+    msg = errs[0].message
+    assert "1 of 32" in msg and "max abs error 3" in msg and "[2, 5]" in msg
+    assert errs[0].details["worst_index"] == [2, 5]
+    assert errs[0].input_set == 1
+
+
+def test_nan_never_passes_even_against_nan() -> None:
+    e = torch.full((3,), float("nan"))
+    errs = compare_output(e, e.clone(), atol=1.0, rtol=1.0)
+    assert any(x.check == "nan" for x in errs)
+
+
+def test_inf_must_match() -> None:
+    e = torch.tensor([1.0, float("inf")])
+    assert compare_output(e, e.clone(), atol=1e-2, rtol=1e-2) == []
+    bad = torch.tensor([1.0, 1e30])
+    assert compare_output(e, bad, atol=1e-2, rtol=1e-2)
+
+
+def test_dtype_shape_and_integer_checks() -> None:
+    e = torch.zeros(2, 3)
+    assert compare_output(e, e.double(), atol=1, rtol=1)[0].check == "dtype"
+    assert compare_output(e, torch.zeros(3, 2), atol=1, rtol=1)[0].check == "shape"
+    i = torch.arange(6)
+    j = i.clone()
+    j[4] = 0
+    err = compare_output(i, j, atol=10, rtol=10)
+    assert err and "exact match" in err[0].message
+
+
+def test_tolerance_presets() -> None:
+    s = HarnessSettings()
+    assert s.tolerances("float32") == (1e-2, 1e-2)
+    assert s.tolerances("float32", "dtype") == (1e-4, 1e-4)
+    assert HarnessSettings(atol=0.5).tolerances("bfloat16")[0] == 0.5
+
+
+def test_fingerprint_sees_every_byte() -> None:
+    x = torch.randn(100)
+    y = x.clone()
+    assert fingerprint(x) == fingerprint(y)
+    y[57] += 1e-6
+    assert fingerprint(x) != fingerprint(y)
+    assert fingerprint(x) != fingerprint(x.view(10, 10))
+
+
+def test_median_ci_and_stopping_rule() -> None:
+    tight = [1.0 + 0.0001 * (i % 3) for i in range(30)]
+    loose = [1.0, 2.0, 3.0, 0.5, 4.0, 1.5, 2.5, 3.5, 0.7, 5.0]
+    assert median_rel_ci(tight) < 0.01
+    assert median_rel_ci(loose) > 0.1
+    assert precise_enough(tight, min_calls=10, max_calls=100, target_rel_ci=0.01)
+    assert not precise_enough(loose, min_calls=5, max_calls=100, target_rel_ci=0.01)
+    assert precise_enough(loose, min_calls=5, max_calls=10, target_rel_ci=0.01)
+    assert math.isinf(median_rel_ci([1.0]))
+    t = summarize([3.0, 1.0, 2.0], "host_sync", wall_ms=7.0)
+    assert (t.median_ms, t.min_ms, t.max_ms, t.samples, t.wall_ms) == (2.0, 1.0, 3.0, 3, 7.0)
+
+
+def test_speed_of_light_floor() -> None:
+    # 1 GB moved on an H200 cannot take less than ~0.2 ms.
+    floor = speed_of_light_ms(None, 1e9, "NVIDIA H200")
+    assert floor is not None and 0.15 < floor < 0.3
+    assert speed_of_light_ms(1e9, None, "x86_64") is None
+
+
+def test_timing_lock_is_reentrant_in_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lock = TimingLock("test-dev", lock_dir=tmp_path)
+    with lock, lock:
+        assert lock.path.exists()
+
+
+def test_cpu_timer_measures_a_call() -> None:
+    timer = DeviceTimer("cpu", flush_bytes=1 << 20)
+    out, ms, host_ms = timer.time_call(lambda: torch.ones(10).sum())
+    assert float(out) == 10.0 and ms >= 0 and ms == host_ms
+    assert timer.method == "host_sync"
+
+
+def test_settings_reject_unknown_keys() -> None:
+    with pytest.raises(Exception, match="extra"):
+        HarnessSettings(n_input_set=3)  # type: ignore[call-arg]

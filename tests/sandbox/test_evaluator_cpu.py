@@ -1,0 +1,211 @@
+"""Evaluator on the CPU backend: honest candidates pass, cheats are caught by rule.
+
+Every test runs real processes: a sandboxed runner (bubblewrap where usable)
+loading a real built ``cuda_extension``, and the trusted reference process.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+HONEST_RELU = """
+import torch
+import torch.nn as nn
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        cuda_extension.relu_forward(x, out)
+        return out
+"""
+
+HONEST_ADD_RELU = """
+import torch
+import torch.nn as nn
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, a, b):
+        s = torch.empty(a.shape, dtype=a.dtype)
+        cuda_extension.add_forward(a, b, s)
+        r = torch.empty_like(s)
+        cuda_extension.relu_forward(s, r)
+        scaled = torch.empty_like(s)
+        cuda_extension.scale_forward(s, scaled, self.scale)
+        return r, scaled
+"""
+
+
+def _relu_variant(body: str, prelude: str = "") -> str:
+    return f"""
+import torch
+import torch.nn as nn
+import cuda_extension
+{prelude}
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+{body}
+"""
+
+
+def test_honest_relu_passes_verify(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    r = cpu_evaluator.verify(tasks.relu, make_ws(HONEST_RELU), kit)
+    assert r.status.value == "correct", r.summary_for_agent()
+    assert r.phase == "verify" and r.rule is None
+    assert len(r.seeds) == 3 and len(set(r.seeds)) == 3
+    assert r.isolation in ("bwrap", "process")
+    assert r.provenance.torch
+
+
+def test_honest_multi_output_several_kernels_passes(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    r = cpu_evaluator.verify(tasks.add_relu, make_ws(HONEST_ADD_RELU, tasks.add_relu.code), kit)
+    assert r.status.value == "correct", r.summary_for_agent()
+
+
+def test_profile_times_and_second_profile_hits_baseline_cache(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    ws = make_ws(HONEST_RELU)
+    first = cpu_evaluator.profile(tasks.relu, ws, kit)
+    assert first.status.value == "correct", first.summary_for_agent()
+    assert first.timing is not None and first.timing.samples >= 5
+    assert first.timing.wall_ms is not None and first.timing.wall_ms >= first.timing.median_ms
+    assert first.baselines is not None and first.baselines.eager is not None
+    assert first.speedup_eager is not None and first.speedup_eager > 0
+    hits = cpu_evaluator.cache.hits
+    second = cpu_evaluator.profile(tasks.relu, ws, kit)
+    assert second.status.value == "correct"
+    assert second.extra["baselines_cached"] is True
+    assert cpu_evaluator.cache.hits > hits
+    assert second.baselines.ids["eager"] == first.baselines.ids["eager"]
+    assert set(second.seeds).isdisjoint(first.seeds)
+
+
+def test_wrong_result_is_incorrect_with_actionable_report(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    code = _relu_variant("        out = torch.empty_like(x)\n        cuda_extension.scale_forward(x, out, 1.0)\n        return out")
+    r = cpu_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "incorrect"
+    tol = [e for e in r.errors if e.check == "tolerance"]
+    assert tol and "max abs error" in tol[0].message and "atol=0.01" in tol[0].message
+    assert tol[0].details["mismatched"] > 0
+    assert "input set" in r.message
+
+
+def test_nan_output_never_passes(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    code = _relu_variant("        out = torch.empty_like(x)\n        cuda_extension.scale_forward(x, out, float('nan'))\n        return out")
+    r = cpu_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "incorrect"
+    assert any(e.check == "nan" for e in r.errors)
+
+
+def test_returning_the_input_is_rejected(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    code = _relu_variant("        return x")
+    r = cpu_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "rejected"
+    assert r.rule is not None and r.rule.startswith("T19")
+
+
+def test_view_of_input_is_rejected(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    code = _relu_variant("        cuda_extension.relu_forward(x, x)\n        return x.view(x.shape)")
+    r = cpu_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "rejected" and r.rule.startswith("T19")
+
+
+def test_tensor_subclass_output_is_rejected(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    prelude = "class Fake(torch.Tensor):\n    pass\n"
+    code = _relu_variant(
+        "        out = torch.empty_like(x)\n        cuda_extension.relu_forward(x, out)\n        return out.as_subclass(Fake)",
+        prelude,
+    )
+    r = cpu_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "rejected" and r.rule.startswith("T11")
+
+
+def test_input_mutation_is_detected(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    code = _relu_variant(
+        "        out = torch.empty_like(x)\n        cuda_extension.relu_forward(x, out)\n"
+        "        cuda_extension.scale_forward(x, x, 0.0)\n        return out"
+    )
+    r = cpu_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "rejected" and r.rule.startswith("T5")
+
+
+def test_patching_allclose_has_no_effect(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    prelude = "torch.allclose = lambda *a, **k: True\ntorch.testing.assert_close = lambda *a, **k: None\n"
+    code = _relu_variant("        return torch.zeros(x.shape)", prelude)
+    r = cpu_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value != "correct"
+
+
+def test_timer_patching_is_detected(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    prelude = "import time\n_t = [0.0]\ndef _fake():\n    _t[0] += 1e-9\n    return _t[0]\ntime.perf_counter = _fake\n"
+    code = _relu_variant("        out = torch.empty_like(x)\n        cuda_extension.relu_forward(x, out)\n        return out", prelude)
+    r = cpu_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "rejected" and r.rule.startswith("T8")
+
+
+def test_thread_left_running_is_detected(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    prelude = "import threading\n_stop = threading.Event()\n"
+    body = (
+        "        out = torch.empty_like(x)\n"
+        "        cuda_extension.relu_forward(x, out)\n"
+        "        if not getattr(self, '_t', None):\n"
+        "            self._t = threading.Thread(target=_stop.wait, daemon=True)\n"
+        "            self._t.start()\n"
+        "        return out"
+    )
+    r = cpu_evaluator.verify(tasks.relu, make_ws(_relu_variant(body, prelude)), kit)
+    assert r.status.value == "rejected" and r.rule.startswith("T10")
+
+
+def test_memoising_by_data_ptr_is_caught(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    prelude = "_memo = {}\n"
+    body = (
+        "        key = (x.data_ptr(), tuple(x.shape))\n"
+        "        if key not in _memo:\n"
+        "            out = torch.empty_like(x)\n"
+        "            cuda_extension.relu_forward(x, out)\n"
+        "            _memo[key] = out\n"
+        "        return _memo[key].clone()"
+    )
+    r = cpu_evaluator.verify(tasks.relu, make_ws(_relu_variant(body, prelude)), kit)
+    # The first set computes honestly; later sets reuse the same address with other data.
+    assert r.status.value in ("incorrect", "rejected"), r.summary_for_agent()
+
+
+def test_import_error_is_reported(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    r = cpu_evaluator.verify(tasks.relu, make_ws("import nonexistent_module_xyz\n"), kit)
+    assert r.status.value == "error"
+    assert "nonexistent_module_xyz" in r.message
+
+
+def test_grade_uses_fresh_seeds_and_alternates(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    ws = make_ws(HONEST_RELU)
+    v = cpu_evaluator.verify(tasks.relu, ws, kit)
+    g = cpu_evaluator.grade(tasks.relu, ws, kit)
+    assert g.phase == "grade" and g.status.value == "correct", g.summary_for_agent()
+    assert set(g.seeds).isdisjoint(v.seeds)
+    assert g.timing is not None and g.baselines is not None and g.baselines.eager is not None
+    assert g.extra["grade_rounds"] == cpu_evaluator.settings.grade_rounds
+    assert g.speedup_eager is not None and g.speedup_eager > 0
+
+
+def test_grade_of_wrong_candidate_has_no_speedup(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    code = _relu_variant("        return torch.zeros(x.shape)")
+    g = cpu_evaluator.grade(tasks.relu, make_ws(code), kit)
+    assert g.status.value in ("incorrect", "rejected")
+    assert g.speedup_eager is None and g.timing is None

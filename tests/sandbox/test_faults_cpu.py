@@ -1,0 +1,132 @@
+"""Faults are contained and the next request is served (CPU).
+
+Each faulty candidate runs in its own one-shot sandboxed process; after it,
+an honest candidate evaluated by the same Evaluator must still pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+HONEST = """
+import torch
+import torch.nn as nn
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        cuda_extension.relu_forward(x, out)
+        return out
+"""
+
+
+def _forward(body: str, prelude: str = "") -> str:
+    return f"""
+import torch
+import torch.nn as nn
+import cuda_extension
+{prelude}
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+{body}
+"""
+
+
+@pytest.fixture(scope="module")
+def fault_evaluator(settings_factory) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """An evaluator with short call timeouts and a small memory limit."""
+    from cuda_agent.harness.evaluator import Evaluator
+
+    ev = Evaluator("cpu", settings_factory(call_timeout_s=8, rss_limit_mb=1200, n_input_sets=2, determinism_check=False))
+    yield ev
+    ev.close()
+
+
+def _then_honest_passes(ev, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    r = ev.verify(tasks.relu, make_ws(HONEST), kit)
+    assert r.status.value == "correct", r.summary_for_agent()
+
+
+def test_segfault_is_contained(fault_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    code = _forward("        import ctypes\n        ctypes.string_at(0)\n        return x")
+    r = fault_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "error"
+    assert "SIGSEGV" in r.message
+    _then_honest_passes(fault_evaluator, make_ws, kit, tasks)
+
+
+def test_infinite_loop_times_out(fault_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    code = _forward("        while True:\n            pass")
+    r = fault_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "timeout"
+    _then_honest_passes(fault_evaluator, make_ws, kit, tasks)
+
+
+def test_memory_blowup_is_killed(fault_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    body = (
+        "        hog = []\n"
+        "        for _ in range(400):\n"
+        "            hog.append(torch.ones(25_000_000))\n"  # 100 MB each, touched
+        "        return x"
+    )
+    r = fault_evaluator.verify(tasks.relu, make_ws(_forward(body)), kit)
+    assert r.status.value == "error"
+    assert "memory" in r.message and "limit" in r.message
+    _then_honest_passes(fault_evaluator, make_ws, kit, tasks)
+
+
+def test_huge_output_and_flood_of_prints(fault_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    body = "        print('x' * 5_000_000)\n        return torch.empty(1 << 30)"
+    r = fault_evaluator.verify(tasks.relu, make_ws(_forward(body)), kit)
+    assert r.status.value == "incorrect"
+    assert any(e.check == "shape" for e in r.errors)
+    _then_honest_passes(fault_evaluator, make_ws, kit, tasks)
+
+
+def test_write_outside_workspace_is_refused(fault_evaluator, make_ws, kit, tasks, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if fault_evaluator.isolation != "bwrap":
+        pytest.skip("needs bubblewrap isolation")
+    target = tmp_path / "escaped.txt"
+    home_target = Path.home() / f"cuda-agent-escape-{tmp_path.name}.txt"
+    body = (
+        f"        open({str(target)!r}, 'w').write('escaped')\n"
+        "        return x"
+    )
+    ws = make_ws(_forward(body))
+    r = fault_evaluator.verify(tasks.relu, ws, kit)
+    assert r.status.value == "error" and not target.exists()
+    body2 = f"        open({str(home_target)!r}, 'w').write('x')\n        return x"
+    r2 = fault_evaluator.verify(tasks.relu, make_ws(_forward(body2)), kit)
+    assert r2.status.value == "error" and not home_target.exists()
+    body3 = "        open(__file__, 'a').write('# edited')\n        return x"
+    r3 = fault_evaluator.verify(tasks.relu, make_ws(_forward(body3)), kit)
+    assert r3.status.value == "error"
+    _then_honest_passes(fault_evaluator, make_ws, kit, tasks)
+
+
+def test_network_is_unreachable(fault_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    if fault_evaluator.isolation != "bwrap":
+        pytest.skip("needs bubblewrap isolation (own network namespace)")
+    body = (
+        "        import socket\n"
+        "        socket.create_connection(('1.1.1.1', 53), timeout=3)\n"
+        "        return x"
+    )
+    r = fault_evaluator.verify(tasks.relu, make_ws(_forward(body)), kit)
+    assert r.status.value == "error"
+    assert "unreachable" in r.message.lower() or "OSError" in r.message
+    _then_honest_passes(fault_evaluator, make_ws, kit, tasks)
+
+
+def test_exit_in_forward_is_contained(fault_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    code = _forward("        import os\n        os._exit(3)")
+    r = fault_evaluator.verify(tasks.relu, make_ws(code), kit)
+    assert r.status.value == "error" and "exited with code 3" in r.message
