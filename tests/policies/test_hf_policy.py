@@ -126,3 +126,13 @@ def test_length_cut_generation_is_closed_by_the_next_delta(tiny_lm_dir: Path) ->
     full = tok.apply_chat_template([{"role": "user", "content": "u"}, {"role": "assistant", "content": "abc"},
                                     {"role": "tool", "content": "obs"}], tokenize=False, add_generation_prompt=True)
     assert tok.decode(conv.ids, skip_special_tokens=False) == full
+
+
+def test_context_limit_ends_the_episode_as_a_token_limit(tiny_lm_dir: Path) -> None:
+    from cuda_agent.control import LimitsExceeded
+    from cuda_agent.plugins.policies.hf import HFPolicyConfig, build_hf_policy
+
+    small = build_hf_policy(HFPolicyConfig(model=str(tiny_lm_dir), max_new_tokens=4, max_context_tokens=20))
+    with pytest.raises(LimitsExceeded) as info:
+        small.query([Message(role="user", content="a prompt longer than twenty tokens " * 3)], [])
+    assert info.value.exit == "max_tokens" and "max_context_tokens=20" in str(info.value.message)

@@ -12,13 +12,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from cuda_agent.control import LimitsExceeded
 from cuda_agent.protocols import RolloutEngine, SamplingParams
 from cuda_agent.schemas.messages import Message, PolicyOutput, ToolSchema
 from cuda_agent.tokenization import TokenizedConversation, end_of_turn_ids
 
 
-class ContextTooLong(RuntimeError):
-    """The episode's token context reached the configured maximum."""
+class ContextTooLong(LimitsExceeded):
+    """The episode's token context reached the configured maximum (the loop ends with exit 'max_tokens')."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("max_tokens", message)
 
 
 class EngineTokenPolicy:
