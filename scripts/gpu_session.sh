@@ -11,9 +11,9 @@ RES=$OUT/res
 mkdir -p "$RES"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/ca-site .whl/*.whl \
     || { echo "wheel install failed"; exit 3; }
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
+  export PYTHONPATH=/opt/ca-site${PYTHONPATH:+:$PYTHONPATH} PATH=/opt/ca-site/bin:$PATH
 fi
 summary=$OUT/summary.txt
 : > "$summary"
@@ -35,8 +35,8 @@ for what in "$@"; do
     env_latency) part env_latency 400 python3 benchmarks/env_latency.py --out "$RES/env_latency.json" ;;
     eval)        part eval_throughput 400 python3 benchmarks/eval_throughput.py --out "$RES/eval_throughput.json" ;;
     train)       part train_throughput 420 python3 benchmarks/train_throughput.py --out "$RES/train_throughput.json" ;;
-    data)        part data_build 500 bash benchmarks/data_build_h200.sh "$RES/data" ;;
-    main_job)    part main_job 300 bash -c 'cuda-agent run examples/tasks/relu.py --policy scripted:examples/trajectories/relu_cuda.yaml --backend cuda --out '"$RES"'/main_job' ;;
+    data)        part data_build 500 python3 benchmarks/data_build_h200.py --out "$RES/data" ;;
+    main_job)    part main_job 300 bash -c 'cuda-agent run examples/tasks/swish.py --policy scripted:examples/trajectories/swish_cuda.yaml --backend cuda --out '"$RES"'/main_job' ;;
     *) echo "unknown part $what" | tee -a "$summary" ;;
   esac
 done

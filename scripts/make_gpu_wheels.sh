@@ -2,8 +2,8 @@
 # Build the wheels an air-gapped GPU machine needs beside its own image
 # (python3.12 + torch + transformers already there), into DEST (default .whl/).
 # Install there with:
-#   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site DEST/*.whl
-#   export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+#   python3 -m pip install -q --no-index --no-deps --no-compile --target /opt/ca-site DEST/*.whl
+#   export PYTHONPATH=/opt/ca-site PATH=/opt/ca-site/bin:$PATH
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${1:-.whl}
