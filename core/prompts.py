@@ -20,6 +20,20 @@ from cuda_agent.errors import ConfigError
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
 
 
+def compact_schema(schema: Any, top: bool = True) -> Any:
+    """A JSON schema without pydantic's ``title`` keys (and the model docstring at top): fewer prompt tokens."""
+    if isinstance(schema, dict):
+        drop = {"title"} | ({"description"} if top else set())
+        return {k: compact_schema(v, False) for k, v in schema.items()
+                if k not in drop or (k == "title" and not isinstance(v, str))}
+    if isinstance(schema, list):
+        return [compact_schema(v, False) for v in schema]
+    return schema
+
+
+_ENV.filters["compact_schema"] = compact_schema
+
+
 def builtin_template(name: str) -> str:
     """Source of a built-in template (``system.j2``, ``task.j2``)."""
     return resources.files("cuda_agent").joinpath("templates", name).read_text(encoding="utf-8")

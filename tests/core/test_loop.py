@@ -236,3 +236,22 @@ def test_harness_error_mid_episode_is_recorded_and_graded(task, make_pm, tmp_pat
     end, traj, result = run(task, make_pm, tmp_path, [{"tool_calls": [call("list_files")]}])
     assert end.exit == "error" and "OSError: disk full" in end.message
     assert result["graded"]["phase"] == "grade" and traj.end is not None
+
+
+def test_custom_system_template_strict(task, make_pm, tmp_path):
+    good = tmp_path / "good.j2"
+    good.write_text("Custom for {{ task.name }} with {{ tools | length }} tools via {{ protocol }}.")
+    end, traj, _ = run(task, make_pm, tmp_path, [], **{"agent.system_prompt_template": str(good)})
+    assert traj.header.system_prompt.startswith("Custom for relu with") and "via text" in traj.header.system_prompt
+    bad = tmp_path / "bad.j2"
+    bad.write_text("{{ no_such_variable }}")
+    with pytest.raises(ConfigError, match=r"template .*bad.j2: 'no_such_variable' is undefined; available variables: .*skill"):
+        run_episode(task, config=make_config([], **{"agent.system_prompt_template": str(bad)}), plugin_manager=make_pm(),
+                    out_dir=tmp_path / "bad")
+
+
+def test_builtin_prompt_lists_compact_schemas(task, make_pm, tmp_path):
+    _, traj, _ = run(task, make_pm, tmp_path, [])
+    prompt = traj.header.system_prompt
+    assert '"path": {"description": "File path relative to the workspace root' in prompt
+    assert '"title"' not in prompt and "<tool_call>" in prompt
