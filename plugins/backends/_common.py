@@ -1,7 +1,7 @@
 """Shared adapter of the ``cpu`` and ``cuda`` backends over the harness.
 
-``compile`` = integrity source rules + :func:`cuda_agent.harness.build.build_extension`
-+ integrity binary rules -> ``CandidateResult(phase="compile")``.
+``compile`` = :func:`cuda_agent.harness.build.build_extension` (compiler errors
+first), then the integrity source and binary rules -> ``CandidateResult(phase="compile")``.
 ``verify``/``profile`` rebuild incrementally (a no-op when nothing changed,
 so they always evaluate the current sources) and delegate to
 :class:`cuda_agent.harness.evaluator.Evaluator` with that build; ``grade``
@@ -147,10 +147,8 @@ class KernelBackend:
         started = time.perf_counter()
         integrity = _integrity()
         flags = [] if integrity else ["integrity_checks_unavailable"]
-        if integrity:
-            violations = integrity.check_sources(root, self.kind)
-            if violations:
-                return _violation_result(task, phase, violations, started), None
+        # Build first: compiler errors are what the agent needs while the sources are unfinished;
+        # the integrity rules then judge sources and binary together (the compiler is sandboxed).
         outcome = self.build(root, build_dir)
         extra = {
             "build": {
@@ -183,7 +181,7 @@ class KernelBackend:
             )
             return result, None
         if integrity and outcome.so_path is not None:
-            violations = integrity.check_binary(outcome.so_path, self.kind)
+            violations = integrity.check_sources(root, self.kind) + integrity.check_binary(outcome.so_path, self.kind)
             if violations:
                 return _violation_result(task, phase, violations, started), None
         message = (
@@ -204,7 +202,7 @@ class KernelBackend:
         return result, outcome
 
     def compile(self, workspace: Workspace, task: TaskManifest) -> CandidateResult:
-        """Integrity source rules, incremental build, binary rules."""
+        """Incremental build, then the integrity source and binary rules."""
         root = Path(workspace.root)
         task = self.task_for(task)
         result, outcome = self._compile(root, task, "compile", self.build_dir_for(root))
