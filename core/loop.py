@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from cuda_agent.components import Components, build_components
 from cuda_agent.config import RunConfig, resolved
 from cuda_agent.control import AgentControl, FormatError, LimitsExceeded, PolicyExhausted, Submitted
-from cuda_agent.errors import WorkspaceError
+from cuda_agent.errors import ConfigError, WorkspaceError
 from cuda_agent.plugin_manager import PluginManager
 from cuda_agent.prompts import render_system_prompt, render_task_prompt
 from cuda_agent.protocols import ToolContext
@@ -58,6 +58,12 @@ def run_episode(
 ) -> EndRecord:
     """Run one episode of ``task`` into ``out_dir``; return its end record (also in result.json)."""
     components = build_components(config, plugin_manager, policy=policy, backend=backend)
+    usable, reason = components.backend.availability()
+    if not usable:
+        if backend is None:
+            components.backend.close()
+        raise ConfigError(f"backend {components.backend.name!r} is not usable here: {reason}; "
+                          f"'cuda-agent doctor' shows what this machine offers")
     episode = Episode(task, config, plugin_manager, Path(out_dir), components)
     try:
         return episode.run()

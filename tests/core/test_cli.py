@@ -167,3 +167,11 @@ def test_plugins_table_and_show_options(task, make_pm, tmp_path, capsys):
     assert "system prompt" in out and "list_files" in out and "policy_exhausted" in out
     assert cli.main(["show", str(tmp_path / "nothing")]) == 2
     assert "no trajectory" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_doctor_sees_the_gpu(capsys):
+    assert cli.main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["nvml"]["ok"] and report["nvml"]["gpus"] and report["nvml"]["driver"]
+    assert report["torch"]["cuda_available"] and report["torch"]["devices"]

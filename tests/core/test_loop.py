@@ -255,3 +255,14 @@ def test_builtin_prompt_lists_compact_schemas(task, make_pm, tmp_path):
     prompt = traj.header.system_prompt
     assert '"path": {"description": "File path relative to the workspace root' in prompt
     assert '"title"' not in prompt and "<tool_call>" in prompt
+
+
+def test_unavailable_backend_is_refused(task, make_pm, toy_module, tmp_path):
+    class Unavailable(toy_module.ToyBackend):
+        def availability(self):
+            return False, "no CUDA device visible"
+
+    backend = Unavailable()
+    with pytest.raises(ConfigError, match="backend 'toy' is not usable here: no CUDA device visible"):
+        run_episode(task, config=make_config([]), plugin_manager=make_pm(), out_dir=tmp_path / "u", backend=backend)
+    assert not (tmp_path / "u" / "trajectory.jsonl").exists()
