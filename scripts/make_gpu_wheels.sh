@@ -21,5 +21,7 @@ dl pydantic==2.13.4 "pydantic-core==$(python -c 'import pydantic_core;print(pyda
 python -m pip wheel -q --no-deps deepspeed==0.19.8 -w "$DEST" 2>/dev/null
 # cuda-agent itself.
 python -m pip wheel -q --no-deps --no-build-isolation . -w "$DEST"
+# The example third-party plugin package (its tests run on the GPU machine too).
+python -m pip wheel -q --no-deps --no-build-isolation examples/acme-reward -w "$DEST"
 ls -la "$DEST"
 du -sh "$DEST"
