@@ -19,6 +19,7 @@ functions, which the runner calls after it has imported torch itself.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import inspect
 import os
 import sys
@@ -58,6 +59,9 @@ WATCHED_ENV: tuple[str, ...] = (
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTORCH_CUDA_ALLOC_CONF",
     "TORCH_CUDNN_V8_API_ENABLED", "CUDA_MODULE_LOADING",
 )
+
+#: Environment variables torch itself sets lazily (never a candidate's doing that matters).
+IGNORED_ENV: frozenset[str] = frozenset({"TORCHINDUCTOR_CACHE_DIR"})
 
 _OPENMP_LIBS = ("libgomp", "libiomp", "libomp")
 
@@ -165,8 +169,15 @@ def _openmp_runtimes() -> list[str]:
     return sorted(found)
 
 
+def _prime_torch() -> None:
+    """Import what ``audit_ops`` needs now: importing it later sets env vars (TORCHINDUCTOR_CACHE_DIR)."""
+    if "torch" in sys.modules:
+        importlib.import_module("torch.utils._python_dispatch")
+
+
 def take_guard_snapshot() -> dict[str, Any]:
     """Identities of timing/checking functions, torch modes and flags, threads and environment, now (JSON-able)."""
+    _prime_torch()
     return {
         "timers": _identities(TIMER_FUNCTIONS),
         "checkers": _identities(CHECKER_FUNCTIONS),
@@ -200,9 +211,11 @@ def compare_guard_snapshot(
                             ("checkers", "T7.runtime.checker_patched", "checking")):
         changed = [n for n, ident in before.get(key, {}).items() if after.get(key, {}).get(n, ident) != ident]
         missing = [n for n in before.get(key, {}) if n not in after.get(key, {})]
-        for name in changed + missing:
-            out.append(Violation(rule=rule, message=f"{what} function `{name}` was replaced or removed after the "
-                                                    "candidate loaded; the harness's functions must stay untouched"))
+        if changed or missing:
+            names = ", ".join(f"`{n}`" for n in (changed + missing)[:6])
+            more = f" and {len(changed) + len(missing) - 6} more" if len(changed) + len(missing) > 6 else ""
+            out.append(Violation(rule=rule, message=f"{what} function(s) {names}{more} were replaced or removed after "
+                                                    "the candidate loaded; the harness's functions must stay untouched"))
     for name, ident in before.get("modules", {}).items():
         if after.get("modules", {}).get(name, ident) != ident:
             rule = "T8.runtime.timer_patched" if name in {"time", "statistics"} else "T7.runtime.checker_patched"
@@ -213,13 +226,13 @@ def compare_guard_snapshot(
             out.append(Violation(rule="T7.runtime.mode_installed",
                                  message=f"{name} changed from {old!r} to {value!r}: a trace hook or torch mode was "
                                          "left installed"))
-    for name, value in before.get("flags", {}).items():
-        new = after.get("flags", {}).get(name, value)
-        if new != value:
-            out.append(Violation(rule="T16.runtime.flag_changed",
-                                 message=f"torch flag {name} changed from {value!r} to {new!r}; global settings "
-                                         "must stay as the harness set them"))
-    ignore = set(ignore_env)
+    flips = [f"{name} {value!r} -> {after.get('flags', {}).get(name, value)!r}"
+             for name, value in before.get("flags", {}).items() if after.get("flags", {}).get(name, value) != value]
+    if flips:
+        out.append(Violation(rule="T16.runtime.flag_changed",
+                             message=f"torch flags changed: {'; '.join(flips[:6])}; global settings must stay as the "
+                                     "harness set them"))
+    ignore = set(ignore_env) | IGNORED_ENV
     env_b, env_a = before.get("env", {}), after.get("env", {})
     changed_env = sorted(k for k in set(env_b) | set(env_a) if env_b.get(k) != env_a.get(k) and k not in ignore)
     if changed_env:
