@@ -50,18 +50,13 @@ def _progress(enabled: bool):  # type: ignore[no-untyped-def]
 
 def _versions() -> dict[str, str]:
     out = {"cuda_agent": __version__}
-    try:
-        import torch
+    from importlib.metadata import PackageNotFoundError, version
 
-        out["torch"] = torch.__version__
-    except ImportError:
-        pass
-    try:
-        from importlib.metadata import version
-
-        out["transformers"] = version("transformers")
-    except Exception:  # noqa: BLE001
-        pass
+    for dist in ("torch", "transformers"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
     return out
 
 
