@@ -16,8 +16,12 @@
 - **constants**: numeric literals (with their sign) become ``<num>`` (values dropped);
   strings and booleans are kept (``mode='bilinear'`` changes the operator).
 
-Imports, docstrings and ``super().__init__()`` are dropped: they are the same
-in every task and would only inflate similarity.
+Calls of submodules (``self.conv(x)``) carry the type that built them in
+``__init__`` (``self.v1<nn.Conv2d>(v0)``), so ``forward`` statements name
+their operators. Imports, docstrings, ``super().__init__()`` and module-level
+size constants assigned a literal are dropped: they are the same in every
+task (up to names and values, which are normalised away) and would only
+inflate similarity.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class _Canon:
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
+        self.module_types: dict[str, str] = {}  # self attribute -> callee that built it in __init__
 
     def name(self, key: str, blind: bool) -> str:
         if blind:
@@ -84,6 +89,8 @@ class _Canon:
             return f"{type(node.op).__name__}({self.expr(node.operand, blind)})"
         if isinstance(node, ast.Call):
             func = self.expr(node.func, blind)
+            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
+                func += f"<{self.module_types.get(node.func.attr, '?')}>"  # calling a submodule: name its type
             args = list(node.args)
             if _dotted(node.func) in _COMMUTATIVE_CALLS and len(args) == 2:
                 args.sort(key=lambda n: self.expr(n, True))
@@ -161,12 +168,28 @@ class _Canon:
         name = node.name if node.name in KEEP_NAMES else self.name(node.name, False)
         out.append("  " * depth + f"class {name}({', '.join(self.expr(b) for b in node.bases)})")
         methods = [s for s in node.body if isinstance(s, ast.FunctionDef)]
+        for m in methods:
+            for st in ast.walk(m):
+                if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call):
+                    for t in st.targets:
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                            self.module_types[t.attr] = _dotted(st.value.func) or "?"
         order = {"forward": 0, "__init__": 1}
         for m in sorted(methods, key=lambda m: order.get(m.name, 2)):
             self.function(m, out, depth + 1)
         for s in node.body:
             if not isinstance(s, ast.FunctionDef):
                 self.stmt(s, out, depth + 1)
+
+
+def _is_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _is_literal(node.operand)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_is_literal(e) for e in node.elts)
+    return False
 
 
 def statement_tokens(code: str) -> list[str]:
@@ -187,6 +210,8 @@ def statement_tokens(code: str) -> list[str]:
         canon.function(f, out)
     tail: list[str] = []
     for s in rest:
+        if isinstance(s, ast.Assign) and _is_literal(s.value):
+            continue  # a size constant: its value is dropped anyway, its name is a placeholder
         canon.stmt(s, tail)
     out.extend(sorted(tail))
     return out
