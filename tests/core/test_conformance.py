@@ -95,3 +95,34 @@ def test_toy_backend_conforms(task, toy_module, tmp_path):
     assert result.status.value == "correct"
     with pytest.raises(ConformanceError, match="compile of the honest solution failed"):
         check_backend(toy_module.ToyBackend(), task, solution={"model_new.py": "nothing here\n"})
+
+
+def _honest(kind: str, name: str) -> dict[str, str]:
+    from pathlib import Path
+
+    sol = Path(__file__).resolve().parents[2] / "examples" / "solutions" / kind / name
+    return {p.relative_to(sol).as_posix(): p.read_text() for p in sol.rglob("*") if p.is_file()}
+
+
+def _example_task(name: str):
+    from pathlib import Path
+
+    from cuda_agent.schemas.task import TaskManifest
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "tasks" / f"{name}.py"
+    return TaskManifest.from_code(f"examples/{name}", path.read_text())
+
+
+@pytest.mark.slow
+def test_cpu_backend_conforms(builtin_pm):
+    backend = builtin_pm.registry.build("backend", "cpu")
+    result = check_backend(backend, _example_task("swish"), solution=_honest("cpu", "swish"))
+    assert result.status.value == "correct"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_cuda_backend_conforms(builtin_pm):
+    backend = builtin_pm.registry.build("backend", "cuda")
+    result = check_backend(backend, _example_task("swish"), solution=_honest("cuda", "swish"))
+    assert result.status.value == "correct"
