@@ -11,6 +11,7 @@ does wrong is caught and reported; a crash or hang is the parent's to handle.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import statistics
@@ -120,6 +121,8 @@ def _measure_eager(code: str, rep: dict[str, Any], device: str, seed: int, setti
     import torch
 
     ns: dict[str, Any] = {"__name__": "synth_task"}
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()  # the peak then covers weights, inputs, activations and outputs
     exec(compile(code, "<task>", "exec"), ns)  # noqa: S102 - the probe's purpose
     torch.manual_seed(seed)
     with torch.device(device):
@@ -131,9 +134,6 @@ def _measure_eager(code: str, rep: dict[str, Any], device: str, seed: int, setti
         other_inputs = ns["get_inputs"]()
     rep["input_shapes"] = [list(t.shape) for t in _tensors(inputs)]
     rep["input_dtypes"] = [str(t.dtype).replace("torch.", "") for t in _tensors(inputs)]
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-        base_mem = torch.cuda.memory_allocated()
     with torch.no_grad(), _RssSampler() as rss:
         out = _tensors(model(*inputs))
         _sync(device)
@@ -146,7 +146,7 @@ def _measure_eager(code: str, rep: dict[str, Any], device: str, seed: int, setti
     rep["output_shapes"] = [list(t.shape) for t in out]
     rep["output_dtypes"] = [str(t.dtype).replace("torch.", "") for t in out]
     if device.startswith("cuda"):
-        rep["peak_mem_mb"] = (torch.cuda.max_memory_allocated() - base_mem) / 2**20
+        rep["peak_mem_mb"] = torch.cuda.max_memory_allocated() / 2**20
     else:
         analytic = sum(t.numel() * t.element_size() for t in out + _tensors(inputs))
         analytic += sum(p.numel() * p.element_size() for p in model.parameters())
@@ -207,6 +207,9 @@ def main() -> None:
         req = json.loads(line)
         rep = measure(req["code"], req.get("settings", {}))
         out.write(json.dumps({"id": req.get("id"), "report": rep}) + "\n")
+        gc.collect()
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()  # cached blocks of this task must not starve the other workers
 
 
 if __name__ == "__main__":
