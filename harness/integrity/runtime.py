@@ -65,6 +65,9 @@ IGNORED_ENV: frozenset[str] = frozenset({"TORCHINDUCTOR_CACHE_DIR"})
 
 _OPENMP_LIBS = ("libgomp", "libiomp", "libomp")
 
+# Native thread ids started by the harness's own profiler inside audit_ops (not the candidate's).
+_HARNESS_THREADS: set[str] = set()
+
 # Guarded objects stay referenced so that their id() cannot be reused by another object.
 _PINNED: list[Any] = []
 
@@ -188,6 +191,7 @@ def take_guard_snapshot() -> dict[str, Any]:
         "python_threads": {str(t.native_id): t.name for t in threading.enumerate() if t.is_alive()},
         "native_threads": _native_threads(),
         "openmp_runtimes": _openmp_runtimes(),
+        "harness_threads": sorted(_HARNESS_THREADS),
         "env": dict(os.environ),
         "cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
     }
@@ -245,8 +249,9 @@ def compare_guard_snapshot(
         out.append(Violation(rule="T10.runtime.thread_started",
                              message=f"{len(new_py)} Python thread(s) started and still alive: "
                                      f"{', '.join(sorted(new_py.values())[:5])}; background work is not allowed"))
+    harness = set(after.get("harness_threads", [])) | _HARNESS_THREADS
     new_native = {tid: comm for tid, comm in after.get("native_threads", {}).items()
-                  if tid not in before.get("native_threads", {}) and tid not in new_py}
+                  if tid not in before.get("native_threads", {}) and tid not in new_py and tid not in harness}
     allowance = native_thread_allowance
     if allowance is None:
         new_omp = set(after.get("openmp_runtimes", [])) - set(before.get("openmp_runtimes", []))
@@ -293,10 +298,19 @@ def audit_ops(*, kernels: bool | None = None) -> Iterator[OpAuditLog]:
         return
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    prof = profile(activities=[ProfilerActivity.CUDA])
+    # Threads the profiler itself starts (CUPTI/Kineto) are the harness's, not the candidate's.
+    start = set(_native_threads())
+    prof.__enter__()
+    _HARNESS_THREADS.update(set(_native_threads()) - start)
+    try:
         with _Recorder():
             yield log
         torch.cuda.synchronize()
+    finally:
+        stop = set(_native_threads())
+        prof.__exit__(None, None, None)
+        _HARNESS_THREADS.update(set(_native_threads()) - stop)
     log.kernels.extend(e.name for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
 
 
