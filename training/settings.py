@@ -68,6 +68,9 @@ class PPOStageConfig(StrictModel):
     ppo: PPOSettings = Field(default_factory=PPOSettings, description="PPO hyper-parameters.")
     checkpoint_every: int = Field(5, ge=1, description="Save a checkpoint every this many steps (and at the end).")
     eval_samples: int = Field(0, ge=0, description="Toy envs: pass rate over this many samples before step 1 and after the last step.")
+    target_pass_rate: float | None = Field(
+        None, ge=0, le=1, description="Stop early once a step's rollout pass rate reaches this (None = run all steps)."
+    )
 
 
 class RFTStageConfig(StrictModel):

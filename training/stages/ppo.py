@@ -59,8 +59,11 @@ class PPOStage:
             metrics["step_s"] = time.perf_counter() - t0
             return metrics
 
+        def stop_fn(step: int, m: dict[str, float]) -> bool:
+            return c.target_pass_rate is not None and m.get("pass_rate", 0.0) >= c.target_pass_rate
+
         last_step, last = rt.run_steps(c.steps, {"actor": actor, "critic": critic}, step_fn,
-                                       checkpoint_every=c.checkpoint_every)
+                                       checkpoint_every=c.checkpoint_every, stop_fn=stop_fn)
         if c.eval_samples and hasattr(source, "env"):
             eps = source.collect(actor, c.eval_samples, 0, rt.generator(last_step, "eval_end"))
             end = {"eval_pass_rate_end": sum(e.success for e in eps) / len(eps)}

@@ -1,0 +1,135 @@
+"""Every stage runs a few steps and checkpoints; a killed run resumes to the uninterrupted result; CLI and config errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from cuda_agent.cli import main as cli_main
+from cuda_agent.config import load_config
+from cuda_agent.errors import ConfigError
+from cuda_agent.hookspecs import hookimpl
+from cuda_agent.plugin_manager import PluginManager
+from cuda_agent.training.config import TrainConfig
+from cuda_agent.training.runner import run_training
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
+
+
+class Killed(Exception):
+    """Stands for the process being killed after a step was logged."""
+
+
+class KillAt:
+    """Observer plugin that 'kills' the run after a given step of a given stage."""
+
+    def __init__(self, stage: str, step: int) -> None:
+        self.stage, self.step = stage, step
+
+    @hookimpl
+    def on_train_step(self, stage, step, metrics):
+        if stage == self.stage and step == self.step:
+            raise Killed(f"{stage} step {step}")
+
+
+class StepRecorder:
+    """Observer plugin recording every on_train_step call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, dict]] = []
+
+    @hookimpl
+    def on_train_step(self, stage, step, metrics):
+        self.calls.append((stage, step, dict(metrics)))
+
+
+def _config(run_dir: Path, *overrides: str) -> TrainConfig:
+    return load_config(TrainConfig, [CONFIGS / "ci_toy_chain.yaml"], [f"run_dir={run_dir}", *overrides])
+
+
+def _weights(folder: str) -> dict[str, torch.Tensor]:
+    return load_file(str(Path(folder) / "model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def chain_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("chain")
+    rec = StepRecorder()
+    pm = PluginManager(extra_plugins=[("recorder", rec)])
+    outputs = run_training(_config(run_dir), pm)
+    return run_dir, outputs, rec
+
+
+@pytest.mark.slow
+def test_all_four_stages_run_checkpoint_and_chain(chain_run):
+    run_dir, outputs, rec = chain_run
+    ids = ["0_ppo_single_turn", "1_rft", "2_value_pretrain", "3_ppo_agentic"]
+    for sid in ids:
+        assert (run_dir / sid / "outputs.json").exists(), sid
+        assert any((run_dir / sid / "checkpoints").glob("step_*/COMPLETE")), sid
+    rft = json.loads((run_dir / "1_rft" / "outputs.json").read_text())
+    assert rft["actor"].endswith("1_rft/actor") and rft["kept"] >= 1
+    vp = json.loads((run_dir / "2_value_pretrain" / "outputs.json").read_text())
+    assert vp["actor"] == rft["actor"]  # value pretraining leaves the actor alone
+    agentic = json.loads((run_dir / "3_ppo_agentic" / "outputs.json").read_text())
+    assert outputs["actor"] == agentic["actor"] and Path(outputs["critic"]).exists()
+    # metrics reach the JSONL logger and the on_train_step hook
+    lines = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    ppo = [l for l in lines if l["stage"] == "ppo_agentic" and l["step"] >= 1]
+    for key in ("reward_mean", "pass_rate", "kl", "entropy", "clip_frac", "value_loss", "explained_variance",
+                "tokens_per_s", "turns_mean", "reward_frac[-1]"):
+        assert key in ppo[-1], key
+    assert ppo[-1]["turns_mean"] == 2.0
+    stages_seen = {(s, st) for s, st, _ in rec.calls}
+    assert ("ppo_single_turn", 3) in stages_seen and ("ppo_agentic", 3) in stages_seen and ("rft", 3) in stages_seen
+
+
+@pytest.mark.slow
+def test_finished_run_is_skipped_and_changed_config_refused(chain_run):
+    run_dir, outputs, _ = chain_run
+    again = run_training(_config(run_dir))
+    assert again["actor"] == outputs["actor"]
+    with pytest.raises(ConfigError, match=r"stages"):
+        run_training(_config(run_dir, "stages=[{name: rft}]"))
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
+    stages = ("stages=[{name: ppo_single_turn, config: {env: toy_single, steps: 4, episodes_per_step: 16, "
+              "actor_lr: 0.003, critic_lr: 0.003, checkpoint_every: 2, ppo: {kl_coef: 0.05}}}, "
+              "{name: rft, config: {env: toy_single, collect_episodes: 64, steps: 2, batch_size: 2, lr: 0.003}}]")
+    full = run_training(_config(tmp_path / "full", stages))
+    pm = PluginManager(extra_plugins=[("killer", KillAt("ppo_single_turn", 3))])
+    with pytest.raises(Killed):
+        run_training(_config(tmp_path / "cut", stages), pm)
+    assert (tmp_path / "cut" / "0_ppo_single_turn" / "checkpoints" / "step_2" / "COMPLETE").exists()
+    resumed = run_training(_config(tmp_path / "cut", stages))
+    a, b = _weights(full["actor"]), _weights(resumed["actor"])
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ca, cb = torch.load(full["critic"]), torch.load(resumed["critic"])
+    assert all(torch.equal(ca[k], cb[k]) for k in ca)
+    m1 = json.loads((tmp_path / "full" / "0_ppo_single_turn" / "outputs.json").read_text())["metrics"]
+    m2 = json.loads((tmp_path / "cut" / "0_ppo_single_turn" / "outputs.json").read_text())["metrics"]
+    timing = {"update_s", "rollout_s", "step_s", "tokens_per_s"}
+    assert {k: v for k, v in m1.items() if k not in timing} == {k: v for k, v in m2.items() if k not in timing}
+
+
+def test_train_cli_reports_config_errors(tmp_path, capsys):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("model: {model_type: llama}\nstages: [{name: no_such_stage}]\nrun_dir: " + str(tmp_path / "r") + "\n")
+    assert cli_main(["train", "-c", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_stage" in err and "ppo_agentic" in err  # names the valid stages
+    cfg.write_text("stages: [{name: rft}]\n")
+    assert cli_main(["train", "-c", str(cfg)]) == 2
+    assert "model" in capsys.readouterr().err
+
+
+def test_stage_config_unknown_key_lists_valid_keys(tmp_path):
+    cfg = _config(tmp_path / "r", "stages=[{name: rft, config: {stepz: 3}}]")
+    with pytest.raises(ConfigError, match="valid keys: .*steps"):
+        run_training(cfg)
