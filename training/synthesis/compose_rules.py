@@ -59,9 +59,9 @@ class SizeSpace(BaseModel):
     @classmethod
     def from_example(cls, shape: Sequence[int]) -> SizeSpace:
         """Sizes that reproduce ``shape`` as closely as the layouts allow (single-op rendering)."""
-        dims = list(shape) + [8, 8, 8, 8]
-        return cls(batch=[dims[0]], features=[dims[-5] if len(shape) >= 2 else 8, dims[1]], channels=[dims[1]],
-                   spatial=[max(dims[2], 8)], seq=[dims[1]], kernel_sizes=[3], pool_sizes=[2], max_elements=10**9)
+        dims = list(shape) + [8] * (3 - len(shape))  # [N, C or S, L or H, ...]
+        return cls(batch=[dims[0]], features=[dims[-1], dims[1]], channels=[dims[1]], spatial=[max(dims[2], 8)],
+                   seq=[dims[1]], kernel_sizes=[3], pool_sizes=[2], max_elements=10**9)
 
 
 @dataclass
@@ -195,10 +195,11 @@ def _apply(op: OperatorSpec, state: _State, rng: random.Random, sizes: SizeSpace
         new_dims = [state.dims[0], (None, _elements(shape[1:]))]
     elif fam in ("scale_param", "bias_param"):
         base = "scale_shape" if fam == "scale_param" else "bias_shape"
-        if rank >= 4 or (rank == 3 and state.dims[1][0] in ("channels",) or rank == 3 and state.dims[1][0] and state.dims[1][0].startswith("out_channels")):
-            value = [shape[1]] + [1] * (rank - 2)
+        channel_sym = state.dims[1][0] or ""
+        if rank >= 4 or (rank == 3 and channel_sym.startswith(("channels", "out_channels"))):
+            value = [shape[1]] + [1] * (rank - 2)  # per channel of an [N, C, ...] layout
         else:
-            value = [shape[-1]]
+            value = [shape[-1]]  # per feature of an [N, D] / [N, S, D] layout
         param_shape = state.const(base, value)
     else:  # pragma: no cover - Family is a closed Literal
         raise ChainError(f"unknown family {fam!r}")
