@@ -192,8 +192,22 @@ def _measure_compile(model: Any, inputs: Any, out: list[Any], rep: dict[str, Any
     return rep
 
 
+def _exit_with_parent() -> None:
+    """Exit when the parent dies (its session does not: a SIGKILLed build must not leave a busy worker behind)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main() -> None:
-    """Serve requests until stdin closes."""
+    """Serve requests until stdin closes (or the parent dies)."""
+    _exit_with_parent()
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the task's prints must not corrupt the protocol
     import torch
