@@ -163,6 +163,29 @@ def _op_allowed(op: str) -> bool:
     return any(op.startswith(name + "_") for name in ALLOWED_ATEN_OPS)
 
 
+#: ``at::`` symbols (other than ``at::_ops``) a module may import: tensor accessors, the current stream,
+#: device facts, parallel_for's helpers. Any other ``at::`` import is a direct ATen kernel or helper call.
+ALLOWED_AT_PREFIXES: tuple[str, ...] = (
+    "at::TensorBase::", "at::Tensor::", "at::cuda::getCurrentCUDAStream", "at::cuda::getDefaultCUDAStream",
+    "at::cuda::getCurrentDeviceProperties", "at::cuda::getDeviceProperties", "at::cuda::warp_size",
+    "at::cuda::getNumGPUs", "at::cuda::current_device", "at::cuda::device_count", "at::cuda::detail::",
+    "at::detail::", "at::internal::", "at::get_num_threads", "at::get_thread_num", "at::in_parallel_region",
+    "at::init_num_threads", "at::toString", "at::TensorOptions", "at::TensorArg", "at::check", "at::checkDim",
+    "at::checkSameGPU", "at::checkAllSameGPU", "at::checkContiguous", "at::checkScalarType", "at::TensorGeometry",
+)
+_DECORATION_RE = re.compile(r"^(vtable for |typeinfo for |typeinfo name for |VTT for |guard variable for )")
+_RETURN_TYPE_RE = re.compile(r"^[\w:<>,* ]+?\s(?=at::)")
+
+
+def _aten_helper(name: str) -> bool:
+    """True for an ``at::`` import outside the allowlist (return types and vtable decorations stripped)."""
+    bare = _DECORATION_RE.sub("", name)
+    bare = _RETURN_TYPE_RE.sub("", bare) if not bare.startswith("at::") else bare
+    if not bare.startswith("at::") or bare.startswith("at::_ops::"):
+        return False
+    return not bare.startswith(ALLOWED_AT_PREFIXES)
+
+
 def classify_symbol(sym: Symbol, allowed_libraries: frozenset[str]) -> tuple[str, str] | None:
     """Rule and message for one imported symbol (None = allowed)."""
     name = sym.name
@@ -180,6 +203,9 @@ def classify_symbol(sym: Symbol, allowed_libraries: frozenset[str]) -> tuple[str
     for rule, rx, what in SYMBOL_RULES:
         if rx.search(name) or rx.search(sym.raw):
             return rule, f"imports `{name[:100]}` ({what})"
+    if _aten_helper(name):
+        return "T1.binary.aten_kernel", (f"imports `{name[:100]}`, an ATen function outside the allowlist "
+                                         "(tensor accessors, current stream, device facts)")
     return None
 
 

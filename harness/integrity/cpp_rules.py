@@ -204,6 +204,9 @@ def _qualified_violation(prefix: str, chain: str, called: bool) -> tuple[str, st
     if "globalContext" in parts:
         return "T1.cpp.aten_call", f"`{full}` reaches global ATen state (flags, BLAS handles)"
     head = parts[0]
+    compute = [p for p in parts[1:] if p in ATEN_COMPUTE_METHODS]
+    if compute:
+        return "T1.cpp.aten_call", f"`{full}` names the tensor compute method `{compute[0]}`"
     if head in ALLOWED_QUALIFIED:
         return None
     if head[:1] == "k" and head[1:2].isupper():
