@@ -124,3 +124,13 @@ def test_near_duplicates_keep_the_smallest_id():
 def test_missing_reference_folder_is_a_clear_error(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="dedup.reference"):
         ReferenceIndex.from_folder(tmp_path / "nope", DedupSettings())
+
+
+def test_lsh_candidates_agree_with_all_pairs(monkeypatch):
+    from cuda_agent.training.synthesis import dedup
+
+    tasks = [("synth/b", RENAMED), ("synth/a", REFERENCE), ("synth/c", CONSTANTS), ("synth/d", RECOMPOSED)]
+    with_lsh = {k: (m.other, m.score) for k, m in near_duplicates(tasks, DedupSettings()).items()}
+    monkeypatch.setattr(dedup, "_lsh", lambda settings: dedup._AllPairs())  # what runs without datasketch
+    exact = {k: (m.other, m.score) for k, m in near_duplicates(tasks, DedupSettings()).items()}
+    assert with_lsh == exact

@@ -12,7 +12,8 @@ result does not depend on processing order).
 
 Candidate pairs come from MinHash LSH (``datasketch``) over statement
 shingles (single statements and consecutive pairs), so the exact ratio is
-computed only for pairs likely to be similar instead of for all pairs.
+computed only for pairs likely to be similar instead of for all pairs
+(without datasketch installed, all pairs are compared: exact, slower).
 """
 
 from __future__ import annotations
@@ -56,8 +57,33 @@ def _shingles(tokens: Sequence[str]) -> set[bytes]:
     return {hashlib.sha1(t.encode()).digest() for t in items}
 
 
+class _AllPairs:
+    """Stand-in for MinHashLSH when datasketch is missing: every stored key is a candidate (exact, slower)."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def insert(self, key: str, _minhash: object) -> None:
+        self.keys.append(key)
+
+    def query(self, _minhash: object) -> list[str]:
+        return list(self.keys)
+
+
+def _lsh(settings: DedupSettings):  # type: ignore[no-untyped-def]
+    """MinHash LSH index, or all-pairs comparison where datasketch is not installed (extra 'data')."""
+    try:
+        from datasketch import MinHashLSH
+    except ImportError:
+        return _AllPairs()
+    return MinHashLSH(threshold=settings.lsh_threshold, num_perm=settings.num_perm)
+
+
 def _minhash(tokens: Sequence[str], num_perm: int):  # type: ignore[no-untyped-def]
-    from datasketch import MinHash
+    try:
+        from datasketch import MinHash
+    except ImportError:
+        return None
 
     m = MinHash(num_perm=num_perm, seed=1)
     for s in _shingles(tokens):
@@ -77,11 +103,9 @@ class ReferenceIndex:
     """Reference programs (e.g. KernelBench) indexed for contamination lookups."""
 
     def __init__(self, programs: dict[str, str], settings: DedupSettings) -> None:
-        from datasketch import MinHashLSH
-
         self.settings = settings
         self.tokens: dict[str, list[str]] = {}
-        self.lsh = MinHashLSH(threshold=settings.lsh_threshold, num_perm=settings.num_perm)
+        self.lsh = _lsh(settings)
         for key in sorted(programs):
             try:
                 toks = statement_tokens(programs[key])
@@ -121,9 +145,7 @@ def near_duplicates(tasks: Iterable[tuple[str, str]], settings: DedupSettings) -
     Tasks are visited in id order; a task is dropped when it reaches the
     threshold against an already-kept one.
     """
-    from datasketch import MinHashLSH
-
-    lsh = MinHashLSH(threshold=settings.lsh_threshold, num_perm=settings.num_perm)
+    lsh = _lsh(settings)
     kept: dict[str, list[str]] = {}
     dropped: dict[str, Match] = {}
     for task_id, code in sorted(tasks):
