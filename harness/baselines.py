@@ -70,7 +70,7 @@ def measure_baseline(
         max_calls=settings.max_timed_calls,
         target_rel_ci=settings.target_rel_ci,
     ):
-        if samples and time.monotonic() - start > settings.max_timing_s:
+        if len(samples) >= settings.min_timed_calls and time.monotonic() - start > settings.max_timing_s:
             break
         with lock:
             t0 = time.perf_counter()

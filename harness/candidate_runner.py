@@ -59,6 +59,7 @@ class _Runner:
         self.out = os.fdopen(out_fd, "w", buffering=1)
         self.device = "cpu"
         self.inputs: dict[int, list[Any]] = {}
+        self.staging: dict[int, Any] = {}
         self.model: Any = None
         self.last: list[Any] = []
         self.output_specs: list[dict[str, Any]] = []
@@ -156,11 +157,26 @@ class _Runner:
         self.send(ok=True, set=req["set"])
 
     def _copy_inputs(self, k: int) -> list[Any]:
-        """Fresh copies of input set ``k``: the candidate never touches pristine data (T5)."""
+        """Copies of input set ``k`` in per-position staging buffers (pristine data stays untouched, T5).
+
+        The staging buffer of an input position is reused by every call whose input there has the
+        same layout, so successive calls see the SAME addresses with DIFFERENT data: a result
+        memoised by ``data_ptr``/shape is stale on the next set and fails the spot checks (T12).
+        Each call gets fresh tensor objects viewing the buffer.
+        """
         torch = self.torch
         out = []
-        for v in self.inputs[k]:
-            out.append(v.clone(memory_format=torch.preserve_format) if isinstance(v, torch.Tensor) else v)
+        for i, v in enumerate(self.inputs[k]):
+            if not isinstance(v, torch.Tensor):
+                out.append(v)
+                continue
+            buf = self.staging.get(i)
+            if buf is None or buf.shape != v.shape or buf.dtype != v.dtype or buf.stride() != v.stride():
+                buf = v.clone(memory_format=torch.preserve_format)
+                self.staging[i] = buf
+            else:
+                buf.copy_(v)
+            out.append(buf.as_strided(buf.shape, buf.stride(), buf.storage_offset()))
         return out
 
     def _poison(self) -> None:

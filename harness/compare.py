@@ -103,47 +103,37 @@ def compare_output(
             )
         ]
     errors: list[CheckError] = []
-    a = actual.to(torch.float64) if actual.dtype != torch.float64 else actual
-    e = expected.to(torch.float64) if expected.dtype != torch.float64 else expected
-    nan_mask = torch.isnan(a)
-    n_nan = int(nan_mask.sum().item())
-    if n_nan:
-        first = _first_index(nan_mask)
+    stats = _float_stats(expected.reshape(-1), actual.reshape(-1), atol, rtol)
+    numel = actual.numel()
+    if stats["n_nan"]:
+        first = _unravel(stats["first_nan"], actual.shape)
         errors.append(
             CheckError(
                 check="nan",
-                message=f"output {index}: {n_nan} of {a.numel()} elements are NaN (first at index {first}); "
+                message=f"output {index}: {stats['n_nan']} of {numel} elements are NaN (first at index {list(first)}); "
                 "NaN never passes — look for uninitialised memory or out-of-range reads",
-                details={"nan": n_nan, "numel": a.numel(), "first_index": list(first)},
+                details={"nan": stats["n_nan"], "numel": numel, "first_index": list(first)},
                 **where,
             )
         )
-    finite_e = torch.isfinite(e)
-    # Infinities must match exactly; finite values within atol + rtol*|expected|.
-    abs_err = torch.where(finite_e, (a - e).abs(), torch.where(a == e, 0.0, float("inf")))
-    abs_err = torch.where(nan_mask, float("inf"), abs_err)
-    limit = atol + rtol * e.abs()
-    bad = abs_err > torch.where(finite_e, limit, 0.0)
-    n_bad = int(bad.sum().item())
-    if n_bad and not (n_nan and n_bad == n_nan):
-        finite_err = torch.where(torch.isfinite(abs_err), abs_err, torch.zeros_like(abs_err))
-        max_abs = float(finite_err.max().item())
-        rel = finite_err / e.abs().clamp_min(1e-12)
-        max_rel = float(torch.where(finite_e, rel, torch.zeros_like(rel)).max().item())
-        worst = _first_index(finite_err == finite_err.max()) if max_abs > 0 else _first_index(bad)
+    n_bad = stats["n_bad"]
+    if n_bad and n_bad != stats["n_nan"]:
+        worst = _unravel(stats["worst"], actual.shape)
+        flat_e, flat_a = expected.reshape(-1), actual.reshape(-1)
+        e_w, a_w = flat_e[stats["worst"]].item(), flat_a[stats["worst"]].item()
         errors.append(
             CheckError(
                 check="tolerance",
                 message=(
-                    f"output {index}: {n_bad} of {a.numel()} elements ({100.0 * n_bad / a.numel():.3g}%) outside "
-                    f"atol={atol:g}, rtol={rtol:g}; max abs error {max_abs:.4g}, max rel error {max_rel:.4g}; "
-                    f"worst at index {list(worst)}: expected {e[worst].item():.6g}, got {a[worst].item():.6g}"
+                    f"output {index}: {n_bad} of {numel} elements ({100.0 * n_bad / numel:.3g}%) outside "
+                    f"atol={atol:g}, rtol={rtol:g}; max abs error {stats['max_abs']:.4g}, max rel error "
+                    f"{stats['max_rel']:.4g}; worst at index {list(worst)}: expected {e_w:.6g}, got {a_w:.6g}"
                 ),
                 details={
                     "mismatched": n_bad,
-                    "numel": a.numel(),
-                    "max_abs_err": max_abs,
-                    "max_rel_err": max_rel,
+                    "numel": numel,
+                    "max_abs_err": stats["max_abs"],
+                    "max_rel_err": stats["max_rel"],
                     "worst_index": list(worst),
                     "atol": atol,
                     "rtol": rtol,
@@ -152,6 +142,51 @@ def compare_output(
             )
         )
     return errors
+
+
+def _float_stats(e_flat: Any, a_flat: Any, atol: float, rtol: float) -> dict[str, Any]:
+    """NaN count, out-of-tolerance count and the worst element, chunk by chunk (bounded temporaries)."""
+    import torch
+
+    n_nan = n_bad = 0
+    first_nan = worst = -1
+    max_abs = max_rel = 0.0
+    worst_err = -1.0
+    for start in range(0, a_flat.numel(), _CHUNK):
+        a = a_flat[start : start + _CHUNK].to(torch.float64)
+        e = e_flat[start : start + _CHUNK].to(torch.float64)
+        nan = torch.isnan(a)
+        c_nan = int(nan.sum().item())
+        if c_nan and first_nan < 0:
+            first_nan = start + int(torch.nonzero(nan)[0].item())
+        n_nan += c_nan
+        finite_e = torch.isfinite(e)
+        # Infinities must match exactly; finite values within atol + rtol*|expected|; NaN always fails.
+        err = torch.where(finite_e, (a - e).abs(), torch.where(a == e, 0.0, float("inf")))
+        err = torch.where(nan, float("inf"), err)
+        bad = err > torch.where(finite_e, atol + rtol * e.abs(), torch.zeros_like(e))
+        c_bad = int(bad.sum().item())
+        n_bad += c_bad
+        if c_bad:
+            finite_err = torch.where(torch.isfinite(err), err, torch.zeros_like(err))
+            rel = torch.where(finite_e, finite_err / e.abs().clamp_min(1e-12), torch.zeros_like(err))
+            max_rel = max(max_rel, float(rel.max().item()))
+            scored = torch.where(bad, finite_err, torch.full_like(err, -1.0))
+            j = int(torch.argmax(scored).item())
+            val = float(scored[j].item())
+            max_abs = max(max_abs, float(finite_err.max().item()))
+            if val > worst_err:
+                worst_err, worst = val, start + j
+    return {"n_nan": n_nan, "first_nan": first_nan, "n_bad": n_bad, "max_abs": max_abs, "max_rel": max_rel, "worst": worst}
+
+
+def _unravel(flat: int, shape: Any) -> tuple[int, ...]:
+    """Multi-index of flat position ``flat`` in ``shape``."""
+    idx: list[int] = []
+    for size in reversed(list(shape)):
+        idx.append(flat % size)
+        flat //= size
+    return tuple(reversed(idx))
 
 
 def _first_index(mask: Any) -> tuple[int, ...]:

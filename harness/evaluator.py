@@ -199,7 +199,37 @@ class Evaluator:
             if not sess.errors and not sess.violations and time_it:
                 self.time_session(sess, result)
 
-        return self.run_protocol(phase, task, root, so_path, body)
+        result = self.run_protocol(phase, task, root, so_path, body)
+        if result.passed and not time_it and self.kind == "cuda" and self.settings.sanitizer != "off":
+            result = self.sanitizer_gate(task, root, so_path, result)
+        return result
+
+    def sanitizer_gate(self, task: TaskManifest, root: Path, so_path: Path | None, result: CandidateResult) -> CandidateResult:
+        """One input set under compute-sanitizer (memcheck/racecheck/initcheck); errors reject (T21)."""
+        tool = self.settings.sanitizer
+        exe = shutil.which("compute-sanitizer")
+        if exe is None:
+            result.flags.append("sanitizer_unavailable")
+            return result
+        wrapper = [exe, "--tool", tool, "--print-limit", "20", "--error-exitcode", "99"]
+        proc = self.pool.start_wrapped(wrapper)
+        try:
+            sess = _Session(task=task, proc=proc, ref=self.reference(task))
+            self.open_session(sess, root, so_path, [secrets.randbits(31)])
+            self.call(sess, 0, check=False)
+            code = self.pool.finish(proc, self.settings.request_timeout_s)
+        except (CandidateDied, _CandidateFailed) as exc:
+            code = 99
+            result.extra["sanitizer_error"] = str(exc)
+        finally:
+            tail = proc.output_tail()
+            self.pool.release(proc)
+        result.extra["sanitizer"] = {"tool": tool, "exit_code": code, "output_tail": tail[-2000:]}
+        if code == 99 or "ERROR SUMMARY: 0 errors" not in tail:
+            result.status = Status.rejected
+            result.rule = f"T21.sanitizer.{tool}"
+            result.message = f"compute-sanitizer --tool {tool} reported errors:\n{tail[-1500:]}"
+        return result
 
     def run_protocol(
         self,
@@ -393,9 +423,9 @@ class Evaluator:
         s = self.settings
         samples: list[float] = []
         offset = secrets.randbelow(s.spot_check_every)
-        start = time.monotonic()
         wall_ms = 0.0
         with self.lock:
+            start = time.monotonic()  # the budget starts once the device is ours
             for j in range(s.warmup_calls if calls is None else 1):
                 self.call(sess, ks[j % len(ks)], check=False)
             j = 0
@@ -404,7 +434,7 @@ class Evaluator:
                     break
                 if calls is None and (
                     precise_enough(samples, min_calls=s.min_timed_calls, max_calls=s.max_timed_calls, target_rel_ci=s.target_rel_ci)
-                    or (samples and time.monotonic() - start > s.max_timing_s)
+                    or (len(samples) >= s.min_timed_calls and time.monotonic() - start > s.max_timing_s)
                 ):
                     break
                 t0 = time.perf_counter()

@@ -260,7 +260,7 @@ def _rebuild_ipc_tensor(encoded: Any, dtype: Any) -> Any:
         else:
             raise ValueError(f"IPC field {name!r} has an unexpected value")
     values["tensor_cls"] = torch.Tensor
-    values["storage_cls"] = torch.storage.UntypedStorage
+    values["storage_cls"] = torch.storage.TypedStorage  # what reduce_tensor sends; has _release_ipc_counter
     values["dtype"] = dtype
     values["requires_grad"] = False
     values["tensor_size"] = torch.Size(values["tensor_size"])

@@ -139,7 +139,15 @@ class CandidateProcess:
     :param isolation: 'bwrap' or 'process'.
     """
 
-    def __init__(self, device: str, exchange: Path, settings: HarnessSettings, isolation: str, bwrap: str | None) -> None:
+    def __init__(
+        self,
+        device: str,
+        exchange: Path,
+        settings: HarnessSettings,
+        isolation: str,
+        bwrap: str | None,
+        wrapper: list[str] | None = None,
+    ) -> None:
         self.device = device
         self.exchange = exchange
         self.stage = exchange.with_name(exchange.name + "-stage")
@@ -156,7 +164,7 @@ class CandidateProcess:
         self._req_w = req_w
         self._resp_r = resp_r
         self._buf = b""
-        cmd = [sys.executable, "-I", "-m", "cuda_agent.harness.candidate_runner"]
+        cmd = list(wrapper or []) + [sys.executable, "-I", "-m", "cuda_agent.harness.candidate_runner"]
         # -I ignores PYTHONPATH/user site; the editable install's finder is in site-packages, so imports work.
         if isolation == "bwrap":
             assert bwrap is not None
@@ -164,7 +172,7 @@ class CandidateProcess:
                 bwrap,
                 cuda=device.startswith("cuda"),
                 uid=settings.sandbox_uid,
-                unshare_pid=settings.unshare_pid,
+                unshare_pid=settings.unshare_pid if settings.unshare_pid is not None else not device.startswith("cuda"),
                 binds=[exchange],
                 ro_binds=[self.stage],
             ) + cmd
@@ -383,9 +391,23 @@ class CandidatePool:
         self._lock = threading.Lock()
         self.fill()
 
-    def _start_one(self) -> CandidateProcess:
+    def _start_one(self, wrapper: list[str] | None = None) -> CandidateProcess:
         exchange = Path(tempfile.mkdtemp(prefix="cuda-agent-x-", dir=self._base))
-        return CandidateProcess(self.device, exchange, self.settings, self.isolation, self._bwrap)
+        return CandidateProcess(self.device, exchange, self.settings, self.isolation, self._bwrap, wrapper)
+
+    def start_wrapped(self, wrapper: list[str]) -> CandidateProcess:
+        """A runner started now under ``wrapper`` (e.g. compute-sanitizer), outside the pool."""
+        proc = self._start_one(wrapper)
+        proc.wait_ready()
+        return proc
+
+    def finish(self, proc: CandidateProcess, timeout_s: float) -> int | None:
+        """Ask a runner to exit and wait for it; its exit code (None if it had to be killed)."""
+        try:
+            os.write(proc._req_w, b'{"op": "exit"}\n')
+            return proc.popen.wait(timeout_s)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
 
     def fill(self) -> None:
         """Start runners until ``pool_size`` are waiting (non-blocking: they import torch meanwhile)."""

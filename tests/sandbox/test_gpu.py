@@ -1,0 +1,245 @@
+"""CUDA path of the evaluator (run on the H200 with ``pytest -m gpu tests/sandbox``).
+
+Real nvcc-built kernels in a real ``cuda_extension``: inputs and outputs
+cross processes by CUDA IPC and are compared on the GPU; cheats that only
+exist on a GPU (side streams, uninitialised memory, illegal accesses,
+persisting L2) are exercised.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+KERNELS_CU = r"""
+#include <cstdint>
+#include <cuda_runtime.h>
+
+__global__ void relu_kernel(const float* x, float* y, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+__global__ void slow_relu_kernel(const float* x, float* y, int64_t n, long long spin) {
+  long long start = clock64();
+  while (clock64() - start < spin) { }
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+
+__global__ void bad_write_kernel(float* y) { y[threadIdx.x] = 1.f; }
+
+void relu_launch(const float* x, float* y, int64_t n) {
+  relu_kernel<<<(n + 255) / 256, 256>>>(x, y, n);
+}
+
+void side_stream_relu_launch(const float* x, float* y, int64_t n) {
+  static cudaStream_t side = nullptr;
+  if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  slow_relu_kernel<<<(n + 255) / 256, 256, 0, side>>>(x, y, n, 20000000LL);
+}
+
+void noop_launch(float* y) { (void)y; }
+
+void illegal_launch() { bad_write_kernel<<<1, 32>>>(reinterpret_cast<float*>(16)); }
+"""
+
+BINDING_CPP = r"""
+#include "../binding_registry.h"
+void relu_launch(const float* x, float* y, int64_t n);
+void side_stream_relu_launch(const float* x, float* y, int64_t n);
+void noop_launch(float* y);
+void illegal_launch();
+
+void relu_forward(const at::Tensor& x, const at::Tensor& out) {
+  relu_launch(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel());
+}
+void side_relu_forward(const at::Tensor& x, const at::Tensor& out) {
+  side_stream_relu_launch(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel());
+}
+void noop_forward(const at::Tensor& out) { noop_launch(out.mutable_data_ptr<float>()); }
+void illegal_forward() { illegal_launch(); }
+REGISTER_BINDING(relu_forward, relu_forward);
+REGISTER_BINDING(side_relu_forward, side_relu_forward);
+REGISTER_BINDING(noop_forward, noop_forward);
+REGISTER_BINDING(illegal_forward, illegal_forward);
+"""
+
+TASK = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+
+
+    def get_inputs():
+        return [torch.randn(2048, 2048)]
+
+
+    def get_init_inputs():
+        return []
+    """
+)
+
+
+def _model_new(body: str) -> str:
+    return (
+        "import torch\nimport torch.nn as nn\nimport cuda_extension\n\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n" + body + "\n"
+    )
+
+
+HONEST = _model_new("        out = torch.empty_like(x)\n        cuda_extension.relu_forward(x, out)\n        return out")
+
+
+@pytest.fixture(scope="module")
+def cuda_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from cuda_agent.harness.build import build_extension
+    from cuda_agent.harness.layout import binding_sources
+
+    root = tmp_path_factory.mktemp("cuda-kit") / "ws"
+    (root / "kernels").mkdir(parents=True)
+    for rel, text in binding_sources().items():
+        (root / rel).write_text(text)
+    (root / "kernels" / "ops.cu").write_text(KERNELS_CU)
+    (root / "kernels" / "ops_binding.cpp").write_text(BINDING_CPP)
+    (root / "model_new.py").write_text(HONEST)
+    outcome = build_extension(root, "cuda", root.parent / "build", timeout_s=900)
+    assert outcome.ok, outcome.log
+    assert outcome.so_path is not None
+    return outcome.so_path
+
+
+@pytest.fixture(scope="module")
+def gpu_evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from cuda_agent.harness.evaluator import Evaluator
+    from cuda_agent.harness.settings import HarnessSettings
+
+    settings = HarnessSettings(
+        n_input_sets=3,
+        min_timed_calls=10,
+        max_timed_calls=30,
+        with_compile_baseline=True,
+        baseline_cache_dir=tmp_path_factory.mktemp("gpu-baselines"),
+        call_timeout_s=60,
+        gpu_mem_limit_mb=20000,
+    )
+    ev = Evaluator("cuda", settings)
+    yield ev
+    ev.close()
+
+
+@pytest.fixture(scope="module")
+def task():  # type: ignore[no-untyped-def]
+    from cuda_agent.schemas.task import TaskManifest
+
+    return TaskManifest.from_code("tests/gpu_relu", TASK)
+
+
+def _ws(tmp_path: Path, code: str) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "model.py").write_text(TASK)
+    (root / "model_new.py").write_text(code)
+    return root
+
+
+def test_cuda_ipc_verify_and_profile(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ws = _ws(tmp_path, HONEST)
+    v = gpu_evaluator.verify(task, ws, cuda_kit)
+    assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
+    p = gpu_evaluator.profile(task, ws, cuda_kit)
+    assert p.status.value == "correct", p.summary_for_agent() + str(p.extra)
+    assert p.timing is not None and p.timing.method == "events_l2flush"
+    assert p.baselines is not None and p.baselines.eager is not None and p.baselines.compile is not None
+    assert p.speedup_eager is not None and p.speedup_eager > 0.2
+    assert p.timing.per_kernel, "per-kernel breakdown expected on CUDA"
+    assert p.provenance.device
+
+
+def test_side_stream_work_is_timed_by_device_sync(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = _model_new("        out = torch.empty_like(x)\n        cuda_extension.side_relu_forward(x, out)\n        return out")
+    p = gpu_evaluator.profile(task, _ws(tmp_path, code), cuda_kit)
+    # 20M clock cycles of spinning (~10 ms at ~2 GHz) on a side stream the events do not see.
+    if p.status.value == "correct":
+        assert p.timing is not None and p.timing.median_ms > 2.0
+    else:
+        assert p.status.value in ("rejected", "incorrect")
+
+
+def test_uninitialised_output_is_caught_by_nan_poisoning(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = _model_new("        out = torch.empty_like(x)\n        cuda_extension.noop_forward(out)\n        return out")
+    v = gpu_evaluator.verify(task, _ws(tmp_path, code), cuda_kit)
+    assert v.status.value == "incorrect"
+    assert any(e.check == "nan" for e in v.errors)
+
+
+def test_illegal_memory_access_is_contained(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    code = _model_new("        cuda_extension.illegal_forward()\n        torch.cuda.synchronize()\n        return x")
+    v = gpu_evaluator.verify(task, _ws(tmp_path, code), cuda_kit)
+    assert v.status.value == "error"
+    root2 = tmp_path / "next"
+    root2.mkdir()
+    (root2 / "model.py").write_text(TASK)
+    (root2 / "model_new.py").write_text(HONEST)
+    again = gpu_evaluator.verify(task, root2, cuda_kit)
+    assert again.status.value == "correct", again.summary_for_agent()
+
+
+def test_returning_input_rejected_on_cuda(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    v = gpu_evaluator.verify(task, _ws(tmp_path, _model_new("        return x")), cuda_kit)
+    assert v.status.value == "rejected" and v.rule.startswith("T19")
+
+
+def test_persisting_l2_reset_and_flush() -> None:
+    import torch
+
+    from cuda_agent.harness.timing import DeviceTimer
+
+    timer = DeviceTimer("cuda:0")
+    assert timer._rt is not None, "libcudart not found: persisting L2 cannot be reset"
+    assert timer._rt.cudaCtxResetPersistingL2Cache() == 0
+    props = torch.cuda.get_device_properties(0)
+    assert timer.flush_buf.numel() * 4 >= props.L2_cache_size
+    _, ms, host_ms = timer.time_call(lambda: torch.ones(1 << 20, device="cuda").sum())
+    assert ms > 0 and host_ms > 0
+
+
+def test_gpu_compare_is_chunked_and_exact() -> None:
+    import torch
+
+    from cuda_agent.harness.compare import compare_output, fingerprint
+
+    e = torch.randn(40_000_000, device="cuda")
+    a = e.clone()
+    assert compare_output(e, a, atol=1e-2, rtol=1e-2) == []
+    a[33_000_123] += 1.0
+    errs = compare_output(e, a, atol=1e-2, rtol=1e-2)
+    assert errs and errs[0].details["worst_index"] == [33_000_123]
+    assert fingerprint(e) != fingerprint(a)
+
+
+def test_sanitizer_gate_memcheck(task, cuda_kit, tmp_path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from cuda_agent.harness.evaluator import Evaluator
+    from cuda_agent.harness.settings import HarnessSettings
+
+    if shutil.which("compute-sanitizer") is None:
+        pytest.skip("compute-sanitizer not on PATH")
+    settings = HarnessSettings(
+        n_input_sets=2, sanitizer="memcheck", baseline_cache_dir=tmp_path_factory.mktemp("san"), pool_size=0
+    )
+    with Evaluator("cuda", settings) as ev:
+        ok = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
+        assert ok.status.value == "correct", ok.summary_for_agent() + str(ok.extra.get("sanitizer"))
+        assert ok.extra["sanitizer"]["exit_code"] == 0
