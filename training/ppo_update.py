@@ -131,7 +131,7 @@ class Learner:
             loss = loss + s.kl_coef * aggregate(kl_estimate(logp, ref_logp, s.kl_estimator), mask, s.aggregation)
         self.actor.backward(loss)
         self.actor.step()
-        m.update({"policy_loss": float(pl), "entropy": float(entropy.detach())})
+        m.update({"policy_loss": float(pl.detach()), "entropy": float(entropy.detach())})
         gn = self.actor.get_global_grad_norm() if hasattr(self.actor, "get_global_grad_norm") else None
         if gn is not None and math.isfinite(float(gn)):
             m["grad_norm"] = float(gn)
@@ -140,7 +140,7 @@ class Learner:
             vl, vm = value_loss(values, old_values, ret, mask, clip=s.value_clip, aggregation=s.aggregation)
             self.critic.backward(s.vf_coef * vl)
             self.critic.step()
-            m.update({"value_loss": float(vl), **vm})
+            m.update({"value_loss": float(vl.detach()), **vm})
         return m
 
     def sft_step(self, batch: RolloutBatch, aggregation: str = "token_mean") -> dict[str, float]:
@@ -150,7 +150,7 @@ class Learner:
         loss = -aggregate(logp, batch.mask, aggregation)
         self.actor.backward(loss)
         self.actor.step()
-        return {"sft_loss": float(loss), "policy_tokens": float(batch.mask.sum())}
+        return {"sft_loss": float(loss.detach()), "policy_tokens": float(batch.mask.sum())}
 
     def value_step(self, batch: RolloutBatch, gamma: float = 1.0, aggregation: str = "token_mean") -> dict[str, float]:
         """One critic regression step on Monte-Carlo returns; reports explained variance before the step."""
@@ -162,7 +162,7 @@ class Learner:
         ev = explained_variance(values.detach(), ret, batch.mask)
         self.critic.backward(vl)
         self.critic.step()
-        return {"value_loss": float(vl), "explained_variance": ev}
+        return {"value_loss": float(vl.detach()), "explained_variance": ev}
 
 
 def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:

@@ -1,0 +1,189 @@
+"""Throughput and MFU of one PPO iteration (actor + critic) on DeepSpeed vs a plain PyTorch step.
+
+Usage (one H200, about 4-6 minutes)::
+
+    python benchmarks/train_throughput.py --out train_throughput.json
+
+Model: random init with Qwen2-1.5B's shapes (written below as a config dict,
+nothing downloaded), bf16, SDPA attention, gradient checkpointing. Batch: a
+realistic mix of multi-turn episode lengths up to 16K tokens (the policy
+mask covers ~60% of each, the rest is prompt and observations); one PPO
+minibatch (= one optimizer step of actor and critic) per episode, no padding.
+
+Both engines run the *same* code, :class:`cuda_agent.training.ppo_update.Learner`:
+scoring passes (actor log-probs, critic values) then the clipped actor and
+critic updates. "deepspeed" wraps actor and critic with ``deepspeed.initialize``
+(ZeRO-2, bf16 with fp32 master weights, torch fused AdamW as client
+optimizer); "plain" is the bare module with bf16 weights and fused AdamW.
+
+FLOP convention (ANCHORS.md): per token, training = 6 x parameters (LM head
+included, input embedding lookup excluded) + 6 x layers x hidden x sequence
+(causal attention); forward-only scoring passes count 2x instead of 6x;
+recomputation from checkpointing is not counted; non-padding tokens only.
+Peak = 790 TFLOP/s (dense bf16, H200, measured). Writes JSON and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import time
+from typing import Any
+
+import torch
+
+QWEN2_1_5B = {
+    "model_type": "qwen2",
+    "vocab_size": 151936,
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+}
+PEAK_TFLOPS = 790.0
+#: Episode lengths of one PPO batch: long multi-turn trajectories with a tail of shorter ones.
+LENGTHS = [16384, 16384, 14336, 12288, 10240, 8192]
+
+
+class PlainEngine:
+    """The DeepSpeed engine calls the Learner makes, on a bare module with fused AdamW (the baseline)."""
+
+    def __init__(self, module: torch.nn.Module, lr: float) -> None:
+        self.module = module
+        self.optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr, fused=True)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def step(self) -> None:
+        torch.nn.utils.clip_grad_norm_(self.module.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def make_batch(lengths: list[int], vocab: int, seed: int = 0):
+    """Episodes with a multi-turn mask layout (prompt, then alternating policy turns and observations)."""
+    from cuda_agent.training.buffers import Episode, collate
+
+    g = torch.Generator().manual_seed(seed)
+    eps = []
+    for n in lengths:
+        ids = torch.randint(0, vocab, (n,), generator=g).tolist()
+        mask = [0] * n
+        pos = n // 10  # prompt
+        turn = 0
+        while pos < n:
+            span = min(n - pos, 1536 if turn % 2 == 0 else 768)  # policy turn, then observation
+            if turn % 2 == 0:
+                mask[pos : pos + span] = [1] * span
+            pos += span
+            turn += 1
+        logps = [(-1.0 if m else 0.0) for m in mask]
+        eps.append(Episode(ids, mask, logps, reward=float(torch.randint(-1, 4, (1,), generator=g)), turns=(turn + 1) // 2))
+    return collate(eps)
+
+
+def flops_of_iteration(lengths: list[int], actor_params: int, critic_params: int, layers: int, hidden: int) -> dict[str, float]:
+    """Model FLOPs of one PPO iteration: scoring (forward) + update (forward+backward) of actor and critic."""
+    attn = sum(layers * hidden * n * n for n in lengths)  # sum over tokens of layers*hidden*seq
+    tokens = sum(lengths)
+    train = 6 * (actor_params + critic_params) * tokens + 6 * 2 * attn
+    score = 2 * (actor_params + critic_params) * tokens + 2 * 2 * attn
+    return {"train": float(train), "score": float(score), "total": float(train + score), "tokens": float(tokens)}
+
+
+def build(kind: str, settings: Any) -> tuple[Any, Any]:
+    """Actor and critic engines of one kind ('deepspeed' or 'plain')."""
+    from cuda_agent.training.engines.deepspeed_engine import build_train_engine
+    from cuda_agent.training.engines.models import CriticModel, load_causal_lm
+
+    with torch.device("cuda"):
+        actor_m = load_causal_lm(QWEN2_1_5B, dtype=torch.bfloat16, seed=0)
+        critic_m = CriticModel(load_causal_lm(QWEN2_1_5B, dtype=torch.bfloat16, seed=0))
+    if kind == "deepspeed":
+        return build_train_engine(actor_m, 1e-6, settings), build_train_engine(critic_m, 1e-6, settings)
+    for m in (actor_m, critic_m):
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        m.train()
+    return PlainEngine(actor_m, 1e-6), PlainEngine(critic_m, 1e-6)
+
+
+def measure(kind: str, batch: Any, iters: int, settings: Any) -> dict[str, Any]:
+    """Median seconds of ``iters`` PPO iterations after one warm-up."""
+    from cuda_agent.training.engines.models import count_parameters
+    from cuda_agent.training.ppo_update import Learner
+    from cuda_agent.training.settings import PPOSettings
+
+    actor, critic = build(kind, settings)
+    n_actor = count_parameters(actor.module) - 0  # tied embeddings: the LM head is counted once
+    n_critic = count_parameters(critic.module) - critic.module.backbone.embed_tokens.weight.numel()
+    learner = Learner(actor, critic, logit_chunk=2048)
+    ppo = PPOSettings(minibatches=batch.size, ppo_epochs=1, kl_coef=0.0)
+    times = []
+    for i in range(iters + 1):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        m = learner.ppo_step(batch, ppo)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        if i > 0:
+            times.append(dt)
+        print(f"  {kind} iteration {i}: {dt:.2f} s (policy_loss {m['policy_loss']:.4f})", flush=True)
+    peak_mem = torch.cuda.max_memory_allocated() / 2**30
+    del learner, actor, critic
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    times.sort()
+    return {"seconds": times[len(times) // 2], "all_seconds": times, "actor_params": n_actor,
+            "critic_params": n_critic, "peak_mem_gib": peak_mem}
+
+
+def main() -> int:
+    """Run both engines on the same batch; print and write the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="train_throughput.json", help="JSON output file")
+    ap.add_argument("--iters", type=int, default=3, help="timed PPO iterations per engine (after one warm-up)")
+    ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="episode lengths of the batch")
+    ap.add_argument("--zero-stage", type=int, default=2, choices=[1, 2, 3], help="DeepSpeed ZeRO stage")
+    args = ap.parse_args()
+    from cuda_agent.training.engines.deepspeed_engine import ensure_distributed
+    from cuda_agent.training.settings import EngineSettings
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    ensure_distributed()
+    lengths = [int(x) for x in args.lengths.split(",")]
+    batch = make_batch(lengths, QWEN2_1_5B["vocab_size"])
+    settings = EngineSettings(zero_stage=args.zero_stage, dtype="bf16", gradient_checkpointing=True)
+    results: dict[str, Any] = {"model": "qwen2-1.5b-shapes (random init)", "lengths": lengths,
+                               "peak_tflops": PEAK_TFLOPS, "zero_stage": args.zero_stage,
+                               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    for kind in ("plain", "deepspeed"):
+        r = measure(kind, batch, args.iters, settings)
+        f = flops_of_iteration(lengths, r["actor_params"], r["critic_params"], QWEN2_1_5B["num_hidden_layers"],
+                               QWEN2_1_5B["hidden_size"])
+        r.update({"tokens": f["tokens"], "tokens_per_s": f["tokens"] / r["seconds"],
+                  "model_tflops": f["total"] / 1e12, "mfu": f["total"] / r["seconds"] / (PEAK_TFLOPS * 1e12)})
+        results[kind] = r
+    results["deepspeed_vs_plain"] = results["deepspeed"]["tokens_per_s"] / results["plain"]["tokens_per_s"]
+    print(f"{'engine':<10} {'s/iter':>8} {'tokens/s':>10} {'MFU':>7} {'peak GiB':>9}")
+    for kind in ("plain", "deepspeed"):
+        r = results[kind]
+        print(f"{kind:<10} {r['seconds']:8.2f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% {r['peak_mem_gib']:9.1f}")
+    print(f"deepspeed / plain throughput: {results['deepspeed_vs_plain']:.3f}")
+    with open(args.out, "w") as fh:
+        json.dump(results, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
