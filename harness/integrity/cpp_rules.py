@@ -145,8 +145,8 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T12.cpp.file_io", r"\b(fopen|freopen|fdopen|fwrite|fread|fputs|fgets|ifstream|ofstream|fstream|filesystem|"
        r"mmap|munmap|creat|unlink|rename|opendir|readdir|FILE)\b",
        "file access is not allowed"),
-    _p("T12.cpp.file_io", r"(?<![.\w>:])\s*\b(open|openat|read|write)\s*\(", "raw file descriptors are not allowed"),
-    _p("T23.cpp.system_call", r"\b(system|popen|execl|execlp|execle|execv|execvp|execvpe|execve|socket|connect|bind|"
+    _p("T12.cpp.file_io", r"(?<![\w.>:])(open|openat|open64)\s*\(", "raw file descriptors are not allowed"),
+    _p("T23.cpp.system_call", r"(?<![\w.>:])(system|popen|execl|execlp|execle|execv|execvp|execvpe|execve|socket|connect|bind|"
        r"listen|accept|ptrace|syscall|kill|getenv|setenv|putenv|unsetenv|secure_getenv|prctl|setuid|chroot|"
        r"process_vm_readv|process_vm_writev)\s*\(",
        "system, process, environment and network calls are not allowed"),
@@ -225,6 +225,10 @@ _GLOBAL_DECL_RE = re.compile(
 )
 
 
+_CONST_POINTER_RE = re.compile(r"^\s*(?:static\s+)?const\s+(?!char\b|wchar_t\b)[\w:<>]+\s*\*+\s*[A-Za-z_]\w*\s*(=[^;(]*)?;")
+_CONST_VARIABLE_RE = re.compile(r"\bconst\s+[A-Za-z_]\w*\s*(\[[^\]]*\]\s*)*(=|;|\{)")
+
+
 def _namespace_scope_state(lines: list[str], filename: str) -> list[Violation]:
     """Mutable variables at namespace scope (caches, call counters): they outlive a call (T12/T13)."""
     out: list[Violation] = []
@@ -233,7 +237,8 @@ def _namespace_scope_state(lines: list[str], filename: str) -> list[Violation]:
     for lineno, ln in enumerate(lines, start=1):
         at_namespace_scope = all(stack)
         text = ln.strip()
-        if at_namespace_scope and text and not text.startswith("#") and _GLOBAL_DECL_RE.match(ln):
+        if at_namespace_scope and text and not text.startswith("#") and (
+                (_GLOBAL_DECL_RE.match(ln) and not _CONST_VARIABLE_RE.search(ln)) or _CONST_POINTER_RE.match(ln)):
             out.append(Violation(rule="T12.cpp.static_cache", file=filename, line=lineno,
                                  message=f"`{text[:70]}`: mutable global state outlives a call (caches, call counters); "
                                          "use locals, constexpr constants or __constant__/__device__ memory"))
