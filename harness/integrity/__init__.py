@@ -70,5 +70,29 @@ def check_sources(
     else:
         out.extend(check_model_new_source(model.read_text(errors="replace"), model_file,
                                           extension_names=extension_names))
+    out.extend(_foreign_files(root, model_file))
     out.extend(check_cpp_sources(root, allowed_libraries=allowed_libraries))
+    return out
+
+
+_PROTECTED_PY = {"model.py"}
+_BINARY_SUFFIXES = {".so", ".o", ".a", ".dylib", ".dll", ".pyd", ".ptx", ".cubin", ".fatbin"}
+
+
+def _foreign_files(root: Path, model_file: str) -> list[Violation]:
+    """Python modules besides model_new.py (they could shadow imports) and prebuilt binaries in the workspace."""
+    out: list[Violation] = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if not path.is_file() or any(part.startswith(".") or part in {"__pycache__", "build"} for part in rel.parts):
+            continue
+        name = str(rel)
+        if path.suffix in {".py", ".pth"} and name not in {model_file, *_PROTECTED_PY}:
+            out.append(Violation(rule="T1.python.import_not_allowed", file=name,
+                                 message=f"{name}: Python files other than {model_file} are not allowed in the "
+                                         "workspace (they could shadow imports); put the code in model_new.py"))
+        elif path.suffix in _BINARY_SUFFIXES:
+            out.append(Violation(rule="T1.python.native_access", file=name,
+                                 message=f"{name}: prebuilt binaries are not allowed; kernels are built from "
+                                         "kernels/* sources by the harness"))
     return out

@@ -67,3 +67,23 @@ def test_protected_binding_files_are_not_checked(tmp_path: Path) -> None:
         "import torch\nimport cuda_extension\n\n\nclass ModelNew(torch.nn.Module):\n"
         "    def forward(self, x):\n        return cuda_extension.g(x)\n")
     assert check_sources(tmp_path, "cpu") == []
+
+
+def test_extra_python_modules_and_prebuilt_binaries_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "model_new.py").write_text(
+        "import torch\nimport cuda_extension\n\n\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return cuda_extension.g(x)\n")
+    (tmp_path / "model.py").write_text("# the task's reference (protected)\n")
+    (tmp_path / "cuda_extension.py").write_text("import torch\ndef g(x):\n    return torch.relu(x)\n")
+    (tmp_path / "kernels" / "prebuilt.so").write_bytes(b"\x7fELF")
+    found = {(v.rule, v.file) for v in check_sources(tmp_path, "cpu")}
+    assert found == {("T1.python.import_not_allowed", "cuda_extension.py"),
+                     ("T1.python.native_access", "kernels/prebuilt.so")}
+
+
+def test_kind_is_validated(tmp_path: Path) -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="valid kinds: cpu, cuda"):
+        check_sources(tmp_path, "rocm")
