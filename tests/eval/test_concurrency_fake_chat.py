@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests/, for fakes.chat_server
 sys.path.insert(0, str(HERE))  # toy_backend
@@ -43,6 +45,7 @@ def responder(body: dict) -> Reply:
     return Reply(text, delay_s=0.4)
 
 
+@pytest.mark.slow
 def test_episodes_overlap_and_queue_utilisation_is_reported(tmp_path):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
