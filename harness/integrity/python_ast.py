@@ -55,7 +55,9 @@ class _Checker:
     def flag(self, rule: str, node: ast.AST | None, what: str) -> None:
         line = getattr(node, "lineno", None)
         snippet = ""
-        if node is not None:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            snippet = f"`{'class' if isinstance(node, ast.ClassDef) else 'def'} {node.name}`: "
+        elif node is not None:
             seg = ast.get_source_segment(self.source, node) or ""
             seg = " ".join(seg.split())
             snippet = f"`{seg[:90]}{'...' if len(seg) > 90 else ''}`: " if seg else ""
