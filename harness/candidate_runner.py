@@ -60,6 +60,7 @@ class _Runner:
         self.device = "cpu"
         self.inputs: dict[int, list[Any]] = {}
         self.staging: dict[int, Any] = {}
+        self.so_path: Path | None = None
         self.model: Any = None
         self.last: list[Any] = []
         self.output_specs: list[dict[str, Any]] = []
@@ -106,6 +107,7 @@ class _Runner:
         self.exchange = Path(req["exchange"]) if req.get("exchange") else None
         self.output_specs = req.get("output_specs", [])
         sys.path.insert(0, str(req["so_dir"]))
+        self.so_path = next(iter(sorted(Path(req["so_dir"]).glob("cuda_extension*.so"))), None)
         sys.path.insert(1, str(req["workspace"]))
         try:
             import cuda_extension  # noqa: F401  (the candidate's binary, built by the harness)
@@ -203,21 +205,27 @@ class _Runner:
         model = self.model
         runtime = self.runtime
 
+        kernels: list[str] = []
+
         def forward() -> Any:
             if not audit:
                 return model(*args)
             with runtime.audit_ops() as seen:
                 result = model(*args)
             ops.extend(seen)
+            kernels.extend(getattr(seen, "kernels", []))
             return result
 
         out, ms, host_ms = self.timer.time_call(forward, flush=bool(req.get("flush", True)))
         if audit:
             violations += runtime.op_audit_violations(ops, "cuda" if self.device.startswith("cuda") else "cpu")
+            origin = getattr(runtime, "kernel_origin_violations", None)
+            if kernels and origin is not None and self.so_path is not None:
+                violations += origin(kernels, self.so_path)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         metas = []
         ranges = [_storage_range(a) for a in args if type(a) is torch.Tensor]
-        for o in outs:
+        for j, o in enumerate(outs):
             meta: dict[str, Any] = {"type": f"{type(o).__module__}.{type(o).__qualname__}"}
             if type(o) is torch.Tensor:
                 r = _storage_range(o)
@@ -232,7 +240,10 @@ class _Runner:
                     alias_input=any(r[0] < b[1] and b[0] < r[1] for b in ranges) if r[1] > r[0] else False,
                     requires_grad=bool(o.requires_grad),
                 )
-                meta["fingerprint"] = fingerprint(o) if o.numel() * o.element_size() < (1 << 34) else None
+                spec = self.output_specs[j] if j < len(self.output_specs) else None
+                matches = spec is not None and list(o.shape) == list(spec["shape"]) and meta["dtype"] == spec["dtype"]
+                # Only outputs the trusted side will read are fingerprinted (a huge wrong one is not touched).
+                meta["fingerprint"] = fingerprint(o) if matches else None
             else:
                 meta["exact_tensor"] = False
             metas.append(meta)

@@ -33,7 +33,7 @@ def fingerprint(t: Any) -> str:
         return head + "empty"
     raw = flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
     if raw.device.type == "cpu":
-        return head + hashlib.sha256(raw.numpy().tobytes()).hexdigest()[:32]
+        return head + hashlib.sha256(raw.numpy()).hexdigest()[:32]  # buffer protocol: no copy
     words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
     total = torch.zeros((), dtype=torch.int64, device=raw.device)
     for start in range(0, words.numel(), _CHUNK):

@@ -38,6 +38,8 @@ log = structlog.get_logger(__name__)
 
 #: Working sets above this many bytes rotate through only two input sets (device memory).
 BIG_WORKING_SET = 256 * 2**20
+#: Reference processes kept warm per evaluator (one per task, least recently used closed first).
+WARM_REFERENCES = 4
 
 
 class _CandidateFailed(Exception):
@@ -166,15 +168,15 @@ class Evaluator:
         return self._provenance
 
     def reference(self, task: TaskManifest) -> ReferenceProcess:
-        """The warm reference process of ``task`` (one task kept warm at a time, plus the current one)."""
-        ref = self._refs.get(task.code_hash)
-        if ref is not None and ref.alive:
-            return ref
-        for key in list(self._refs):
-            if key != task.code_hash:
-                self._refs.pop(key).close()
-        ref = ReferenceProcess(task.code, self.device, self.settings.init_seed)
-        self._refs[task.code_hash] = ref
+        """The warm reference process of ``task`` (the :data:`WARM_REFERENCES` most recently used stay warm)."""
+        ref = self._refs.pop(task.code_hash, None)
+        if ref is None or not ref.alive:
+            if ref is not None:
+                ref.close()
+            ref = ReferenceProcess(task.code, self.device, self.settings.init_seed)
+        self._refs[task.code_hash] = ref  # most recent last
+        while len(self._refs) > WARM_REFERENCES:
+            self._refs.pop(next(iter(self._refs))).close()
         return ref
 
     def tolerance_table(self, task: TaskManifest) -> dict[str, tuple[float, float]]:

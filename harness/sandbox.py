@@ -309,6 +309,10 @@ class CandidateProcess:
             if code < 0:
                 name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
                 self.dead_reason, self.dead_message = "crash", f"candidate process died with signal {name}"
+            elif code > 128 and (code - 128) in signal.Signals._value2member_map_:
+                # bubblewrap's init reports a child killed by signal N as exit code 128 + N.
+                self.dead_reason = "crash"
+                self.dead_message = f"candidate process died with signal {signal.Signals(code - 128).name}"
             else:
                 self.dead_reason, self.dead_message = "crash", f"candidate process exited with code {code}"
         raise CandidateDied(self.dead_reason, self.dead_message)
