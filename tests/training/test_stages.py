@@ -133,3 +133,13 @@ def test_stage_config_unknown_key_lists_valid_keys(tmp_path):
     cfg = _config(tmp_path / "r", "stages=[{name: rft, config: {stepz: 3}}]")
     with pytest.raises(ConfigError, match="valid keys: .*steps"):
         run_training(cfg)
+
+
+def test_tensorboard_logger_missing_package_says_what_to_install():
+    import importlib.util
+
+    pm = PluginManager()
+    if importlib.util.find_spec("tensorboard") is not None:
+        pytest.skip("tensorboard is installed here")
+    with pytest.raises(ConfigError, match="pip install tensorboard"):
+        pm.registry.build("logger", "tensorboard", {"log_dir": "unused"})

@@ -41,7 +41,7 @@ class ToyEpisodeSource:
 
 
 def load_tasks(paths: list[str], backend: str) -> list[TaskManifest]:
-    """Task manifests from ``.json`` manifests or ``.py`` KernelBench-format files (probed by the harness)."""
+    """Task manifests from ``.json`` / ``.jsonl`` manifests or ``.py`` KernelBench-format files (probed by the harness)."""
     if not paths:
         raise ConfigError("env 'kernel' needs 'tasks': a list of .py task files or .json manifests")
     out = []
@@ -51,6 +51,8 @@ def load_tasks(paths: list[str], backend: str) -> list[TaskManifest]:
             raise ConfigError(f"task file {path} does not exist (stage config 'tasks')")
         if path.suffix == ".json":
             out.append(TaskManifest.model_validate_json(path.read_text(encoding="utf-8")))
+        elif path.suffix == ".jsonl":  # one manifest per line (data synthesis output)
+            out += [TaskManifest.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         else:
             from cuda_agent.harness.tasks import load_task_file
 
