@@ -108,13 +108,14 @@ TORCH_METADATA_FUNCS: frozenset[str] = frozenset(
         "torch.cuda.is_available", "torch.cuda.current_device", "torch.cuda.device_count",
         "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.cuda.synchronize", "torch.cuda.device",
         "torch.cuda.get_device_properties", "torch.cuda.get_device_capability", "torch.cuda.get_device_name",
-        "torch.nn.Module", "torch.nn.Parameter",
+        "torch.cuda.device_of", "torch.enable_grad", "torch.nn.Module", "torch.nn.Parameter",
     }
 )
 
 #: Context managers allowed around forward code (they cannot swallow exceptions).
 TORCH_CONTEXT_MANAGERS: frozenset[str] = frozenset(
-    {"torch.no_grad", "torch.inference_mode", "torch.cuda.device", "torch.device"}
+    {"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.cuda.device", "torch.cuda.device_of",
+     "torch.device"}
 )
 
 #: Path prefixes refused everywhere (also in ``__init__``), with their rule.

@@ -74,9 +74,11 @@ class Compiler:
 
 
 @pytest.fixture(scope="session")
-def compiler(request: pytest.FixtureRequest) -> Compiler:
-    """A content-cached compiler for the integrity corpus."""
-    return Compiler(Path(request.config.cache.mkdir("integrity-objects")))
+def compiler(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Compiler:
+    """A content-cached compiler for the integrity corpus (pytest's cache folder, else a session temp dir)."""
+    cache = getattr(request.config, "cache", None)
+    folder = cache.mkdir("integrity-objects") if cache is not None else tmp_path_factory.mktemp("integrity-objects")
+    return Compiler(Path(folder))
 
 
 @pytest.fixture(scope="session")
