@@ -89,7 +89,7 @@ def test_cpu_sizes_are_applied_visibly_and_checked():
     assert apply_cpu_sizes(scaled) == scaled
     with pytest.raises(TaskProbeError, match="no module-level CPU_SIZES"):
         apply_cpu_sizes("x = 1\n")
-    with pytest.raises(TaskProbeError, match="'batch' .* valid: batch_size"):
+    with pytest.raises(TaskProbeError, match="'batch'.*valid: batch_size"):
         apply_cpu_sizes("batch_size = 4\nCPU_SIZES = {'batch': 2}\n")
 
 
