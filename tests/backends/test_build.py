@@ -263,3 +263,18 @@ def test_cuda_compile_error_in_cu_is_located(tmp_path, build_cache):
     outcome = build_extension(tmp_path / "ws", "cuda", tmp_path / "build", arch="sm_90a", cache_dir=build_cache, link=False)
     assert not outcome.ok
     assert any(e.file == "kernels/swish.cu" and e.line == 2 for e in outcome.errors), outcome.log
+
+
+def test_compiler_cannot_read_hidden_harness_folders(tmp_path, build_cache, swish_build):
+    from cuda_agent.harness._build_sandbox import bwrap_usable
+
+    if not bwrap_usable():
+        pytest.skip("bubblewrap cannot create namespaces here")
+    secret = tmp_path / "harness-state"
+    secret.mkdir()
+    (secret / "expected.h").write_text("#define EXPECTED 42\n")
+    solution_workspace(tmp_path / "ws", "swish", "cpu")
+    (tmp_path / "ws" / "kernels" / "swish.cpp").write_text(f'#include "{secret}/expected.h"\nint leak() {{ return EXPECTED; }}\n')
+    outcome = build_extension(tmp_path / "ws", "cpu", tmp_path / "build", cache_dir=build_cache, hidden=(secret,))
+    assert not outcome.ok and outcome.isolation == "bwrap"
+    assert "expected.h" in outcome.log and "No such file" in outcome.log
