@@ -90,6 +90,30 @@ class ProbeReport(BaseModel):
     wall_s: float | None = Field(None, description="Seconds the parent waited for this task.")
 
 
+#: Run once by every fresh worker before its first task, so one-time costs (Dynamo/inductor
+#: initialisation, importing transformers) never count against a task's timeout.
+WARMUP_TASK = """import torch
+import torch.nn as nn
+try:
+    import transformers.activations  # noqa: F401 - tasks may use its layers
+except ImportError:
+    pass
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) + 1.0
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 class ProbeWorker:
     """One long-lived probe child; :meth:`probe` runs one task with timeout and memory cap.
 
@@ -137,6 +161,21 @@ class ProbeWorker:
             tail = "".join(self._stderr)[-2000:]
             self.close()
             raise RuntimeError(f"probe worker failed to start ({ready}); stderr tail:\n{tail}")
+        self._send("warmup", WARMUP_TASK)
+        warm = self._wait_line(self.settings.startup_timeout_s, check_memory=False)
+        if not isinstance(warm, dict):
+            tail = "".join(self._stderr)[-2000:]
+            self.close()
+            raise RuntimeError(f"probe worker failed its warm-up task ({warm}); stderr tail:\n{tail}")
+
+    def _send(self, task_id: str, code: str) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        request = {"id": task_id, "code": code, "settings": self.settings.request_settings(self.timing_lock)}
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the caller's wait reports the dead worker
 
     @staticmethod
     def _pump(stream: Any, out: queue.Queue[str | None]) -> None:
@@ -199,14 +238,8 @@ class ProbeWorker:
             if self.proc is not None:
                 self.restarts += 1
             self.start()
-        assert self.proc is not None and self.proc.stdin is not None
         t0 = time.monotonic()
-        request = {"id": task_id, "code": code, "settings": self.settings.request_settings(self.timing_lock)}
-        try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the wait below reports the crash
+        self._send(task_id, code)
         answer = self._wait_line(self.settings.timeout_s)
         wall = time.monotonic() - t0
         if isinstance(answer, dict) and answer.get("id") == task_id:
