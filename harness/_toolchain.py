@@ -190,7 +190,7 @@ def make_toolchain(kind: str, arch: str | None = None, device_index: int = 0) ->
             *gencode_flags(resolved_arch),
         ]
         lib64 = home / "lib64"
-        ld_flags += [f"-L{lib64}", f"-Wl,-rpath,{lib64}", "-lc10_cuda", "-ltorch_cuda", "-lcudart"]
+        ld_flags += [f"-L{lib64}", f"-Wl,-rpath,{lib64}", "-lc10_cuda", "-ltorch_cuda", *shared_cudart_flags([lib64, *libdirs])]
     return Toolchain(
         kind=kind,
         cxx=cxx,
@@ -203,6 +203,25 @@ def make_toolchain(kind: str, arch: str | None = None, device_index: int = 0) ->
         arch=resolved_arch,
         torch_version=torch_version,
     )
+
+
+def shared_cudart_flags(dirs: list[Path]) -> list[str]:
+    """Link the CUDA runtime as a shared library, never ``libcudart_static.a``.
+
+    The static runtime drags libc calls (``open``, ``fopen64``, ``syscall``,
+    ``dlopen``...) into the module, which the binary integrity rules must
+    refuse in candidate code; and torch already loads the shared runtime. When
+    a folder has only ``libcudart.so.<major>`` (no unversioned link), link it
+    by file name.
+    """
+    for d in dirs:
+        if (Path(d) / "libcudart.so").exists():
+            return [f"-L{d}", "-lcudart"]
+    for d in dirs:
+        versioned = sorted(Path(d).glob("libcudart.so.[0-9]*"))
+        if versioned:
+            return [f"-L{d}", f"-Wl,-rpath,{d}", f"-l:{versioned[0].name}"]
+    return ["-lcudart"]  # let the linker report what is missing
 
 
 def python_tag() -> str:
