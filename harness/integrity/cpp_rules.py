@@ -116,7 +116,7 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
        "pybind11 objects/imports/attribute access are not allowed; register plain C++ functions"),
     _p("T1.cpp.python_api", r"(\.|->)\s*attr\s*\(", "pybind11 `.attr(...)` reaches Python objects; not allowed"),
     _p("T9.cpp.stream", r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|getStreamFromPool|getStreamFromExternal|"
-       r"setCurrentCUDAStream|cudaStreamPerThread|cudaStreamNonBlocking|cudaStreamWaitEvent|cudaStreamBeginCapture\w*|"
+       r"setCurrentCUDAStream|getNewStream|exchangeStream|getStreamFromGlobalPool|cudaStreamPerThread|cudaStreamNonBlocking|cudaStreamWaitEvent|cudaStreamBeginCapture\w*|"
        r"cudaGraph\w*|cuGraph\w*|cudaStreamEndCapture)\b",
        "creating/switching streams or graphs is not allowed; launch on at::cuda::getCurrentCUDAStream()"),
     _p("T20.cpp.l2_persistence", r"\b(accessPolicyWindow|cudaAccessPolicyWindow|cudaAccessProperty\w*|"
