@@ -21,6 +21,7 @@ from cuda_agent.errors import ConfigError
 from cuda_agent.plugin_manager import PluginManager
 from cuda_agent.protocols import StageContext
 from cuda_agent.training.config import TrainConfig
+from cuda_agent.training.engines.deepspeed_engine import ensure_distributed
 
 log = structlog.get_logger("cuda_agent.training")
 
@@ -35,8 +36,23 @@ def stage_ids(config: TrainConfig) -> list[str]:
 
 def check_resume_config(run_dir: Path, config: TrainConfig) -> None:
     """Save the resolved config, or refuse if a different one was saved before."""
+    import torch.distributed as dist
+
     path = run_dir / "train_config.json"
     current = {k: v for k, v in resolved(config).items() if k not in RESUME_FREE_KEYS}
+    rank0 = not dist.is_initialized() or dist.get_rank() == 0
+    if rank0 and not path.exists():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(current, indent=1, sort_keys=True))
+        tmp.replace(path)
+        current_written = True
+    else:
+        current_written = False
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+    if current_written:
+        return
     if path.exists():
         saved = json.loads(path.read_text())
         diff = config_diff(saved, current)
@@ -46,8 +62,6 @@ def check_resume_config(run_dir: Path, config: TrainConfig) -> None:
                 "Differences:\n  " + "\n  ".join(diff)
             )
         return
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(current, indent=1, sort_keys=True))
 
 
 def run_training(config: TrainConfig, pm: PluginManager | None = None) -> dict[str, Any]:
@@ -60,6 +74,7 @@ def run_training(config: TrainConfig, pm: PluginManager | None = None) -> dict[s
         # DeepSpeed allocates large communication buckets with torch.empty; NaN-filling them costs seconds per step.
         torch.utils.deterministic.fill_uninitialized_memory = False
     run_dir = Path(config.run_dir)
+    ensure_distributed()  # under the deepspeed launcher every rank joins here; alone, a 1-process group
     check_resume_config(run_dir, config)
     ids = stage_ids(config)
     for spec in config.stages:

@@ -143,3 +143,13 @@ def test_tensorboard_logger_missing_package_says_what_to_install():
         pytest.skip("tensorboard is installed here")
     with pytest.raises(ConfigError, match="pip install tensorboard"):
         pm.registry.build("logger", "tensorboard", {"log_dir": "unused"})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("zero_stage", [2, 3])
+def test_toy_chain_on_gpu_bf16(tmp_path, zero_stage):
+    cfg = _config(tmp_path, f"engine.zero_stage={zero_stage}", "engine.gradient_checkpointing=true")
+    out = run_training(cfg)
+    assert Path(out["actor"], "model.safetensors").exists() and Path(out["critic"]).exists()
+    lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all(l["value_loss"] == l["value_loss"] for l in lines if "value_loss" in l)  # no NaN in bf16

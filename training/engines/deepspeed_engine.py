@@ -8,10 +8,10 @@ CPU notes (measured on the 2-core CI machines, DeepSpeed 0.19.8):
   CUDA device is visible.
 - The CPU accelerator's comm backend JIT-builds a shared-memory all-reduce op
   (``deepspeed_shm_comm``) on first use: 220 s on 2 cores, 21 s per process
-  afterwards to load it from ``~/.cache/torch_extensions``. It is only useful
-  between several local processes, so for a world size of 1 we mark it
-  incompatible (``deepspeed.ops.__compatible_ops__``) and nothing is built;
-  with several CPU processes it is built once and cached.
+  afterwards to load it from ``~/.cache/torch_extensions``. We mark it
+  incompatible (``deepspeed.ops.__compatible_ops__``) before the comm backend
+  starts, so nothing is built and DeepSpeed's collectives go through
+  torch.distributed's gloo backend (fine for CI's tiny models, 1 or 2 processes).
 - The client optimizer is torch's AdamW (``fused=True`` on CUDA): DeepSpeed's
   own FusedAdam/CPUAdam would JIT-compile on a fresh machine.
 """
@@ -61,9 +61,9 @@ def ensure_distributed() -> tuple[int, int]:
         os.environ.setdefault("RANK", "0")
         os.environ.setdefault("LOCAL_RANK", "0")
         os.environ.setdefault("WORLD_SIZE", "1")
-        world = int(os.environ["WORLD_SIZE"])
-        if device_kind() == "cpu" and world == 1:
-            # One process needs no shared-memory all-reduce; skipping it avoids a 220 s JIT build.
+        if device_kind() == "cpu":
+            # Skip the shared-memory all-reduce op: it would JIT-build (220 s on 2 cores); DeepSpeed then
+            # falls back to torch.distributed (gloo) collectives, which is all tiny CPU runs need.
             import deepspeed.ops
 
             deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False

@@ -33,7 +33,7 @@ def episodes_from_files(patterns: list[str]) -> list[Episode]:
 
 def collect_or_load(rt: StageRuntime, source: Any, actor: Any, n: int, files: list[str]) -> list[Episode]:
     """The stage's episode set: loaded from ``episodes.pt`` if saved, else collected and saved."""
-    path = rt.dir / "episodes.pt"
+    path = rt.dir / ("episodes.pt" if rt.rank == 0 else f"episodes.rank{rt.rank}.pt")
     if path.exists() and rt.ctx.resume:
         return [Episode(**d) for d in torch.load(path, weights_only=False)]
     episodes = episodes_from_files(files) if files else []

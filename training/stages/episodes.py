@@ -93,10 +93,10 @@ class KernelEpisodeSource:
         for i, t in enumerate(order):
             policy = pm.registry.build("policy", "hf", {
                 "model": str(model_dir), "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-                "seed": stable_seed(self.rt.config.seed, step, i) % (2**31),
+                "seed": stable_seed(self.rt.config.seed, step, i, self.rt.rank) % (2**31),
                 "device": "cuda" if torch.cuda.is_available() else "cpu",
             })
-            out = self.rt.dir / "episodes" / f"step_{step:05d}" / f"{i:03d}"
+            out = self.rt.dir / "episodes" / f"step_{step:05d}" / (f"{i:03d}" if self.rt.rank == 0 else f"r{self.rt.rank}_{i:03d}")
             run_episode(self.tasks[t], config=cfg, plugin_manager=pm, out_dir=out, policy=policy)
             episodes.append(episode_from_trajectory(out / "trajectory.jsonl"))
         return episodes

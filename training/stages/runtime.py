@@ -96,8 +96,15 @@ class StageRuntime:
 
     # -- randomness -------------------------------------------------------------
     def generator(self, step: int, purpose: str = "rollout") -> torch.Generator:
-        """The CPU generator of one step's random draws."""
-        return torch.Generator().manual_seed(stable_seed(self.config.seed, self.dir.name, purpose, step))
+        """The CPU generator of one step's random draws on this rank."""
+        return torch.Generator().manual_seed(stable_seed(self.config.seed, self.dir.name, purpose, step, self.rank))
+
+    @property
+    def rank(self) -> int:
+        """This process's data-parallel rank (0 without a launcher): each rank collects its own episodes."""
+        import torch.distributed as dist
+
+        return dist.get_rank() if dist.is_initialized() else 0
 
     # -- metrics ----------------------------------------------------------------
     def loggers(self) -> list[Any]:
