@@ -130,7 +130,7 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T10.cpp.thread", r"(?<![.\w>:])\s*\b(fork|clone)\s*\(", "creating processes/threads is not allowed"),
     _p("T12.cpp.static_cache", r"\b(static|thread_local)\b[^;(){}=]*\b(std\s*::\s*(unordered_map|map|vector|"
        r"unordered_set|set|deque|list|array|shared_ptr|unique_ptr|optional|pair|tuple)|at\s*::\s*Tensor|"
-       r"torch\s*::\s*Tensor|Tensor)\b",
+       r"torch\s*::\s*Tensor|Tensor)\b\s*(<[^;(){}]*>)?[\s*&]*\w+\s*(=|;|\{|\[)",
        "static/thread_local containers or tensors keep results across calls"),
     _p("T12.cpp.static_cache", r"\b(static|thread_local)\b(?!\s+(const|constexpr|__device__|__forceinline__|inline|"
        r"__host__|__global__|void|bool|int|float|double|unsigned|long|size_t|int64_t|int32_t|char|auto\s+\w+\s*\())"
