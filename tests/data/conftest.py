@@ -44,7 +44,8 @@ def probe_worker():
     cheap 'eager' backend: Dynamo capture without AOT/codegen)."""
     from cuda_agent.training.synthesis.execution_probe import ProbeSettings, ProbeWorker
 
-    settings = ProbeSettings(device="cpu", timeout_s=20, compile_backend="eager", warmup=1, min_repeats=3,
+    settings = ProbeSettings(device="cpu", timeout_s=300,  # generous: only the hang test relies on a timeout (its own worker)
+                             compile_backend="eager", warmup=1, min_repeats=3,
                              max_repeats=5, timing_budget_s=0.02, memory_cap_mb=6000)
     worker = ProbeWorker(settings)
     worker.start()
