@@ -98,7 +98,8 @@ def comparison_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for run in report["runs"]:
         m = run["metrics"]["best"]
-        r = m["regraded"]["overall"]
+        r = (m["regraded"] or m["in_trajectory"])["overall"]  # in-trajectory when the run did not regrade 'best'
+        hidden = m["hidden"] or {}
         rows.append({
             "variant": run["name"],
             "episodes": m["n_episodes"],
@@ -106,7 +107,7 @@ def comparison_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "faster_than_eager_rate": r["faster_than_eager_rate"],
             "faster_than_compile_rate": r["faster_than_compile_rate"],
             "geomean_speedup_compile": r["geomean_speedup_compile"],
-            "widened_false_pass_rate": m["hidden"]["widened_false_pass_rate"],
+            "widened_false_pass_rate": hidden.get("widened_false_pass_rate"),
             "tokens_per_episode": m["cost"]["tokens_per_episode"]["mean"],
             "wall_s_per_episode": m["cost"]["wall_s_per_episode"]["mean"],
         })

@@ -174,8 +174,14 @@ def compute_metrics(
     *,
     mode: str = "best",
     max_turns: int | None = None,
+    regraded_mode: bool = True,
 ) -> dict[str, Any]:
-    """Every metric of one eval run for one selection mode (see the module docstring)."""
+    """Every metric of one eval run for one selection mode (see the module docstring).
+
+    :param regraded_mode: False when the run did not re-grade this mode's
+        candidates (``eval.selections``): the regraded block, seed spread and
+        hidden block are then None instead of counting every episode as failed.
+    """
     regraded = [_verdict(ep, mode, "regraded") for ep in episodes]
     in_traj = [_verdict(ep, mode, "in_trajectory") for ep in episodes]
     by_level: dict[str, list[int]] = defaultdict(list)
@@ -193,15 +199,18 @@ def compute_metrics(
     }
     best_turns = [ep.selections["best"].turn for ep in episodes
                   if "best" in ep.selections and ep.selections["best"].turn is not None]
+    if not regraded_mode:
+        seeds = {key: None for key in seeds}
     return {
         "selection": mode,
+        "regraded_by_run": regraded_mode,
         "n_episodes": len(episodes),
         "n_tasks": len({ep.task_id for ep in episodes}),
         "n_seeds": len(by_seed),
         "regraded": {
             "overall": rate_block(regraded),
             "per_level": {lvl: rate_block([regraded[i] for i in idx]) for lvl, idx in sorted(by_level.items())},
-        },
+        } if regraded_mode else None,
         "in_trajectory": {
             "overall": rate_block(in_traj),
             "per_level": {lvl: rate_block([in_traj[i] for i in idx]) for lvl, idx in sorted(by_level.items())},
@@ -214,7 +223,7 @@ def compute_metrics(
             "gpu_s_per_episode": _mean_median([ep.gpu_s for ep in episodes]),
         },
         "seeds": seeds,
-        "hidden": hidden_block(episodes, mode),
+        "hidden": hidden_block(episodes, mode) if regraded_mode else None,
         "exits": dict(sorted(_count(ep.exit for ep in episodes).items())),
     }
 

@@ -87,6 +87,7 @@ def _provenance(out_dir: Path, episodes: Sequence[EpisodeSummary]) -> dict[str, 
         "backend": config.get("config", {}).get("backend"),
         "tasks": config.get("config", {}).get("eval", {}).get("tasks"),
         "max_turns": config.get("config", {}).get("agent", {}).get("max_turns"),
+        "selections": config.get("config", {}).get("eval", {}).get("selections"),
         "machines": [
             dict(zip(("backend", "device", "driver", "cuda", "torch", "package_version", "isolation"), m))
             for m in sorted(machines)
@@ -134,13 +135,15 @@ def build_report(run_dirs: Sequence[Path], max_turns: int | None = None) -> dict
         episodes, unfinished = load_run(out_dir)
         prov = _provenance(out_dir, episodes)
         turns = max_turns or prov.get("max_turns")
+        regraded_modes = set(prov.get("selections") or SELECTION_MODES)
         runs.append(
             {
                 "name": name,
                 "path": str(out_dir),
                 "episodes_unfinished": unfinished,
                 "provenance": prov,
-                "metrics": {mode: compute_metrics(episodes, mode=mode, max_turns=turns) for mode in SELECTION_MODES},
+                "metrics": {mode: compute_metrics(episodes, mode=mode, max_turns=turns, regraded_mode=mode in regraded_modes)
+                            for mode in SELECTION_MODES},
                 "queue": queue_utilisation(out_dir),
                 "episodes": episode_table(episodes),
                 "_summaries": episodes,
@@ -167,7 +170,15 @@ def render_markdown(report: dict[str, Any], plot_files: Sequence[str] = ()) -> s
               "|---|---|---|---|---|---|---|---|---|---|"]
     for run in report["runs"]:
         for mode, m in run["metrics"].items():
-            r, t, h = m["regraded"]["overall"], m["in_trajectory"]["overall"], m["hidden"]
+            t = m["in_trajectory"]["overall"]
+            if m["regraded"] is None:
+                lines.append(
+                    f"| {run['name']} | {mode} | {m['n_episodes']} | not regraded ({_fmt(t['pass_rate'], True)}) "
+                    f"| ({_fmt(t['faster_than_eager_rate'], True)}) | ({_fmt(t['faster_than_compile_rate'], True)}) "
+                    f"| ({_fmt(t['geomean_speedup_eager'])}) | ({_fmt(t['geomean_speedup_compile'])}) | – | – |"
+                )
+                continue
+            r, h = m["regraded"]["overall"], m["hidden"]
             lines.append(
                 f"| {run['name']} | {mode} | {m['n_episodes']} | {_fmt(r['pass_rate'], True)} ({_fmt(t['pass_rate'], True)}) "
                 f"| {_fmt(r['faster_than_eager_rate'], True)} ({_fmt(t['faster_than_eager_rate'], True)}) "
@@ -181,7 +192,8 @@ def render_markdown(report: dict[str, Any], plot_files: Sequence[str] = ()) -> s
               "| run | level | episodes | pass | > eager | > compile | geomean vs compile | milestones -1/1/2/3 |",
               "|---|---|---|---|---|---|---|---|"]
     for run in report["runs"]:
-        for lvl, b in run["metrics"]["best"]["regraded"]["per_level"].items():
+        regraded = run["metrics"]["best"]["regraded"]
+        for lvl, b in (regraded["per_level"] if regraded else {}).items():
             ms = b["milestones"]
             lines.append(
                 f"| {run['name']} | {lvl} | {b['n']} | {_fmt(b['pass_rate'], True)} | {_fmt(b['faster_than_eager_rate'], True)} "
@@ -193,7 +205,7 @@ def render_markdown(report: dict[str, Any], plot_files: Sequence[str] = ()) -> s
               "|---|---|---|---|---|---|---|"]
     for run in report["runs"]:
         m = run["metrics"]["best"]
-        c, tt, s = m["cost"], m["turns_to_best"], m["seeds"]["pass_rate"]
+        c, tt, s = m["cost"], m["turns_to_best"], m["seeds"]["pass_rate"] or {"mean": None, "std": None, "min": None, "max": None}
         util = ", ".join(f"dev{k}: {_fmt(v['utilisation'], True)}" for k, v in run["queue"]["devices"].items()) or "–"
         lines.append(
             f"| {run['name']} | {_fmt(c['wall_s_per_episode']['mean'], digits=1)}, {_fmt(c['wall_s_per_episode']['median'], digits=1)} "
