@@ -27,7 +27,7 @@ def _speedup_axis(ax) -> None:
     lo, hi = ax.get_ylim()
     subs = (1.0, 1.5) if lo > 0 and hi / lo < 6 else (1.0,)
     ax.yaxis.set_major_locator(LogLocator(base=2, subs=subs))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}x"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}x" if v < 100 else f"{v:,.0f}x"))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
@@ -65,7 +65,7 @@ def plot_speedup_by_level(report: dict[str, Any], dest: Path) -> Path:
     plt = _pyplot()
     runs = report["runs"]
     levels = sorted({ep.level if ep.level is not None else 0 for run in runs for ep in run["_summaries"]})
-    fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(levels) * max(1, len(runs))), 4.5))
+    fig, ax = plt.subplots(figsize=(max(8, 2.2 * len(levels) * max(1, len(runs))), 4.5))
     width = 0.8 / max(1, len(runs))
     for r_i, run in enumerate(runs):
         data, positions = [], []
