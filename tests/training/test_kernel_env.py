@@ -28,7 +28,8 @@ def test_ppo_agentic_iteration_through_cpu_kernel_environment(tmp_path, monkeypa
     assert len(trajs) == 2
     for t in trajs:
         traj = load_trajectory(t)
-        assert traj.complete and traj.header.system_prompt_ids  # token-level record for the trainer
+        assert traj.complete and traj.header.system_prompt_ids is not None  # token-level record for the trainer
+        assert traj.turns and all(t.tokens is not None and t.tokens.output_ids for t in traj.turns)
         assert traj.end.reward is not None and traj.end.reward_name == "milestone"
     m = out["metrics"]
     assert m["episodes"] == 2 and m["turns_mean"] >= 1 and m["reward_mean"] <= 3
