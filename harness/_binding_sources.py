@@ -39,6 +39,10 @@ BINDING_REGISTRY_H = r"""// binding_registry.h -- written by cuda-agent; protect
 // register_fn is `void register_fn(pybind11::module& m)` (that file then
 // needs torch/extension.h and compiles much slower).
 #pragma once
+// A guard as well: the build force-includes a precompiled copy of this header,
+// and the guard makes the workspace's own copy a no-op after it.
+#ifndef CUDA_AGENT_BINDING_REGISTRY_H_
+#define CUDA_AGENT_BINDING_REGISTRY_H_
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Stream.h>
@@ -227,6 +231,8 @@ struct Registrar {
 // REGISTER_BINDING_DOC(name, fn, "docstring"): the same, with a Python docstring.
 #define REGISTER_BINDING_DOC(name, fn, doc) \
   static ::cuda_agent_binding::Registrar CUDA_AGENT_CONCAT(cuda_agent_registrar_, name)(#name, fn, doc)
+
+#endif  // CUDA_AGENT_BINDING_REGISTRY_H_
 """
 
 BINDING_CPP = r"""// binding.cpp -- written by cuda-agent; protected (edits are refused).

@@ -42,8 +42,14 @@ def ninja_text(
     sources: list[Path],
     binding_object: Path,
     output: Path,
+    pch_header: Path | None = None,
 ) -> str:
-    """The build.ninja for ``sources`` linked with ``binding_object`` into ``output``."""
+    """The build.ninja for ``sources`` linked with ``binding_object`` into ``output``.
+
+    ``pch_header``: a copy of ``binding_registry.h`` next to its precompiled
+    ``.gch``, force-included into ``*_binding.cpp`` TUs (gcc then loads the
+    PCH instead of parsing the torch headers).
+    """
     launcher = [toolchain.ccache] if toolchain.ccache else []
     include_root = [f"-I{workspace_root}", f"-I{workspace_root / 'kernels'}"]
     lines = [
@@ -54,7 +60,7 @@ def ninja_text(
         f"ldflags = {_shell_join(toolchain.ld_flags)}",
         "",
         "rule cxx",
-        "  command = $cxx -MMD -MF $out.d $cxxflags -c $in -o $out",
+        "  command = $cxx -MMD -MF $out.d $cxxflags $pch -c $in -o $out",
         "  depfile = $out.d",
         "  deps = gcc",
         "  description = CXX $rel",
@@ -85,6 +91,8 @@ def ninja_text(
         rule = "nvcc" if src.suffix == ".cu" else "cxx"
         lines.append(f"build {_escape(str(obj))}: {rule} {_escape(str(src))}")
         lines.append(f"  rel = {str(src.relative_to(workspace_root)).replace('$', '$$')}")
+        if pch_header is not None and src.name.endswith("_binding.cpp"):
+            lines.append(f"  pch = {_shell_join(['-include', str(pch_header)])}")
     all_objs = " ".join(_escape(str(o)) for o in [*objects, binding_object])
     lines.append(f"build {_escape(str(output))}: link {all_objs}")
     lines.append(f"build objects: phony {' '.join(_escape(str(o)) for o in objects)}")

@@ -60,6 +60,11 @@ class BuildOutcome(BaseModel):
     binding_object: Path | None = Field(None, description="The shared prebuilt binding object linked in.")
 
 
+def pch_enabled() -> bool:
+    """Precompiled binding header on, unless ``CUDA_AGENT_NO_PCH=1`` (for comparisons)."""
+    return os.environ.get("CUDA_AGENT_NO_PCH", "") not in ("1", "true", "yes")
+
+
 def default_cache_dir() -> Path:
     """Shared build cache: ``$CUDA_AGENT_BUILD_CACHE`` or ``~/.cache/cuda-agent/build``."""
     env = os.environ.get(CACHE_ENV)
@@ -102,6 +107,39 @@ def shared_binding_object(toolchain: Toolchain, cache_dir: Path | None = None) -
         os.replace(tmp, obj)
         log.info("binding_object_built", key=key, seconds=round(time.perf_counter() - started, 1))
     return obj
+
+
+def shared_pch(toolchain: Toolchain, cache_dir: Path | None = None) -> Path | None:
+    """A precompiled ``binding_registry.h`` for ``toolchain`` (gcc only); None when unavailable.
+
+    Returns the header copy to force-include; its ``.gch`` sits next to it.
+    Compiled once per key like the binding object; a failure just disables it.
+    """
+    cache_dir = Path(cache_dir or default_cache_dir())
+    key = f"{toolchain.kind}-{python_tag()}-{toolchain.binding_key(_binding_digest())}"
+    folder = cache_dir / "pch" / key
+    header = folder / "binding_registry.h"
+    gch = folder / "binding_registry.h.gch"
+    failed_marker = folder / "FAILED"
+    if gch.is_file():
+        return header
+    if failed_marker.exists():
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if gch.is_file():
+            return header
+        header.write_text(BINDING_REGISTRY_H)
+        tmp = folder / f"binding_registry.h.gch.tmp{os.getpid()}"
+        cmd = [toolchain.cxx, *toolchain.cxx_flags, "-x", "c++-header", str(header), "-o", str(tmp)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BINDING_TIMEOUT_S)
+        if proc.returncode != 0 or not tmp.is_file():
+            failed_marker.write_text(proc.stdout + proc.stderr)
+            log.warning("pch_unavailable", key=key, reason=trim_log(proc.stdout + proc.stderr)[:300])
+            return None
+        os.replace(tmp, gch)
+    return header
 
 
 def _check_workspace(workspace_root: Path, kind: str) -> list[BuildError]:
@@ -189,12 +227,13 @@ def build_extension(
         binding_obj = shared_binding_object(toolchain, cache_dir)
     else:  # never built: only the link edge needs it
         binding_obj = Path(cache_dir or default_cache_dir()) / "binding" / "not-linked" / "binding.o"
+    pch = shared_pch(toolchain, cache_dir) if pch_enabled() else None
     output = build_dir / f"{MODULE_NAME}.so"
-    text = ninja_text(toolchain, workspace_root, build_dir, kernel_sources(workspace_root), binding_obj, output)
+    text = ninja_text(toolchain, workspace_root, build_dir, kernel_sources(workspace_root), binding_obj, output, pch)
     write_if_changed(build_dir / "build.ninja", text)
     run = run_sandboxed(
         [toolchain.ninja, "-C", str(build_dir), *([] if link else ["objects"])],
-        readonly=[workspace_root, *([binding_obj.parent] if link else [])],
+        readonly=[workspace_root, *([binding_obj.parent] if link else []), *([pch.parent] if pch else [])],
         writable=[build_dir],
         hidden=hidden,
         timeout_s=timeout_s,
