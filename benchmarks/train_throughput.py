@@ -3,6 +3,7 @@
 Usage (one H200, about 4-6 minutes)::
 
     python benchmarks/train_throughput.py --out train_throughput.json
+    deepspeed --num_gpus 2 benchmarks/train_throughput.py --out train_throughput_2gpu.json   # per-GPU figures
 
 Model: random init with Qwen2-1.5B's shapes (written below as a config dict,
 nothing downloaded), bf16, SDPA attention, gradient checkpointing. Batch: a
@@ -155,18 +156,20 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=3, help="timed PPO iterations per engine (after one warm-up)")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="episode lengths of the batch")
     ap.add_argument("--zero-stage", type=int, default=2, choices=[1, 2, 3], help="DeepSpeed ZeRO stage")
+    ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # from the deepspeed launcher
     args = ap.parse_args()
     from cuda_agent.training.engines.deepspeed_engine import ensure_distributed
     from cuda_agent.training.settings import EngineSettings
 
     torch.backends.cuda.matmul.allow_tf32 = True
-    ensure_distributed()
+    rank, world = ensure_distributed()  # under `deepspeed --num_gpus N`, every rank runs its own batch (data parallel)
     lengths = [int(x) for x in args.lengths.split(",")]
     batch = make_batch(lengths, QWEN2_1_5B["vocab_size"])
     settings = EngineSettings(zero_stage=args.zero_stage, dtype="bf16", gradient_checkpointing=True)
     results: dict[str, Any] = {"model": "qwen2-1.5b-shapes (random init)", "lengths": lengths,
                                "peak_tflops": PEAK_TFLOPS, "zero_stage": args.zero_stage,
-                               "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+                               "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                               "world_size": world, "note": "tokens/s and MFU are per GPU"}
     for kind in ("plain", "deepspeed"):
         r = measure(kind, batch, args.iters, settings)
         f = flops_of_iteration(lengths, r["actor_params"], r["critic_params"], QWEN2_1_5B["num_hidden_layers"],
@@ -175,6 +178,8 @@ def main() -> int:
                   "model_tflops": f["total"] / 1e12, "mfu": f["total"] / r["seconds"] / (PEAK_TFLOPS * 1e12)})
         results[kind] = r
     results["deepspeed_vs_plain"] = results["deepspeed"]["tokens_per_s"] / results["plain"]["tokens_per_s"]
+    if rank != 0:
+        return 0
     print(f"{'engine':<10} {'s/iter':>8} {'tokens/s':>10} {'MFU':>7} {'peak GiB':>9}")
     for kind in ("plain", "deepspeed"):
         r = results[kind]
