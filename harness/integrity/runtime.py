@@ -176,6 +176,8 @@ def _prime_torch() -> None:
     """Import what ``audit_ops`` needs now: importing it later sets env vars (TORCHINDUCTOR_CACHE_DIR)."""
     if "torch" in sys.modules:
         importlib.import_module("torch.utils._python_dispatch")
+        if sys.modules["torch"].cuda.is_available():
+            importlib.import_module("torch.profiler")  # audit_ops(kernels=True) uses it after the snapshot
 
 
 def take_guard_snapshot() -> dict[str, Any]:
