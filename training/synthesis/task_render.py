@@ -108,8 +108,7 @@ def render_task(plan: TaskPlan, description: str = "") -> str:
             args = ", ".join(step.ctor_args + ([_kwargs(step.ctor_kwargs)] if step.ctor_kwargs else []))
             lines.append(f"        self.{step.attr_name} = {_callee(step.op)}({args})")
         elif step.op.family in ("scale_param", "bias_param"):
-            init = "torch.randn" if step.op.family == "scale_param" else "torch.randn"
-            lines.append(f"        self.{step.attr_name} = nn.Parameter({init}({step.param_shape}))")
+            lines.append(f"        self.{step.attr_name} = nn.Parameter(torch.randn({step.param_shape}))")
     lines += ["", "    def forward(self, x):"]
     for step in plan.steps:
         kw = _kwargs(step.call_kwargs)
