@@ -59,7 +59,8 @@ def test_scripted_eval_over_example_tasks_two_seeds(tmp_path):
         best, final = row["selections"]["best"], row["selections"]["final"]
         assert best["in_trajectory"] == "correct" and best["regraded"] == "correct", row
         if row["task_id"].endswith(BROKEN):
-            assert best["turn"] == 1 and final["turn"] == 2 and final["regraded"] == "compile_error"
+            # final = the state after the last turn (turn 3, 'finish', same snapshot as the broken turn 2)
+            assert best["turn"] == 1 and final["turn"] == 3 and final["regraded"] == "compile_error", row
         else:
             assert final["snapshot_id"] == best["snapshot_id"]
     best = run["metrics"]["best"]["regraded"]["overall"]
