@@ -101,7 +101,7 @@ def test_finished_run_is_skipped_and_changed_config_refused(chain_run):
 def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
     stages = ("stages=[{name: ppo_single_turn, config: {env: toy_single, steps: 4, episodes_per_step: 16, "
               "actor_lr: 0.003, critic_lr: 0.003, checkpoint_every: 2, ppo: {kl_coef: 0.05}}}, "
-              "{name: rft, config: {env: toy_single, collect_episodes: 64, steps: 2, batch_size: 2, lr: 0.003}}]")
+              "{name: rft, config: {env: toy_single, collect_episodes: 256, steps: 2, batch_size: 2, lr: 0.003}}]")
     full = run_training(_config(tmp_path / "full", stages))
     pm = PluginManager(extra_plugins=[("killer", KillAt("ppo_single_turn", 3))])
     with pytest.raises(Killed):
