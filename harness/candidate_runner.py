@@ -147,7 +147,12 @@ class _Runner:
                 from torch.multiprocessing.reductions import rebuild_cuda_tensor
 
                 args = pickle.loads(base64.b64decode(d["ipc"]))  # trusted -> candidate direction
-                t = rebuild_cuda_tensor(*args)
+                shared = rebuild_cuda_tensor(*args)
+                # Own copy, then release the mapping at once: the producer's IPC reference count drops now,
+                # so killing this process later cannot pin the reference process's memory.
+                t = shared.clone(memory_format=torch.preserve_format)
+                torch.cuda.synchronize()  # the copy is done before the mapping goes away
+                del shared
             else:
                 numel = 1
                 for s in d["shape"]:
@@ -289,13 +294,19 @@ class _Runner:
     def op_kernels(self, req: dict[str, Any]) -> None:
         from cuda_agent.harness.timing import kernel_breakdown, profiler_sum_ms
 
+        # Guard first: threads the profiler starts below are the harness's and are excused afterwards.
+        violations = self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot())
         args = self._copy_inputs(int(req["set"]))
         model = self.model
-        result: dict[str, Any] = {"ok": True}
+        result: dict[str, Any] = {"ok": True, "violations": [_violation_dict(v) for v in violations]}
+        before = set(_native_thread_ids())
         if req.get("breakdown"):
             result["per_kernel"] = kernel_breakdown(lambda: model(*args), self.device)
         if req.get("profiler_sum"):
             result["profiler_sum_ms"] = profiler_sum_ms(lambda: model(*args), self.device)
+        excused = getattr(self.runtime, "_HARNESS_THREADS", None)
+        if isinstance(excused, set):
+            excused.update(set(_native_thread_ids()) - before)
         self.send(**result)
 
 
@@ -312,6 +323,14 @@ def _native_threads() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return -1
+
+
+def _native_thread_ids() -> list[str]:
+    """Kernel thread ids of this process."""
+    try:
+        return os.listdir("/proc/self/task")
+    except OSError:
+        return []
 
 
 def _violation_dict(v: Any) -> dict[str, Any]:

@@ -38,6 +38,8 @@ log = structlog.get_logger(__name__)
 
 #: Working sets above this many bytes rotate through only two input sets (device memory).
 BIG_WORKING_SET = 256 * 2**20
+#: Device bytes still held by a reference process after an evaluation that make it restart.
+LEAK_LIMIT_BYTES = 1 << 30
 #: Reference processes kept warm per evaluator (one per task, least recently used closed first).
 WARM_REFERENCES = 4
 
@@ -282,11 +284,20 @@ class Evaluator:
             if proc is not None:
                 self.pool.release(proc)
             if sess is not None and sess.ref.alive:
-                try:
-                    sess.ref.call("drop_sets", list(sess.sets))
-                except ReferenceError_:
-                    pass
+                self._release_sets(sess)
         return self._finish(result, start, sess=sess, root=root, before=before)
+
+    def _release_sets(self, sess: _Session) -> None:
+        """Drop the session's input sets; recycle the reference process if device memory stays pinned."""
+        try:
+            pinned = sess.ref.call("drop_sets", list(sess.sets))
+        except ReferenceError_:
+            pinned = 0
+        if pinned > LEAK_LIMIT_BYTES:
+            # A candidate that kept CUDA IPC mappings and died leaves the producer's blocks in limbo.
+            log.warning("reference.recycled", task=sess.task.id, pinned_mb=pinned // 2**20)
+            self._refs.pop(sess.task.code_hash, None)
+            sess.ref.close()
 
     def open_session(self, sess: _Session, root: Path, so_path: Path | None, seeds: list[int]) -> None:
         """Make the input sets (reference first), load the candidate, hand it the inputs."""
@@ -456,6 +467,7 @@ class Evaluator:
             answer = sess.proc.request(self.settings.request_timeout_s, op="kernels", set=ks[0], profiler_sum=True)
             if not answer.get("ok"):
                 raise _CandidateFailed(f"profiling failed: {answer.get('error')}", answer.get("traceback", ""))
+            sess.violations += answer.get("violations", [])
             from cuda_agent.schemas.result import Timing
 
             result.timing = Timing(median_ms=float(answer["profiler_sum_ms"]), samples=10, method="profiler_sum")
@@ -468,6 +480,7 @@ class Evaluator:
             answer = sess.proc.request(self.settings.request_timeout_s, op="kernels", set=ks[0], breakdown=True)
             if answer.get("ok"):
                 result.timing.per_kernel = answer.get("per_kernel", [])
+                sess.violations += answer.get("violations", [])
         baselines, cached = cached_baselines(
             sess.ref,
             code_hash=sess.task.code_hash,

@@ -77,6 +77,10 @@ class ReferenceServer:
         self.sets: dict[int, dict[str, Any]] = {}
         self.compiled: Any = None
         self.timer: Any = None
+        self.baseline_bytes: int | None = None
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.baseline_bytes = torch.cuda.memory_allocated(self.device)
 
     # ------------------------------------------------------------------ inputs and expected outputs
     def make_set(self, k: int, seed: int, exchange: str | None) -> dict[str, Any]:
@@ -134,10 +138,17 @@ class ReferenceServer:
             "input_bytes": sum(x.numel() * x.element_size() for x in pristine if isinstance(x, torch.Tensor)),
         }
 
-    def drop_sets(self, ks: list[int]) -> None:
-        """Free input sets no longer needed (big tasks keep few sets on the device)."""
+    def drop_sets(self, ks: list[int]) -> int:
+        """Free input sets no longer needed; returns device bytes still allocated beyond the model (leak probe)."""
         for k in ks:
             self.sets.pop(k, None)
+        if self.device.type != "cuda":
+            return 0
+        torch = self.torch
+        torch.cuda.ipc_collect()  # free blocks whose IPC consumers released them
+        if self.baseline_bytes is None:
+            self.baseline_bytes = torch.cuda.memory_allocated(self.device)
+        return max(0, torch.cuda.memory_allocated(self.device) - self.baseline_bytes)
 
     def inputs_intact(self) -> list[int]:
         """Sets whose pristine inputs changed since they were made (a candidate wrote through IPC, T5)."""

@@ -209,3 +209,15 @@ def test_grade_of_wrong_candidate_has_no_speedup(cpu_evaluator, make_ws, kit, ta
     g = cpu_evaluator.grade(tasks.relu, make_ws(code), kit)
     assert g.status.value in ("incorrect", "rejected")
     assert g.speedup_eager is None and g.timing is None
+
+
+def test_release_profiler_sum_preset(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    cpu_evaluator.settings.timing = "release_profiler_sum"
+    try:
+        r = cpu_evaluator.profile(tasks.relu, make_ws(HONEST_RELU), kit)
+    finally:
+        cpu_evaluator.settings.timing = "ours"
+    assert r.status.value == "correct", r.summary_for_agent()
+    assert r.timing is not None and r.timing.method == "profiler_sum"
+    assert r.baselines is not None and r.baselines.eager is not None and r.baselines.eager.method == "profiler_sum"
+    assert r.baselines.ids["eager"] != ""
