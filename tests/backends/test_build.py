@@ -41,7 +41,9 @@ def test_first_build_compiles_every_kernel_and_imports(swish_build):
     assert outcome.so_path == build_dir / "cuda_extension.so"
     ninja = (build_dir / "build.ninja").read_text()
     # The binding TU force-includes the precompiled binding_registry.h (gcc PCH), the kernel TU does not.
-    binding_edge = ninja.split("kernels/swish_binding.cpp\n")[1].split("build ")[0]
+    edges = {block.split("\n", 1)[0].rsplit("/", 1)[-1]: block for block in ninja.split("\nbuild ")[1:]}
+    binding_edge, kernel_edge = edges["swish_binding.cpp"], edges["swish.cpp"]
+    assert "-include" not in kernel_edge
     assert "-include" in binding_edge and "binding_registry.h" in binding_edge
     assert (Path(binding_edge.split("-include ")[1].split()[0] + ".gch")).is_file()
     out = run_module(
