@@ -13,7 +13,10 @@ calls to those from kernel code are a source rule (``T1.cpp.python_api``).
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -226,11 +229,79 @@ def check_binary(
     so_path = Path(so_path)
     if not so_path.is_file():
         raise FileNotFoundError(f"check_binary: built module {so_path} does not exist (pass BuildOutcome.so_path)")
+    allowed = frozenset(allowed_libraries)
     if baseline is not None:
         ignore = frozenset(baseline)
     else:
-        ignore = _baselines.get(kind, frozenset()) | binding_object_baseline(so_path)
-    return _judge(undefined_symbols(so_path), ignore, frozenset(allowed_libraries), so_path.name)
+        ignore = _baselines.get(kind, frozenset()) | binding_object_baseline(so_path) | toolchain_link_baseline(so_path)
+    found = _judge(undefined_symbols(so_path), ignore, allowed, so_path.name)
+    # What the toolchain's own static runtime imports is subtracted above, so a
+    # candidate calling the same libc function directly must be caught in its
+    # own object files, which hold no static-runtime code.
+    seen = {(v.rule, v.message.split(": ", 1)[-1]) for v in found}
+    for obj in candidate_objects(so_path):
+        for v in _judge(undefined_symbols(obj, dynamic=False), frozenset(), allowed, f"{so_path.name}:{obj.name}"):
+            if (v.rule, v.message.split(": ", 1)[-1]) not in seen:
+                found.append(v)
+    return found
+
+
+def _ninja_vars(so_path: Path) -> tuple[dict[str, str], list[Path]]:
+    """Variables (``cxx``, ``ldflags``) and object paths of the ``build.ninja`` beside ``so_path``."""
+    ninja = Path(so_path).parent / "build.ninja"
+    if not ninja.is_file():
+        return {}, []
+    variables: dict[str, str] = {}
+    objects: list[Path] = []
+    for line in ninja.read_text(errors="replace").splitlines():
+        m = re.match(r"^(cxx|ldflags) = (.*)$", line)
+        if m:
+            variables[m.group(1)] = m.group(2)
+        m = re.match(r"^build (\S+\.o): (?:cxx|nvcc) ", line)
+        if m:
+            objects.append(Path(m.group(1).replace("$:", ":")))
+    return variables, objects
+
+
+def candidate_objects(so_path: Path) -> list[Path]:
+    """The candidate's own object files (kernels and bindings) linked into ``so_path``."""
+    return [o for o in _ninja_vars(so_path)[1] if o.is_file()]
+
+
+def toolchain_link_baseline(so_path: Path) -> frozenset[str]:
+    """Undefined symbols of the shared binding object linked ALONE with the same toolchain and flags.
+
+    Some toolchains link the C++ runtime statically (seen on the H200 image's
+    /opt/gcc: no libstdc++.so NEEDED, and its libc imports ``open``,
+    ``fopen64``, ``syscall``, ``secure_getenv`` in every module). Those imports
+    belong to the toolchain, not the candidate. Cached beside the binding object.
+    """
+    variables, _ = _ninja_vars(so_path)
+    binding = next(iter(sorted(_binding_objects(so_path))), None)
+    if binding is None or "cxx" not in variables:
+        return frozenset()
+    key = hashlib.sha256((variables["cxx"] + "\0" + variables.get("ldflags", "")).encode()).hexdigest()[:16]
+    cached = binding.parent / f"link-baseline-{key}.so"
+    if not cached.is_file():
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        cmd = [*shlex.split(variables["cxx"]), "-shared", str(binding), "-o", str(tmp), *shlex.split(variables.get("ldflags", ""))]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        if proc.returncode != 0:
+            return frozenset()
+        os.replace(tmp, cached)
+    return frozenset(s.raw for s in undefined_symbols(cached))
+
+
+def _binding_objects(so_path: Path) -> set[Path]:
+    ninja = Path(so_path).parent / "build.ninja"
+    if not ninja.is_file():
+        return set()
+    out = set()
+    for token in re.split(r"\s+", ninja.read_text(errors="replace")):
+        token = token.replace("$ ", " ").replace("$:", ":")
+        if token.endswith("binding.o") and Path(token).is_file():
+            out.add(Path(token))
+    return out
 
 
 def check_object(obj_path: Path, kind: str, *, allowed_libraries: Iterable[str] = ()) -> list[Violation]:
