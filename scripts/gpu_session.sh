@@ -32,7 +32,11 @@ for what in "$@"; do
     doctor)      part doctor 60 cuda-agent doctor ;;
     gputests)    part gputests 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 -x --junitxml "$RES/gpu-junit.xml" ;;
     envinfo)     part envinfo 60 bash -c 'ls -la /usr/local/cuda/lib64 | grep -i cudart; python3 -c "import torch,os;print(torch.__file__)"; find / -name "libcudart.so*" -not -path "*/proc/*" 2>/dev/null | head' ;;
-    gputests-v)  part gputests 480 python3 -m pytest -m gpu -v -p no:cacheprovider --timeout 120 -o addopts="--import-mode=importlib -ra --durations=15" ;;
+    gpufiles)    # each GPU test file on its own clock, so one hang cannot hide the others' tracebacks
+                 for f in $(grep -rl "mark.gpu" tests | sort); do
+                   part "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-150}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider --timeout 120 "$f"
+                 done ;;
+    gputests-v)  part gputests 400 python3 -m pytest -m gpu -v -p no:cacheprovider --timeout 120 -o addopts="--import-mode=importlib -ra --durations=15" ;;
     gputests-k)  part gputests 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --junitxml "$RES/gpu-junit.xml" ;;
     env_latency) part env_latency 400 python3 benchmarks/env_latency.py --out "$RES/env_latency.json" ;;
     eval)        part eval_throughput 400 python3 benchmarks/eval_throughput.py --out "$RES/eval_throughput.json" ;;
