@@ -33,7 +33,7 @@ for what in "$@"; do
     gputests)    part gputests 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 -x --junitxml "$RES/gpu-junit.xml" ;;
     envinfo)     part envinfo 60 bash -c 'ls -la /usr/local/cuda/lib64 | grep -i cudart; python3 -c "import torch,os;print(torch.__file__)"; find / -name "libcudart.so*" -not -path "*/proc/*" 2>/dev/null | head' ;;
     gpufiles)    # each GPU test file on its own clock, so one hang cannot hide the others' tracebacks
-                 for f in $(grep -rl "mark.gpu" tests | sort); do
+                 for f in ${GPU_FILES:-$(grep -rl "mark.gpu" tests | sort)}; do
                    part "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-150}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider --timeout 120 "$f"
                  done ;;
     gputests-v)  part gputests 400 python3 -m pytest -m gpu -v -p no:cacheprovider --timeout 120 -o addopts="--import-mode=importlib -ra --durations=15" ;;
