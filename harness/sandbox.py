@@ -164,8 +164,11 @@ class CandidateProcess:
         self._req_w = req_w
         self._resp_r = resp_r
         self._buf = b""
-        cmd = list(wrapper or []) + [sys.executable, "-I", "-m", "cuda_agent.harness.candidate_runner"]
-        # -I ignores PYTHONPATH/user site; the editable install's finder is in site-packages, so imports work.
+        cmd = list(wrapper or []) + [sys.executable, "-s", "-P", "-m", "cuda_agent.harness.candidate_runner"]
+        # -s: no user site; -P: the working directory is not put on sys.path. Not -I: it also drops
+        # PYTHONPATH, and installs outside site-packages (air-gapped GPU machines: --target DIR plus
+        # PYTHONPATH) then cannot import the runner. The environment is built by the trusted side
+        # (_candidate_env), never by the candidate.
         if isolation == "bwrap":
             assert bwrap is not None
             cmd = _bwrap_prefix(
@@ -315,6 +318,10 @@ class CandidateProcess:
                 self.dead_message = f"candidate process died with signal {signal.Signals(code - 128).name}"
             else:
                 self.dead_reason, self.dead_message = "crash", f"candidate process exited with code {code}"
+            self._drain.join(timeout=2)  # let the reader reach EOF before taking the tail
+            tail = self.output_tail().strip()
+            if tail:  # what the process printed is the agent's best clue (import error, traceback)
+                self.dead_message += "\nlast output:\n" + tail[-3000:]
         raise CandidateDied(self.dead_reason, self.dead_message)
 
     def wait_ready(self) -> dict[str, Any]:
