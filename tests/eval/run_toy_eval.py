@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import toy_backend  # noqa: E402
+import eval_toy_backend as toy_backend  # noqa: E402
 
 from cuda_agent.harness.evaluation.config import EvalConfig  # noqa: E402
 from cuda_agent.harness.evaluation.runner import EvalRunner  # noqa: E402

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # so '-p toy_backend' imports tests/eval/toy_backend.py
+sys.path.insert(0, str(HERE))  # so "-p eval_toy_backend" imports tests/eval/eval_toy_backend.py
 
 from cuda_agent.cli import main as cuda_agent_main  # noqa: E402
 from cuda_agent.harness.evaluation.ablate import leave_one_out, variants_from_file  # noqa: E402
@@ -42,7 +42,7 @@ def test_leave_one_out_runs_each_variant_and_prints_one_table(tmp_path, capsys):
         {"tool_calls": [{"name": "finish"}]},
     ]))
     out = tmp_path / "abl"
-    rc = cuda_agent_main(["-p", "toy_backend", "ablate", "--tasks", str(tasks), "--policy", f"scripted:{script}",
+    rc = cuda_agent_main(["-p", "eval_toy_backend", "ablate", "--tasks", str(tasks), "--policy", f"scripted:{script}",
                           "--backend", "toy", "--turns", "3", "--seeds", "1", "--out", str(out),
                           "--leave-one-out", "profile", "-o", "eval.probe=false", "-o", "eval.progress=false"])
     assert rc == 0

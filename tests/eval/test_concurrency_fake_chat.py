@@ -20,7 +20,7 @@ sys.path.insert(0, str(HERE))  # toy_backend
 
 from fakes.chat_server import FakeChatServer, Reply  # noqa: E402
 
-import toy_backend  # noqa: E402
+import eval_toy_backend as toy_backend  # noqa: E402
 from cuda_agent.harness.evaluation.config import EvalConfig  # noqa: E402
 from cuda_agent.harness.evaluation.records import read_eval_record  # noqa: E402
 from cuda_agent.harness.evaluation.report import write_report  # noqa: E402

@@ -1,7 +1,7 @@
 """kill -9 at five random points, then resume: the final report equals an uninterrupted run's.
 
 Real runner, real agent loop, real scripted policy, real workspace store, in
-a subprocess; the toy backend (tests/eval/toy_backend.py) replaces kernel
+a subprocess; the toy backend (tests/eval/eval_toy_backend.py) replaces kernel
 builds so that ~70 backend calls cost milliseconds. The process kills
 itself with SIGKILL at its n-th backend call, n drawn from a seeded RNG.
 

@@ -11,7 +11,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import toy_backend  # noqa: E402
+import eval_toy_backend as toy_backend  # noqa: E402
 from cuda_agent.harness.evaluation.config import EvalConfig  # noqa: E402
 from cuda_agent.harness.evaluation.report import build_report  # noqa: E402
 from cuda_agent.harness.evaluation.runner import EvalRunner  # noqa: E402
