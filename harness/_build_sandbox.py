@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from cuda_agent.harness._masked_code_paths import masked_code_paths
 
 
 @dataclass
@@ -72,6 +73,8 @@ def bwrap_command(
     assert binary is not None
     dev = ["--dev-bind", "/dev", "/dev"] if dev_bind else ["--dev", "/dev"]
     cmd = [binary, "--ro-bind", "/", "/", *dev, "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in masked_code_paths():  # our own code, when it lives under /tmp
+        cmd += ["--ro-bind", str(path), str(path)]
     for path in hidden:
         if Path(path).is_dir():
             cmd += ["--tmpfs", str(path)]

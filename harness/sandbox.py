@@ -34,6 +34,7 @@ import structlog
 
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness._masked_code_paths import masked_code_paths
 
 log = structlog.get_logger(__name__)
 
@@ -103,6 +104,8 @@ def _bwrap_prefix(
         args += ["--unshare-pid"]
     if uid is not None:
         args += ["--unshare-user", "--uid", str(uid), "--gid", str(uid)]
+    for b in masked_code_paths():  # our own code, when it lives under /tmp
+        args += ["--ro-bind", str(b), str(b)]
     for b in binds:
         args += ["--bind", str(b), str(b)]
     for b in ro_binds:

@@ -1,0 +1,40 @@
+"""Code folders a sandbox must bind back after masking ``/tmp`` with a private tmpfs.
+
+Both sandboxes (compiles and probes in ``_build_sandbox``, candidates in
+``sandbox``) mount a fresh tmpfs over ``/tmp``. When cuda-agent itself, or a
+``sys.path`` entry, lives under ``/tmp`` (a CI clone in ``/tmp``, wheels
+installed with ``--target /tmp/site``), the sandboxed Python would no longer
+find the harness code. These folders are bound back read-only.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from pathlib import Path
+
+#: The mount points the sandboxes replace with an empty tmpfs.
+MASKED_ROOTS: tuple[Path, ...] = (Path("/tmp"),)
+
+#: Packages whose folders the sandboxed child imports from.
+_PACKAGES = ("cuda_agent", "cuda_agent.harness", "cuda_agent.plugins", "cuda_agent.training", "cuda_agent.skills")
+
+
+@functools.lru_cache(maxsize=1)
+def masked_code_paths() -> tuple[Path, ...]:
+    """Existing code folders under a masked root, to be ``--ro-bind``-ed back (sorted, no nesting)."""
+    candidates: set[Path] = set()
+    for name in _PACKAGES:
+        module = importlib.import_module(name)
+        for entry in getattr(module, "__path__", []):
+            candidates.add(Path(entry).resolve())
+    for entry in sys.path:
+        if entry and Path(entry).is_dir():
+            candidates.add(Path(entry).resolve())
+    under = sorted(p for p in candidates if any(p.is_relative_to(root) for root in MASKED_ROOTS))
+    kept: list[Path] = []
+    for p in under:  # a parent already bound covers its children
+        if not any(p.is_relative_to(k) for k in kept):
+            kept.append(p)
+    return tuple(kept)
