@@ -149,14 +149,9 @@ def baseline_symbols(so_path: Path) -> frozenset[str]:
 
 def binding_object_baseline(so_path: Path) -> frozenset[str]:
     """Undefined symbols of the shared binding object linked into ``so_path`` (found in its ``build.ninja``)."""
-    ninja = Path(so_path).parent / "build.ninja"
-    if not ninja.is_file():
-        return frozenset()
     out: set[str] = set()
-    for token in re.split(r"\s+", ninja.read_text(errors="replace")):
-        token = token.replace("$ ", " ").replace("$:", ":")
-        if token.endswith("binding.o") and Path(token).is_file():
-            out |= {s.raw for s in undefined_symbols(Path(token), dynamic=False)}
+    for obj in _binding_objects(so_path):
+        out |= {s.raw for s in undefined_symbols(obj, dynamic=False)}
     return frozenset(out)
 
 
