@@ -32,7 +32,9 @@ def masked_code_paths() -> tuple[Path, ...]:
     for entry in sys.path:
         if entry and Path(entry).is_dir():
             candidates.add(Path(entry).resolve())
-    under = sorted(p for p in candidates if any(p.is_relative_to(root) for root in MASKED_ROOTS))
+    # Never a masked root itself (a script run from /tmp puts /tmp on sys.path): binding it
+    # back would undo the private tmpfs.
+    under = sorted(p for p in candidates if any(p.is_relative_to(root) and p != root for root in MASKED_ROOTS))
     kept: list[Path] = []
     for p in under:  # a parent already bound covers its children
         if not any(p.is_relative_to(k) for k in kept):
