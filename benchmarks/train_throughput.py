@@ -95,9 +95,11 @@ def make_batch(lengths: list[int], vocab: int, seed: int = 0):
 
 def flops_of_iteration(lengths: list[int], actor_params: int, critic_params: int, layers: int, hidden: int) -> dict[str, float]:
     """Model FLOPs of one PPO iteration: scoring (forward) + update (forward+backward) of actor and critic."""
-    attn = sum(layers * hidden * n * n for n in lengths)  # sum over tokens of layers*hidden*seq
+    # Causal attention, ANCHORS.md convention: 6 x layers x hidden x sequence per trained token, i.e.
+    # 6 x layers x hidden x n^2 per sequence of n tokens (forward-only: a third of it). Both models attend.
+    attn = sum(layers * hidden * n * n for n in lengths)
     tokens = sum(lengths)
-    train = 6 * (actor_params + critic_params) * tokens + 6 * 2 * attn
+    train = 6 * (actor_params + critic_params) * tokens + 6 * 2 * attn  # 2 models
     score = 2 * (actor_params + critic_params) * tokens + 2 * 2 * attn
     return {"train": float(train), "score": float(score), "total": float(train + score), "tokens": float(tokens)}
 

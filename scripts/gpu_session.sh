@@ -1,52 +1,94 @@
 #!/usr/bin/env bash
 # One GPU-machine session: install carried wheels, then run the named parts.
-#   bash scripts/gpu_session.sh [doctor] [gputests] [env_latency] [eval] [train] [data] ...
+#   bash scripts/gpu_session.sh [PART ...] [gpuN:PART,PART,...] ...
+# A plain PART runs in the foreground with every GPU visible, one after another.
+# `gpuN:A,B` is a lane: parts A then B run in the background with only GPU N
+# visible (CUDA_VISIBLE_DEVICES=N), beside the other lanes; the script waits for
+# every lane before the foreground parts. On a 2-GPU machine two lanes give twice
+# the single-GPU work per minute of device time.
 # Results go to ${OUT:-.gpu-out}/: summary.txt (tails of every part) and
-# results.tar.gz (full logs and JSON). Every part has its own time cap so one
-# hang cannot eat the lease.
+# results.tar.gz (full logs and JSON). Every part has its own time cap and the
+# whole session a deadline (SESSION_DEADLINE_S, default 560 s), so one hang
+# cannot eat the lease.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-.gpu-out}
 RES=$OUT/res
 mkdir -p "$RES"
+T_START=$(date +%s)
+DEADLINE=$(( T_START + ${SESSION_DEADLINE_S:-560} ))
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/ca-site .whl/*.whl \
     || { echo "wheel install failed"; exit 3; }
   export PYTHONPATH=/opt/ca-site${PYTHONPATH:+:$PYTHONPATH} PATH=/opt/ca-site/bin:$PATH
 fi
-summary=$OUT/summary.txt
-: > "$summary"
-part() {  # part NAME SECONDS CMD...
-  local name=$1 secs=$2; shift 2
-  local t0=$(date +%s)
-  echo "== $name ($(date -u +%T))" | tee -a "$summary"
+TAIL_LINES=${TAIL_LINES:-25}
+
+part() {  # part SUMMARY NAME SECONDS CMD...
+  local summary=$1 name=$2 secs=$3; shift 3
+  local t0 left
+  t0=$(date +%s)
+  left=$(( DEADLINE - t0 ))
+  if [ "$left" -lt 15 ]; then echo "== $name skipped: session deadline" >> "$summary"; return; fi
+  [ "$secs" -gt "$left" ] && secs=$left
+  echo "== $name (gpus=${CUDA_VISIBLE_DEVICES:-all}, $(date -u +%T), cap $secs s)" >> "$summary"
   timeout -k 10 "$secs" "$@" > "$RES/$name.log" 2>&1
   local rc=$?
-  tail -n 40 "$RES/$name.log" >> "$summary"
-  echo "== $name rc=$rc in $(( $(date +%s) - t0 )) s" | tee -a "$summary"
+  tail -n "$TAIL_LINES" "$RES/$name.log" | cut -c1-400 >> "$summary"
+  echo "== $name rc=$rc in $(( $(date +%s) - t0 )) s" >> "$summary"
 }
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$RES/nvidia-smi.txt" 2>&1
+
+run_part() {  # run_part SUMMARY WHAT [TAG]
+  local s=$1 what=$2 tag=${3:-}
+  case $what in
+    doctor)      part "$s" "doctor$tag" 60 cuda-agent doctor ;;
+    envinfo)     part "$s" "envinfo$tag" 60 bash -c 'nvidia-smi topo -m; python3 -c "import torch;print(torch.cuda.device_count(), torch.__file__)"' ;;
+    gputests)    part "$s" "gputests$tag" 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --basetemp "/tmp/bt_gpu$tag" --junitxml "$RES/gpu-junit$tag.xml" ;;
+    gpufiles*)   # each GPU test file on its own clock; GPU_FILES_A / GPU_FILES_B pick halves (gpufilesA, gpufilesB)
+                 local var="GPU_FILES${what#gpufiles}"; [ "$what" = gpufiles ] && var=GPU_FILES
+                 local files=${!var:-$(grep -rl "mark.gpu" tests | sort)}
+                 for f in $files; do
+                   part "$s" "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-200}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider \
+                     --timeout 180 --basetemp "/tmp/bt_$(basename "$f" .py)" -o addopts="--import-mode=importlib -ra --durations=5" "$f"
+                 done ;;
+    env_latency) part "$s" "env_latency$tag" 300 python3 benchmarks/env_latency.py --out "$RES/env_latency.json" ;;
+    eval)        part "$s" "eval_throughput$tag" 330 python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 --out "$RES/eval_throughput.json" ;;
+    eval_gpus)   part "$s" "eval_gpus$tag" 330 python3 benchmarks/eval_multi_gpu.py --out "$RES/eval_gpus" ;;
+    train)       part "$s" "train_throughput$tag" 300 python3 benchmarks/train_throughput.py --out "$RES/train_throughput.json" ;;
+    train2)      part "$s" "train_throughput_2gpu$tag" 300 deepspeed --num_gpus 2 benchmarks/train_throughput.py --out "$RES/train_throughput_2gpu.json" ;;
+    train_resume2) part "$s" "train_resume_2gpu$tag" 300 python3 benchmarks/multi_gpu_train.py --gpus 2 --out "$RES/train_resume_2gpu" ;;
+    data)        part "$s" "data_build$tag" 500 python3 benchmarks/data_build_h200.py -o "out_dir=$RES/data" ;;
+    main_job)    part "$s" "main_job$tag" 240 bash -c 'cuda-agent run examples/tasks/swish.py --policy scripted:examples/trajectories/swish_cuda.yaml --backend cuda --out '"$RES"'/main_job' ;;
+    *) echo "unknown part $what" >> "$s" ;;
+  esac
+}
+
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$RES/nvidia-smi.txt" 2>&1
+lanes=()
+fg=()
 for what in "$@"; do
   case $what in
-    doctor)      part doctor 60 cuda-agent doctor ;;
-    gputests)    part gputests 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 -x --junitxml "$RES/gpu-junit.xml" ;;
-    envinfo)     part envinfo 60 bash -c 'ls -la /usr/local/cuda/lib64 | grep -i cudart; python3 -c "import torch,os;print(torch.__file__)"; find / -name "libcudart.so*" -not -path "*/proc/*" 2>/dev/null | head' ;;
-    gpufiles)    # each GPU test file on its own clock, so one hang cannot hide the others' tracebacks
-                 for f in ${GPU_FILES:-$(grep -rl "mark.gpu" tests | sort)}; do
-                   part "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-150}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider --timeout 120 "$f"
-                 done ;;
-    gputests-v)  part gputests 400 python3 -m pytest -m gpu -v -p no:cacheprovider --timeout 120 -o addopts="--import-mode=importlib -ra --durations=15" ;;
-    gputests-k)  part gputests 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --junitxml "$RES/gpu-junit.xml" ;;
-    env_latency) part env_latency 400 python3 benchmarks/env_latency.py --out "$RES/env_latency.json" ;;
-    eval)        part eval_throughput 400 python3 benchmarks/eval_throughput.py --out "$RES/eval_throughput.json" ;;
-    train)       part train_throughput 420 python3 benchmarks/train_throughput.py --out "$RES/train_throughput.json" ;;
-    data)        part data_build 500 python3 benchmarks/data_build_h200.py --out "$RES/data" ;;
-    main_job)    part main_job 300 bash -c 'cuda-agent run examples/tasks/swish.py --policy scripted:examples/trajectories/swish_cuda.yaml --backend cuda --out '"$RES"'/main_job' ;;
-    *) echo "unknown part $what" | tee -a "$summary" ;;
+    gpu[0-9]*:*) lanes+=("$what") ;;
+    *) fg+=("$what") ;;
   esac
 done
+pids=()
+for lane in "${lanes[@]}"; do
+  gpu=${lane%%:*}; gpu=${gpu#gpu}; parts=${lane#*:}
+  ( export CUDA_VISIBLE_DEVICES=$gpu
+    s="$OUT/summary_gpu$gpu.txt"; : > "$s"
+    IFS=, read -ra ps <<< "$parts"
+    for p in "${ps[@]}"; do run_part "$s" "$p" "_gpu$gpu"; done ) &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+s="$OUT/summary_main.txt"; : > "$s"
+for what in "${fg[@]}"; do run_part "$s" "$what"; done
+summary=$OUT/summary.txt
+cat "$OUT"/summary_gpu*.txt "$OUT/summary_main.txt" > "$summary" 2>/dev/null
+rm -f "$OUT"/summary_gpu*.txt "$OUT/summary_main.txt"
 tar czf "$OUT/results.tar.gz" -C "$RES" . 2>/dev/null
-cp "$summary" "$OUT/summary.txt" 2>/dev/null || true
 rm -rf "$RES"
-cat "$summary" | tail -c 11000
+echo "session wall: $(( $(date +%s) - T_START )) s"
+tail -c 11000 "$summary"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the wheels an air-gapped GPU machine needs beside its own image
 # (python3.12 + torch + transformers already there), into DEST (default .whl/).
+# SELF_ONLY=1 rebuilds only cuda-agent's and acme-reward's wheels (run it after every code change).
 # Install there with:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /opt/ca-site DEST/*.whl
 #   export PYTHONPATH=/opt/ca-site PATH=/opt/ca-site/bin:$PATH
@@ -9,6 +10,11 @@ cd "$(dirname "$0")/.."
 DEST=${1:-.whl}
 PY=${PY_VERSION:-3.12}
 mkdir -p "$DEST"
+if [ "${SELF_ONLY:-0}" = 1 ]; then  # refresh only our own two wheels (after a code change), keep the rest
+  rm -f "$DEST"/cuda_agent-*.whl "$DEST"/acme_reward-*.whl
+  python -m pip wheel -q --no-deps --no-build-isolation . examples/acme-reward -w "$DEST"
+  ls "$DEST"; exit 0
+fi
 rm -f "$DEST"/*.whl
 plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
       --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform manylinux_2_24_x86_64)
