@@ -163,6 +163,12 @@ def main() -> int:
     backend = _backend(args.backend)
     base = Path(tempfile.mkdtemp(prefix="env-latency-"))
     report: dict = {"backend": args.backend, "task": args.task, "device": backend.device_facts()}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every phase, so a run cut short still leaves what it measured
+        args.out.write_text(json.dumps(report, indent=2, default=str))
+        print(json.dumps({k: v for k, v in report.items() if k != "device"}, default=str)[:3000], flush=True)
+
     try:
         task = _task(args.task, args.backend)
         ws = _workspace(backend, task, args.task, args.backend, base / "ours")
@@ -170,6 +176,7 @@ def main() -> int:
         report["ours"] = our_turns(
             backend, task, ws, f"kernels/{args.task}{suffix}", f"kernels/{args.task}_binding.cpp", args.repeats
         )
+        save()
         if not args.skip_reference:
             device = "cuda" if args.backend == "cuda" else "cpu"
             report["reference"] = reference_turns(Path(ws.root), device, args.reference_repeats)
@@ -178,13 +185,13 @@ def main() -> int:
                 label: ref_turn / report["ours"][label]["median_s"]["turn"] for label in ("kernel_edit", "binding_edit")
             }
             report["ratio_valid"] = report["reference"]["within_anchor_band"]
+            save()
         if not args.skip_spread:
             report["spread"] = timing_spread(backend, args.backend, TASKS, args.spread_times, base)
     finally:
         backend.close()
         shutil.rmtree(base, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=str))
+    save()
     for label in ("kernel_edit", "binding_edit"):
         med = report["ours"][label]["median_s"]
         print(f"ours {label:13s} compile {med['compile']:.2f} s  verify {med['verify']:.2f} s  "

@@ -12,10 +12,11 @@ Messages from here are untrusted by the parent (JSON only, never pickle).
 
 Requests (``op``):
 - ``load``: workspace, so_dir, device, init_inputs, init_seed, output specs (for NaN poisoning).
-- ``inputs``: one input set (CPU: raw files in the exchange folder; CUDA: IPC handles) kept pristine here.
+- ``inputs``: one input set (raw files in the exchange folder, copied to the device here; or, with the 'ipc'
+  transport on CUDA, IPC handles) kept pristine here.
 - ``call``: copy an input set, poison output-sized memory with NaN, flush caches, time one forward,
   describe the outputs (type, dtype, shape, aliasing, fingerprint) and re-fingerprint the inputs.
-- ``export``: hand the last outputs over (CPU: raw files; CUDA: IPC handles); the parent then stops
+- ``export``: hand the last outputs over (raw files; CUDA with the 'ipc' transport: IPC handles); the parent then stops
   this process before the trusted side reads them.
 - ``guard``: compare the integrity guard snapshot taken before load with now.
 - ``exit``.
@@ -158,7 +159,9 @@ class _Runner:
                 for s in d["shape"]:
                     numel *= s
                 flat = torch.from_file(d["file"], shared=False, size=numel, dtype=dtype)
-                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype).copy_(flat.view(d["shape"]))
+                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(flat.view(d["shape"]))
+                if t.device.type == "cuda":
+                    torch.cuda.synchronize()
             values.append(t)
         self.inputs[int(req["set"])] = values
         self.send(ok=True, set=req["set"])
@@ -273,7 +276,7 @@ class _Runner:
                 descs.append(None)
                 continue
             o = o.detach()
-            if o.device.type == "cuda":
+            if o.device.type == "cuda" and req.get("transport", "ipc") == "ipc":
                 from torch.multiprocessing.reductions import reduce_tensor
 
                 _, args = reduce_tensor(o)
@@ -281,7 +284,7 @@ class _Runner:
             else:
                 assert self.exchange is not None
                 path = self.exchange / f"out_{req['id']}_{i}.bin"
-                c = o.contiguous()
+                c = o.contiguous().cpu()  # 'host' transport on CUDA: staged through the exchange folder
                 with open(path, "wb") as fh:
                     fh.write(c.view(torch.uint8).reshape(-1).numpy().tobytes() if c.numel() else b"")
                 descs.append({"file": str(path)})

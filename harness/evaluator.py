@@ -303,7 +303,7 @@ class Evaluator:
         """Make the input sets (reference first), load the candidate, hand it the inputs."""
         sess.seeds = list(seeds)
         for k, seed in enumerate(seeds):
-            sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange))
+            sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange), self.transport(sess.proc))
         specs = [o for o in sess.sets[0]["outputs"] if "shape" in o]
         ws_stage, so_stage = stage_candidate(sess.proc.stage, root, so_path)
         answer = sess.proc.request(
@@ -323,6 +323,17 @@ class Evaluator:
         for k in sess.sets:
             self.send_inputs(sess, k)
 
+    def transport(self, proc: Any) -> str:
+        """'ipc' or 'host' for this candidate process (settings.cuda_transport; 'auto': host under bubblewrap).
+
+        CUDA IPC handles do not open across PID namespaces (measured on the H200: "mapping of buffer object
+        failed" inside bubblewrap), so a sandboxed candidate gets its data staged through the exchange folder.
+        """
+        mode = self.settings.cuda_transport
+        if mode == "auto":
+            return "host" if getattr(proc, "isolation", "process") == "bwrap" else "ipc"
+        return mode
+
     def send_inputs(self, sess: _Session, k: int) -> None:
         """Give the runner input set ``k`` (it keeps it pristine and copies it per call)."""
         answer = sess.proc.request(self.settings.load_timeout_s, op="inputs", set=k, tensors=sess.sets[k]["tensors"])
@@ -336,7 +347,7 @@ class Evaluator:
             k = len(sess.sets)
             seed = secrets.randbits(31)
             sess.seeds.append(seed)
-            sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange))
+            sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange), self.transport(sess.proc))
             self.send_inputs(sess, k)
             new.append(k)
         return new
@@ -366,7 +377,7 @@ class Evaluator:
             )
         if not metas_ok or not check or sess.violations:
             return ms
-        exported = sess.proc.request(self.settings.call_timeout_s, op="export", id=sess.calls)
+        exported = sess.proc.request(self.settings.call_timeout_s, op="export", id=sess.calls, transport=self.transport(sess.proc))
         if not exported.get("ok"):
             raise _CandidateFailed(f"handing over outputs failed: {exported.get('error')}", exported.get("traceback", ""))
         sess.proc.freeze()  # the candidate cannot touch its outputs while the trusted side reads them

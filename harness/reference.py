@@ -83,7 +83,7 @@ class ReferenceServer:
             self.baseline_bytes = torch.cuda.memory_allocated(self.device)
 
     # ------------------------------------------------------------------ inputs and expected outputs
-    def make_set(self, k: int, seed: int, exchange: str | None) -> dict[str, Any]:
+    def make_set(self, k: int, seed: int, exchange: str | None, transport: str = "ipc") -> dict[str, Any]:
         """Generate input set ``k`` from ``seed``, run the reference on copies, export the inputs."""
         torch = self.torch
         from cuda_agent.harness.compare import fingerprint
@@ -108,15 +108,15 @@ class ReferenceServer:
                 "shape": list(x.shape),
                 "stride": list(x.stride()),
             }
-            if self.device.type == "cuda":
+            if self.device.type == "cuda" and transport == "ipc":
                 from torch.multiprocessing.reductions import reduce_tensor
 
                 _, args = reduce_tensor(x)
                 d["ipc"] = base64.b64encode(pickle.dumps(args)).decode()
-            else:
+            else:  # CPU, or CUDA staged through the host ('host' transport: the candidate copies it to its GPU)
                 assert exchange is not None
                 path = Path(exchange) / f"in_{k}_{i}.bin"
-                path.write_bytes(x.contiguous().view(torch.uint8).reshape(-1).numpy().tobytes())
+                path.write_bytes(x.contiguous().cpu().view(torch.uint8).reshape(-1).numpy().tobytes())
                 d["file"] = str(path)
             descs.append(d)
         self.sets[k] = {
@@ -208,8 +208,9 @@ class ReferenceServer:
             if path.stat().st_size != want:
                 raise ValueError(f"{path.name} holds {path.stat().st_size} bytes, shape {shape} needs {want}")
             if numel == 0:
-                return torch.empty(shape, dtype=dtype)
-            return torch.from_file(str(path), shared=False, size=numel, dtype=dtype).view(shape)
+                return torch.empty(shape, dtype=dtype, device=self.device)
+            host = torch.from_file(str(path), shared=False, size=numel, dtype=dtype).view(shape)
+            return host.to(self.device) if self.device.type == "cuda" else host  # compared where expected lives
         return _rebuild_ipc_tensor(desc["ipc"], dtype)
 
     # ------------------------------------------------------------------ baselines

@@ -102,6 +102,14 @@ class HarnessSettings(BaseModel):
         "off", description="Run one verify pass under compute-sanitizer with this tool (CUDA; slow)."
     )
 
+    cuda_transport: Literal["auto", "ipc", "host"] = Field(
+        "auto",
+        description="How CUDA inputs and outputs cross between the trusted reference and the candidate: 'ipc' "
+        "(CUDA IPC handles, no copies; needs both in one PID namespace), 'host' (staged through files in the "
+        "exchange folder and copied to the device on each side; works across sandbox namespaces), or 'auto' "
+        "('host' when the candidate runs under bubblewrap, 'ipc' otherwise). Timing never includes the copies.",
+    )
+
     # ------------------------------------------------------------------ caches and paths
     baseline_cache_dir: Path | None = Field(
         None, description="Cache of baseline timings; None = ~/.cache/cuda-agent/baselines."

@@ -46,16 +46,16 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     envinfo)     part "$s" "envinfo$tag" 60 bash -c 'nvidia-smi topo -m; python3 -c "import torch;print(torch.cuda.device_count(), torch.__file__)"' ;;
     gputests)    part "$s" "gputests$tag" 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --basetemp "/tmp/bt_gpu$tag" --junitxml "$RES/gpu-junit$tag.xml" ;;
     gpufiles*)   # each GPU test file on its own clock; GPU_FILES_A / GPU_FILES_B pick halves (gpufilesA, gpufilesB)
-                 local var="GPU_FILES${what#gpufiles}"; [ "$what" = gpufiles ] && var=GPU_FILES
+                 local var="GPU_FILES_${what#gpufiles}"; [ "$what" = gpufiles ] && var=GPU_FILES
                  local files=${!var:-$(grep -rl "mark.gpu" tests | sort)}
                  for f in $files; do
-                   part "$s" "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-200}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider \
-                     --timeout 180 --basetemp "/tmp/bt_$(basename "$f" .py)" -o addopts="--import-mode=importlib -ra --durations=5" "$f"
+                   part "$s" "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-200}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider -s \
+                     --timeout 100 --basetemp "/tmp/bt_$(basename "$f" .py)" -o addopts="--import-mode=importlib -ra --durations=5" "$f"
                  done ;;
-    env_latency) part "$s" "env_latency$tag" 300 python3 benchmarks/env_latency.py --out "$RES/env_latency.json" ;;
+    env_latency) part "$s" "env_latency$tag" 300 python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
     eval)        part "$s" "eval_throughput$tag" 330 python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 --out "$RES/eval_throughput.json" ;;
     eval_gpus)   part "$s" "eval_gpus$tag" 330 python3 benchmarks/eval_multi_gpu.py --out "$RES/eval_gpus" ;;
-    train)       part "$s" "train_throughput$tag" 300 python3 benchmarks/train_throughput.py --out "$RES/train_throughput.json" ;;
+    train)       part "$s" "train_throughput$tag" 300 python3 benchmarks/train_throughput.py ${TRAIN_ARGS:-} --out "$RES/train_throughput.json" ;;
     train2)      part "$s" "train_throughput_2gpu$tag" 300 deepspeed --num_gpus 2 benchmarks/train_throughput.py --out "$RES/train_throughput_2gpu.json" ;;
     train_resume2) part "$s" "train_resume_2gpu$tag" 300 python3 benchmarks/multi_gpu_train.py --gpus 2 --out "$RES/train_resume_2gpu" ;;
     data)        part "$s" "data_build$tag" 500 python3 benchmarks/data_build_h200.py -o "out_dir=$RES/data" ;;

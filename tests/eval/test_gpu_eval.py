@@ -63,10 +63,10 @@ def test_scripted_eval_over_example_tasks_on_cuda(tmp_path):
 def test_throughput_benchmark_smoke(tmp_path):
     out = tmp_path / "tp.json"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_throughput.py"), "--backend", "cuda",
-                           "--repeats", "2", "--limit", "1", "--out", str(out)], capture_output=True, text=True,
+                           "--repeats", "2", "--reference-repeats", "1", "--limit", "1", "--out", str(out)], capture_output=True, text=True,
                           timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["ours"]["tasks_measured"] == 2 and data["ours"]["tasks_per_gpu_hour"] > 0
-    assert data["reference"]["tasks_measured"] == 2, data["reference"]["per_task"]
+    assert data["reference"]["tasks_measured"] == 1, data["reference"]["per_task"]
     assert data["speedup_vs_reference"] > 0

@@ -1,7 +1,9 @@
 """CUDA path of the evaluator (run on the H200 with ``pytest -m gpu tests/sandbox``).
 
 Real nvcc-built kernels in a real ``cuda_extension``: inputs and outputs
-cross processes by CUDA IPC and are compared on the GPU; cheats that only
+cross processes staged through the host (the 'host' transport, the default
+under bubblewrap) or by CUDA IPC (unsandboxed candidates) and are compared
+on the GPU; cheats that only
 exist on a GPU (side streams, uninitialised memory, illegal accesses,
 persisting L2) are exercised.
 """
@@ -153,7 +155,7 @@ def _ws(tmp_path: Path, code: str) -> Path:
     return root
 
 
-def test_cuda_ipc_verify_and_profile(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cuda_verify_and_profile(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
     ws = _ws(tmp_path, HONEST)
     v = gpu_evaluator.verify(task, ws, cuda_kit)
     assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
@@ -164,6 +166,27 @@ def test_cuda_ipc_verify_and_profile(gpu_evaluator, task, cuda_kit, tmp_path) ->
     assert p.speedup_eager is not None and p.speedup_eager > 0.2
     assert p.timing.per_kernel, "per-kernel breakdown expected on CUDA"
     assert p.provenance.device
+
+
+def test_cuda_ipc_transport_without_bubblewrap(task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """CUDA IPC handles work between processes of one PID namespace (isolation 'process')."""
+    from cuda_agent.harness.evaluator import Evaluator
+    from cuda_agent.harness.settings import HarnessSettings
+
+    settings = HarnessSettings(isolation="process", cuda_transport="ipc", n_input_sets=2, min_timed_calls=5,
+                               max_timed_calls=10, with_compile_baseline=False, baseline_cache_dir=tmp_path / "b")
+    ev = Evaluator("cuda", settings)
+    try:
+        v = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
+        assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
+        bad = tmp_path / "bad"
+        bad.mkdir()
+        (bad / "model.py").write_text(TASK)
+        (bad / "model_new.py").write_text(_model_new("        out = torch.empty_like(x)\n        cuda_extension.noop_forward(out)\n        return out"))
+        r = ev.verify(task, bad, cuda_kit)
+        assert r.status.value == "incorrect" and any(e.check == "nan" for e in r.errors), r.summary_for_agent()
+    finally:
+        ev.close()
 
 
 def test_side_stream_work_is_timed_by_device_sync(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
