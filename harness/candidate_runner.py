@@ -155,11 +155,10 @@ class _Runner:
                 torch.cuda.synchronize()  # the copy is done before the mapping goes away
                 del shared
             else:
-                numel = 1
-                for s in d["shape"]:
-                    numel *= s
-                flat = torch.from_file(d["file"], shared=False, size=numel, dtype=dtype)
-                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(flat.view(d["shape"]))
+                from cuda_agent.harness._staging import read_tensor_file
+
+                host = read_tensor_file(Path(d["file"]), d["shape"], dtype)
+                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(host)
                 if t.device.type == "cuda":
                     torch.cuda.synchronize()
             values.append(t)
@@ -284,9 +283,9 @@ class _Runner:
             else:
                 assert self.exchange is not None
                 path = self.exchange / f"out_{req['id']}_{i}.bin"
-                c = o.contiguous().cpu()  # 'host' transport on CUDA: staged through the exchange folder
-                with open(path, "wb") as fh:
-                    fh.write(c.view(torch.uint8).reshape(-1).numpy().tobytes() if c.numel() else b"")
+                from cuda_agent.harness._staging import write_tensor_file
+
+                write_tensor_file(path, o)  # 'host' transport on CUDA: one device-to-host copy into the mapped file
                 descs.append({"file": str(path)})
         self.send(ok=True, outputs=descs)
 

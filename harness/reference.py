@@ -116,7 +116,9 @@ class ReferenceServer:
             else:  # CPU, or CUDA staged through the host ('host' transport: the candidate copies it to its GPU)
                 assert exchange is not None
                 path = Path(exchange) / f"in_{k}_{i}.bin"
-                path.write_bytes(x.contiguous().cpu().view(torch.uint8).reshape(-1).numpy().tobytes())
+                from cuda_agent.harness._staging import write_tensor_file
+
+                write_tensor_file(path, x)
                 d["file"] = str(path)
             descs.append(d)
         self.sets[k] = {
@@ -203,13 +205,9 @@ class ReferenceServer:
         for s in shape:
             numel *= s
         if "file" in desc:
-            path = Path(str(desc["file"]))
-            want = numel * torch.empty((), dtype=dtype).element_size()
-            if path.stat().st_size != want:
-                raise ValueError(f"{path.name} holds {path.stat().st_size} bytes, shape {shape} needs {want}")
-            if numel == 0:
-                return torch.empty(shape, dtype=dtype, device=self.device)
-            host = torch.from_file(str(path), shared=False, size=numel, dtype=dtype).view(shape)
+            from cuda_agent.harness._staging import read_tensor_file
+
+            host = read_tensor_file(Path(str(desc["file"])), shape, dtype)
             return host.to(self.device) if self.device.type == "cuda" else host  # compared where expected lives
         return _rebuild_ipc_tensor(desc["ipc"], dtype)
 

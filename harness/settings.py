@@ -34,6 +34,13 @@ class HarnessSettings(BaseModel):
 
     # ------------------------------------------------------------------ verification
     n_input_sets: int = Field(5, ge=1, description="Distinct input sets (secret seeds) per verify (paper: 5).")
+    reverify_sets: int = Field(
+        1,
+        ge=1,
+        description="Input sets a profile checks before timing when the identical build (same workspace files and "
+        "module) already passed verify in this evaluator; timed calls are still spot-checked on fresh sets and the "
+        "grading pass re-verifies in full. Set it to n_input_sets to re-verify everything each time.",
+    )
     tolerance: Literal["paper", "dtype"] = Field(
         "paper", description="Tolerance preset: 'paper' (atol=rtol=1e-2) or 'dtype' (dtype-aware)."
     )
