@@ -115,7 +115,8 @@ def build(kind: str, settings: Any) -> tuple[Any, Any]:
     if kind == "deepspeed":
         return build_train_engine(actor_m, 1e-6, settings), build_train_engine(critic_m, 1e-6, settings)
     for m in (actor_m, critic_m):
-        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if settings.gradient_checkpointing:
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         m.train()
     return PlainEngine(actor_m, 1e-6), PlainEngine(critic_m, 1e-6)
 
@@ -158,6 +159,9 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=3, help="timed PPO iterations per engine (after one warm-up)")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="episode lengths of the batch")
     ap.add_argument("--zero-stage", type=int, default=2, choices=[1, 2, 3], help="DeepSpeed ZeRO stage")
+    ap.add_argument("--no-checkpointing", action="store_true",
+                    help="Train without gradient checkpointing (both engines; more memory, no recomputation).")
+    ap.add_argument("--engines", default="plain,deepspeed", help="Which engines to measure, comma-separated.")
     ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # from the deepspeed launcher
     args = ap.parse_args()
     from cuda_agent.training.engines.deepspeed_engine import ensure_distributed
@@ -167,26 +171,30 @@ def main() -> int:
     rank, world = ensure_distributed()  # under `deepspeed --num_gpus N`, every rank runs its own batch (data parallel)
     lengths = [int(x) for x in args.lengths.split(",")]
     batch = make_batch(lengths, QWEN2_1_5B["vocab_size"])
-    settings = EngineSettings(zero_stage=args.zero_stage, dtype="bf16", gradient_checkpointing=True)
+    settings = EngineSettings(zero_stage=args.zero_stage, dtype="bf16", gradient_checkpointing=not args.no_checkpointing)
+    engines = [e for e in args.engines.split(",") if e]
     results: dict[str, Any] = {"model": "qwen2-1.5b-shapes (random init)", "lengths": lengths,
                                "peak_tflops": PEAK_TFLOPS, "zero_stage": args.zero_stage,
                                "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                               "world_size": world, "note": "tokens/s and MFU are per GPU"}
-    for kind in ("plain", "deepspeed"):
+                               "world_size": world, "note": "tokens/s and MFU are per GPU",
+                               "gradient_checkpointing": not args.no_checkpointing}
+    for kind in engines:
         r = measure(kind, batch, args.iters, settings)
         f = flops_of_iteration(lengths, r["actor_params"], r["critic_params"], QWEN2_1_5B["num_hidden_layers"],
                                QWEN2_1_5B["hidden_size"])
         r.update({"tokens": f["tokens"], "tokens_per_s": f["tokens"] / r["seconds"],
                   "model_tflops": f["total"] / 1e12, "mfu": f["total"] / r["seconds"] / (PEAK_TFLOPS * 1e12)})
         results[kind] = r
-    results["deepspeed_vs_plain"] = results["deepspeed"]["tokens_per_s"] / results["plain"]["tokens_per_s"]
+    if "deepspeed" in results and "plain" in results:
+        results["deepspeed_vs_plain"] = results["deepspeed"]["tokens_per_s"] / results["plain"]["tokens_per_s"]
     if rank != 0:
         return 0
     print(f"{'engine':<10} {'s/iter':>8} {'tokens/s':>10} {'MFU':>7} {'peak GiB':>9}")
-    for kind in ("plain", "deepspeed"):
+    for kind in engines:
         r = results[kind]
         print(f"{kind:<10} {r['seconds']:8.2f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% {r['peak_mem_gib']:9.1f}")
-    print(f"deepspeed / plain throughput: {results['deepspeed_vs_plain']:.3f}")
+    if "deepspeed_vs_plain" in results:
+        print(f"deepspeed / plain throughput: {results['deepspeed_vs_plain']:.3f}")
     with open(args.out, "w") as fh:
         json.dump(results, fh, indent=1)
     return 0

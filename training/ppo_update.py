@@ -46,18 +46,43 @@ class Learner:
     def _device(self) -> torch.device:
         return next(self.actor.module.parameters()).device
 
+    @staticmethod
+    def _mask_arg(batch: RolloutBatch) -> Tensor | None:
+        """The attention mask, or None when no position is padding (SDPA then takes its causal flash path)."""
+        am = batch.attention_mask
+        return None if bool(am.all()) else am
+
     def _actor_logp(self, batch: RolloutBatch, engine: Any, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
-        out = engine(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False)
+        out = engine(input_ids=batch.input_ids, attention_mask=self._mask_arg(batch), use_cache=False)
         logits = out.logits[:, :-1]
         return logprobs_and_entropy(logits, batch.input_ids[:, 1:], with_entropy=with_entropy, chunk=self.logit_chunk)
 
     def _values(self, batch: RolloutBatch) -> Tensor:
         assert self.critic is not None
-        return self.critic(batch.input_ids, batch.attention_mask)[:, :-1]
+        return self.critic(batch.input_ids, self._mask_arg(batch))[:, :-1]
 
     @torch.no_grad()
-    def score(self, batch: RolloutBatch) -> dict[str, Tensor]:
-        """Old log-probs, reference log-probs and values of a batch (no gradient)."""
+    def score(self, batch: RolloutBatch, parts: int = 1) -> dict[str, Tensor]:
+        """Old log-probs, reference log-probs and values of a batch (no gradient).
+
+        With ``parts > 1`` the batch is scored in the same interleaved sub-batches the update uses, each
+        trimmed to its own longest episode: no forward over padding, and a one-episode part has no mask at all.
+        """
+        B = batch.size
+        parts = max(1, min(parts, B))
+        if parts == 1:
+            return self._score_one(batch)
+        T = batch.input_ids.shape[1] - 1
+        out: dict[str, Tensor] = {}
+        for p in range(parts):
+            idx = list(range(p, B, parts))
+            it = torch.tensor(idx, device=batch.input_ids.device)
+            for k, v in self._score_one(batch.select(idx)).items():
+                full = out.setdefault(k, torch.zeros(B, T, dtype=v.dtype, device=v.device))
+                full[it, : v.shape[1]] = v
+        return out
+
+    def _score_one(self, batch: RolloutBatch) -> dict[str, Tensor]:
         out: dict[str, Tensor] = {}
         out["old_logp"], _ = self._actor_logp(batch, self.actor, with_entropy=False)
         if self.reference is not None:
@@ -89,14 +114,14 @@ class Learner:
         """Score the batch, compute advantages, run the clipped updates; returns the step's metrics."""
         t0 = time.perf_counter()
         batch = batch.to(self._device())
-        scored = self.score(batch)
+        B = batch.size
+        parts = max(1, min(s.minibatches, B))
+        scored = self.score(batch, parts)
         adv, ret, metrics = self.advantages(batch, scored, s)
         if "values" in scored:
             metrics["explained_variance"] = explained_variance(scored["values"], ret, batch.mask)
             metrics["value_mean"] = float(masked_mean(scored["values"], batch.mask))
         sums: dict[str, list[float]] = {}
-        B = batch.size
-        parts = max(1, min(s.minibatches, B))
         for _epoch in range(s.ppo_epochs):
             for p in range(parts):
                 idx = list(range(p, B, parts))
