@@ -45,3 +45,22 @@ def test_unpadded_batch_is_scored_without_a_mask():
     ragged = collate([Episode(list(range(10)), [1] * 10, [0.0] * 10, reward=0.0, turns=1),
                       Episode(list(range(4)), [1] * 4, [0.0] * 4, reward=0.0, turns=1)])
     assert Learner._mask_arg(ragged) is ragged.attention_mask
+
+
+def test_chunk_recomputation_gives_the_same_values_and_gradients():
+    from cuda_agent.training.algorithms import logprobs_and_entropy
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 11, 7, generator=g, dtype=torch.float64)
+    targets = torch.randint(0, 7, (2, 11), generator=g)
+    grads = []
+    for recompute in (False, True):
+        x = logits.clone().requires_grad_(True)
+        lp, ent = logprobs_and_entropy(x, targets, chunk=4, recompute=recompute)
+        assert ent is not None
+        (lp.sum() * 0.7 + ent.sum() * 0.3).backward()
+        grads.append((lp.detach(), ent.detach(), x.grad))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    lsm = torch.log_softmax(logits, -1)  # and both equal the direct formula
+    torch.testing.assert_close(grads[0][0], lsm.gather(-1, targets[..., None])[..., 0].float())
