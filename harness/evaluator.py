@@ -472,11 +472,17 @@ class Evaluator:
             ks += self.add_sets(sess, MIN_ROTATION_SETS - len(ks))
         return ks
 
-    def time_candidate(self, sess: _Session, ks: list[int], *, calls: int | None = None) -> tuple[list[float], float]:
-        """Timed calls (warm-up first) rotating over ``ks``, every k-th spot-checked; returns (ms samples, wall ms)."""
+    def time_candidate(
+        self, sess: _Session, ks: list[int], *, calls: int | None = None, max_checks: int | None = None
+    ) -> tuple[list[float], float]:
+        """Timed calls (warm-up first) rotating over ``ks``, every k-th spot-checked (at most ``max_checks``).
+
+        Returns (ms samples, wall ms).
+        """
         s = self.settings
         samples: list[float] = []
         offset = secrets.randbelow(s.spot_check_every)
+        checks = 0
         wall_ms = 0.0
         with self.lock:
             start = time.monotonic()  # the budget starts once the device is ours
@@ -491,8 +497,10 @@ class Evaluator:
                     or (len(samples) >= s.min_timed_calls and time.monotonic() - start > s.max_timing_s)
                 ):
                     break
+                check = j % s.spot_check_every == offset and (max_checks is None or checks < max_checks)
+                checks += check
                 t0 = time.perf_counter()
-                ms = self.call(sess, ks[(j + offset) % len(ks)], check=(j % s.spot_check_every == offset))
+                ms = self.call(sess, ks[(j + offset) % len(ks)], check=check)
                 wall_ms += (time.perf_counter() - t0) * 1e3
                 samples.append(ms)
                 j += 1
@@ -513,7 +521,7 @@ class Evaluator:
 
             result.timing = Timing(median_ms=float(answer["profiler_sum_ms"]), samples=10, method="profiler_sum")
         else:
-            samples, wall_ms = self.time_candidate(sess, ks)
+            samples, wall_ms = self.time_candidate(sess, ks, max_checks=self.settings.spot_check_max)
             if sess.errors or sess.violations:
                 return
             result.timing = summarize(samples, "events_l2flush" if self.kind == "cuda" else "host_sync", wall_ms=wall_ms)

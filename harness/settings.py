@@ -70,6 +70,12 @@ class HarnessSettings(BaseModel):
         4, ge=1, description="Extra input sets rotated through timed calls (fresh data each call; spot-checked)."
     )
     spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
+    spot_check_max: int | None = Field(
+        6,
+        ge=1,
+        description="Most spot checks in one profile call (each hands a whole output over; None = no cap). "
+        "The grading pass, which sets the reward, is never capped.",
+    )
     grade_rounds: int = Field(3, ge=1, description="ABAB rounds of the grading pass (candidate, eager, compile).")
     compile_mode: str = Field("default", description="torch.compile mode of the compile baseline (recorded).")
     with_compile_baseline: bool = Field(True, description="Measure the torch.compile baseline besides eager.")
