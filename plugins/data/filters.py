@@ -1,4 +1,5 @@
-"""Built-in task filters of data synthesis: runs, deterministic, informative, runtime_window, memory.
+"""Built-in task filters of data synthesis: runs, deterministic, informative, runtime_window, memory,
+cpu_sizes.
 
 Thin registration over :mod:`cuda_agent.training.synthesis.task_filters`;
 each filter's drop reason id is its own name.
@@ -11,7 +12,7 @@ from cuda_agent.hookspecs import hookimpl
 
 @hookimpl
 def register_task_filters(register):
-    """Register the five execution filters with their config models."""
+    """Register the six execution filters with their config models."""
     from cuda_agent.training.synthesis.task_filters import FILTERS
 
     for name, cls in FILTERS.items():

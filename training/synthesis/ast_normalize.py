@@ -19,9 +19,9 @@
 Calls of submodules (``self.conv(x)``) carry the type that built them in
 ``__init__`` (``self.v1<nn.Conv2d>(v0)``), so ``forward`` statements name
 their operators. Imports, docstrings, ``super().__init__()`` and module-level
-size constants assigned a literal are dropped: they are the same in every
-task (up to names and values, which are normalised away) and would only
-inflate similarity.
+size constants assigned a literal (and ``CPU_SIZES``, the same task at other
+sizes) are dropped: they are the same in every task (up to names and values,
+which are normalised away) and would only inflate similarity.
 """
 
 from __future__ import annotations
@@ -182,6 +182,10 @@ class _Canon:
                 self.stmt(s, out, depth + 1)
 
 
+#: Module-level names holding a size variant of the task (cuda_agent.harness.tasks), not program content.
+_VARIANT_NAMES = frozenset({"CPU_SIZES"})
+
+
 def _is_literal(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return True
@@ -212,6 +216,8 @@ def statement_tokens(code: str) -> list[str]:
     for s in rest:
         if isinstance(s, ast.Assign) and _is_literal(s.value):
             continue  # a size constant: its value is dropped anyway, its name is a placeholder
+        if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id in _VARIANT_NAMES for t in s.targets):
+            continue  # the CPU backend's sizes: the same task at other values
         canon.stmt(s, tail)
     out.extend(sorted(tail))
     return out

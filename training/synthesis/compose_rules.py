@@ -2,10 +2,12 @@
 
 Candidate ``i`` of seed ``s`` is drawn from ``random.Random(f"{s}:{i}")`` alone,
 so every candidate is reproducible on its own (resumable builds regenerate
-exactly the missing ones). The composer walks a state (concrete shape with
-size symbols, value range): each next operator must accept the rank and the
+exactly the missing ones). The composer walks a state (shape as size
+expressions, value range): each next operator must accept the rank and the
 value range (``log`` only after ``exp``/``sigmoid``/..., or first with
-positive inputs), and its family's shape rule gives the new state.
+positive inputs), and its family's shape rule gives the new state. Every
+rule is checked at the full sizes and at the CPU sizes
+(:mod:`.chain_state`), so each task renders with a valid ``CPU_SIZES``.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cuda_agent.training.synthesis.chain_state import LEVELS, ChainState, Dim, paren
 from cuda_agent.training.synthesis.operators import OperatorSpec, generator_for_domain, next_range, range_satisfies
+from cuda_agent.training.synthesis.size_space import SizeKind, SizeSpace, cpu_size, default_cpu_sizes
 from cuda_agent.training.synthesis.task_render import PlannedStep, TaskPlan, render_task
+
+__all__ = ["ChainBuilder", "ChainError", "ComposeSettings", "ComposedTask", "RuleComposer", "SizeSpace", "plan_fixed_chain",
+           "task_from_plan"]
 
 #: Families whose cost dominates a chain (bounded per task by ``max_heavy_ops``).
 HEAVY_FAMILIES = frozenset({"linear", "conv", "conv_transpose"})
@@ -41,92 +47,58 @@ DEFAULT_FAMILY_WEIGHTS: dict[str, float] = {
 }
 
 
-class SizeSpace(BaseModel):
-    """Sizes the composer draws from (module-level constants of the tasks)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    batch: list[int] = Field(default_factory=lambda: [8, 16], description="Batch sizes (dim 0) of rank-2 inputs.")
-    batch_nd: list[int] | None = Field(None, description="Batch sizes of rank-3/4 inputs; None = same as batch.")
-    features: list[int] = Field(default_factory=lambda: [64, 128, 256], description="Feature sizes of rank-2/3 inputs and Linear outputs.")
-    channels: list[int] = Field(default_factory=lambda: [4, 8, 16], description="Channel counts (dim 1 of rank-3/4 inputs, conv outputs).")
-    spatial: list[int] = Field(default_factory=lambda: [16, 32], description="Height/width (rank 4) and length (rank 3) sizes.")
-    seq: list[int] = Field(default_factory=lambda: [16, 32], description="Sequence lengths (dim 1 of rank-3 inputs of the [N, S, D] layout).")
-    kernel_sizes: list[int] = Field(default_factory=lambda: [1, 3, 5], description="Conv kernel sizes.")
-    pool_sizes: list[int] = Field(default_factory=lambda: [2], description="Pool kernel sizes.")
-    max_elements: int = Field(4_000_000, description="Largest tensor (elements) a chain may create; bigger steps are not chosen.")
-
-    @classmethod
-    def from_example(cls, shape: Sequence[int]) -> SizeSpace:
-        """Sizes that reproduce ``shape`` as closely as the layouts allow (single-op rendering)."""
-        dims = list(shape) + [8] * (3 - len(shape))  # [N, C or S, L or H, ...]
-        return cls(batch=[dims[0]], features=[dims[-1], dims[1]], channels=[dims[1]], spatial=[max(dims[2], 8)],
-                   seq=[dims[1]], kernel_sizes=[3], pool_sizes=[2], max_elements=10**9)
-
-
-@dataclass
-class _State:
-    dims: list[tuple[str | None, int]]  # (size symbol or None, value)
-    value_range: str
-    constants: dict[str, object] = field(default_factory=dict)
-    steps: list[PlannedStep] = field(default_factory=list)
-
-    @property
-    def shape(self) -> list[int]:
-        return [v for _, v in self.dims]
-
-    def ref(self, i: int) -> str:
-        sym, val = self.dims[i]
-        return sym if sym is not None else str(val)
-
-    def const(self, base: str, value: object) -> str:
-        name, k = base, 2
-        while name in self.constants and self.constants[name] != value:
-            name, k = f"{base}_{k}", k + 1
-        self.constants[name] = value
-        return name
-
-
 class ChainError(ValueError):
-    """An operator cannot follow the current chain state (rank, domain or size)."""
+    """An operator cannot follow the current chain state (rank, domain or size, at full or CPU sizes)."""
 
 
-def _elements(shape: Sequence[int]) -> int:
-    return math.prod(shape)
+def _draw(kind: SizeKind, rng: random.Random, sizes: SizeSpace, cpu: SizeSpace) -> tuple[int, int]:
+    """A full size of ``kind`` drawn with ``rng`` and its CPU size (no extra draw)."""
+    value = rng.choice(sizes.choices(kind))
+    return value, cpu_size(kind, value, sizes, cpu)
 
 
-def _start_dims(rank: int, op: OperatorSpec, rng: random.Random, sizes: SizeSpace, state: _State) -> None:
-    b = rng.choice(sizes.batch if rank == 2 or not sizes.batch_nd else sizes.batch_nd)
+def _start_dims(rank: int, op: OperatorSpec, rng: random.Random, sizes: SizeSpace, cpu: SizeSpace, state: ChainState) -> None:
+    b = _draw("batch" if rank == 2 or not sizes.batch_nd else "batch_nd", rng, sizes, cpu)
+    names: list[tuple[str, tuple[int, int]]]
     if rank == 2:
-        names = [("batch_size", b), ("in_features", rng.choice(sizes.features))]
+        names = [("batch_size", b), ("in_features", _draw("features", rng, sizes, cpu))]
     elif rank == 3 and op.family in ("norm_last", "linear") or rank == 3 and op.family not in ("conv", "conv_transpose", "pool", "adaptive_pool", "norm_channel") and rng.random() < 0.5:
-        names = [("batch_size", b), ("seq_len", rng.choice(sizes.seq)), ("hidden_size", rng.choice(sizes.features))]
+        names = [("batch_size", b), ("seq_len", _draw("seq", rng, sizes, cpu)), ("hidden_size", _draw("features", rng, sizes, cpu))]
     elif rank == 3:
-        names = [("batch_size", b), ("channels", rng.choice(sizes.channels)), ("length", rng.choice(sizes.spatial) * 4)]
+        channels = _draw("channels", rng, sizes, cpu)
+        spatial = _draw("spatial", rng, sizes, cpu)
+        names = [("batch_size", b), ("channels", channels), ("length", (spatial[0] * 4, spatial[1] * 4))]
     elif rank == 4:
-        s = rng.choice(sizes.spatial)
-        names = [("batch_size", b), ("channels", rng.choice(sizes.channels)), ("height", s), ("width", s)]
+        s = _draw("spatial", rng, sizes, cpu)
+        names = [("batch_size", b), ("channels", _draw("channels", rng, sizes, cpu)), ("height", s), ("width", s)]
     else:
         raise ChainError(f"rank {rank} inputs are not composed (valid: 2, 3, 4)")
-    if _elements([v for _, v in names]) > sizes.max_elements:
-        raise ChainError(f"input {[v for _, v in names]} exceeds max_elements={sizes.max_elements}")
-    state.dims = [(state.const(n, v), v) for n, v in names]
+    for level, k, space in (("full", 0, sizes), ("CPU", 1, cpu)):
+        shape = [v[k] for _, v in names]
+        if math.prod(shape) > space.max_elements:
+            raise ChainError(f"input {shape} exceeds max_elements={space.max_elements} at {level} sizes")
+    state.dims = [Dim(state.const(n, *v), n) for n, v in names]
 
 
-def _apply(op: OperatorSpec, state: _State, rng: random.Random, sizes: SizeSpace, index: int) -> PlannedStep:
-    """Plan ``op`` on ``state``; raises ChainError when it does not fit."""
+def _out_label(label: str) -> str:
+    return "out_" + label.removeprefix("out_")
+
+
+def _apply(op: OperatorSpec, state: ChainState, rng: random.Random, sizes: SizeSpace, cpu: SizeSpace, index: int) -> PlannedStep:
+    """Plan ``op`` on ``state`` (checked at full and CPU sizes); raises ChainError when it does not fit."""
     rank = len(state.dims)
     if rank not in op.ranks:
         raise ChainError(f"{op.name} takes ranks {op.ranks}, chain is at rank {rank}")
     if not range_satisfies(state.value_range, op.domain):
         raise ChainError(f"{op.name} needs {op.domain} inputs, chain values are {state.value_range}")
-    shape = state.shape
+    shapes = {level: state.shape(level) for level in LEVELS}
+    shape = shapes["full"]
     attr = f"{ {'scale_param': 'scale', 'bias_param': 'bias'}.get(op.family, op.short)}_{index}"
     args: list[str] = []
     kwargs = dict(op.ctor_kwargs)
     call_kwargs = dict(op.call_kwargs)
     param_shape = None
-    new_dims = list(state.dims)
+    updates: dict[int, Dim] = {}
     fam = op.family
     if fam == "elementwise":
         pass
@@ -136,99 +108,109 @@ def _apply(op: OperatorSpec, state: _State, rng: random.Random, sizes: SizeSpace
         if "dim" in kwargs and rank > 2 and rng.random() < 0.5:
             kwargs["dim"] = 1
     elif fam == "reduce":
-        choices = [d for d in range(1, rank) if shape[d] > 1]
+        choices = [d for d in range(1, rank) if all(s[d] > 1 for s in shapes.values())]
         if not choices:
             raise ChainError(f"{op.name}: no dim of size > 1 left to reduce in shape {shape}")
         d = rng.choice(choices)
         call_kwargs["dim"] = d
         call_kwargs["keepdim"] = True
-        new_dims[d] = (None, 1)
+        updates[d] = Dim("1", "one")
     elif fam == "norm_last":
-        if shape[-1] < 2:
-            raise ChainError(f"{op.name}: last dim has size {shape[-1]}, normalising needs >= 2")
+        if any(s[-1] < 2 for s in shapes.values()):
+            raise ChainError(f"{op.name}: last dim has size {shapes}, normalising needs >= 2")
         args = [state.ref(-1)]
     elif fam == "norm_channel":
-        if rank != op.spatial_dims + 2 or shape[1] < 2 or _elements(shape[2:]) < 2:
-            raise ChainError(f"{op.name}: needs rank {op.spatial_dims + 2} with channels >= 2 and spatial size >= 2, shape {shape}")
+        if rank != op.spatial_dims + 2 or any(s[1] < 2 or math.prod(s[2:]) < 2 for s in shapes.values()):
+            raise ChainError(f"{op.name}: needs rank {op.spatial_dims + 2} with channels >= 2 and spatial size >= 2, shape {shapes}")
         if op.attr == "GroupNorm":
-            groups = [g for g in (2, 4, 8) if shape[1] % g == 0 and g < shape[1]]
+            groups = [g for g in (2, 4, 8) if all(s[1] % g == 0 and g < s[1] for s in shapes.values())]
             if not groups:
-                raise ChainError(f"{op.name}: {shape[1]} channels have no group count in (2, 4, 8)")
-            args = [state.const("num_groups", rng.choice(groups)), state.ref(1)]
+                raise ChainError(f"{op.name}: channels {[s[1] for s in shapes.values()]} have no group count in (2, 4, 8)")
+            g = rng.choice(groups)
+            args = [state.const("num_groups", g, g), state.ref(1)]
         else:
             args = [state.ref(1)]
     elif fam == "linear":
-        out = rng.choice(sizes.features)
-        args = [state.ref(-1), state.const("out_features", out)]
-        new_dims[-1] = (args[1], out)
+        out = _draw("features", rng, sizes, cpu)
+        args = [state.ref(-1), state.const("out_features", *out)]
+        updates[rank - 1] = Dim(args[1], "out_features")
     elif fam in ("conv", "conv_transpose"):
         if rank != op.spatial_dims + 2:
             raise ChainError(f"{op.name} needs rank {op.spatial_dims + 2}, chain is at rank {rank}")
-        k = rng.choice(sizes.kernel_sizes)
-        out = rng.choice(sizes.channels)
-        if any(s < k for s in shape[2:]):
-            raise ChainError(f"{op.name}: spatial dims {shape[2:]} smaller than kernel {k}")
-        args = [state.ref(1), state.const("out_channels", out), state.const("kernel_size", k)]
-        new_dims[1] = (args[1], out)
+        k = _draw("kernel_sizes", rng, sizes, cpu)
+        out = _draw("channels", rng, sizes, cpu)
+        for level, kv in zip(LEVELS, k):
+            if any(s < kv for s in shapes[level][2:]):
+                raise ChainError(f"{op.name}: spatial dims {shapes[level][2:]} smaller than kernel {kv} at {level} sizes")
+        args = [state.ref(1), state.const("out_channels", *out), state.const("kernel_size", *k)]
+        updates[1] = Dim(args[1], "out_channels")
+        grow = 1 + 2 * int(kwargs.get("padding", 0))
         for d in range(2, rank):
-            if fam == "conv":
-                new_dims[d] = (None, shape[d] - k + 1 + 2 * int(kwargs.get("padding", 0)))
-            else:
-                new_dims[d] = (None, shape[d] + k - 1)
+            e = paren(state.dims[d].expr)
+            expr = f"{e} - {args[2]} + {grow}" if fam == "conv" else f"{e} + {args[2]} - 1"
+            updates[d] = Dim(expr, _out_label(state.dims[d].label))
     elif fam == "pool":
-        k = rng.choice(sizes.pool_sizes)
-        if rank != op.spatial_dims + 2 or any(s < 2 * k for s in shape[2:]):
-            raise ChainError(f"{op.name}: needs rank {op.spatial_dims + 2} with spatial dims >= {2 * k}, shape {shape}")
-        args = [state.const("pool_kernel", k)]
+        k = _draw("pool_sizes", rng, sizes, cpu)
+        if rank != op.spatial_dims + 2 or any(s < 2 * kv for level, kv in zip(LEVELS, k) for s in shapes[level][2:]):
+            raise ChainError(f"{op.name}: needs rank {op.spatial_dims + 2} with spatial dims >= 2 x kernel {k}, shape {shapes}")
+        args = [state.const("pool_kernel", *k)]
         for d in range(2, rank):
-            new_dims[d] = (None, shape[d] // k)
+            updates[d] = Dim(f"{paren(state.dims[d].expr)} // {args[0]}", _out_label(state.dims[d].label))
     elif fam == "adaptive_pool":
         if rank != op.spatial_dims + 2:
             raise ChainError(f"{op.name} needs rank {op.spatial_dims + 2}, chain is at rank {rank}")
-        target = 1 if rng.random() < 0.5 else max(1, min(shape[2:]) // 2)
-        args = [str(target)]
+        if rng.random() < 0.5:
+            target = "1"
+        else:
+            spatial = ", ".join(d.expr for d in state.dims[2:])
+            target = state.derived("pooled_size", f"max(1, min(({spatial},)) // 2)")
+        args = [target]
         for d in range(2, rank):
-            new_dims[d] = (None, target)
+            updates[d] = Dim(target, "pooled_size")
     elif fam == "flatten":
         if rank < 3:
             raise ChainError(f"{op.name}: flattening needs rank >= 3, chain is at rank {rank}")
-        new_dims = [state.dims[0], (None, _elements(shape[1:]))]
+        flat = Dim(" * ".join(paren(d.expr) for d in state.dims[1:]), "flat_features")
+        state.dims = [state.dims[0], flat]
     elif fam in ("scale_param", "bias_param"):
         base = "scale_shape" if fam == "scale_param" else "bias_shape"
-        channel_sym = state.dims[1][0] or ""
-        if rank >= 4 or (rank == 3 and channel_sym.startswith(("channels", "out_channels"))):
-            value = [shape[1]] + [1] * (rank - 2)  # per channel of an [N, C, ...] layout
+        if rank >= 4 or (rank == 3 and state.dims[1].label in ("channels", "out_channels")):
+            value = f"({state.ref(1)}{', 1' * (rank - 2)})"  # per channel of an [N, C, ...] layout
         else:
-            value = [shape[-1]]  # per feature of an [N, D] / [N, S, D] layout
-        param_shape = state.const(base, value)
+            value = f"({state.ref(-1)},)"  # per feature of an [N, D] / [N, S, D] layout
+        param_shape = state.derived(base, value)
     else:  # pragma: no cover - Family is a closed Literal
         raise ChainError(f"unknown family {fam!r}")
-    out_shape = [v for _, v in new_dims]
-    if _elements(out_shape) > sizes.max_elements:
-        raise ChainError(f"{op.name}: output {out_shape} exceeds max_elements={sizes.max_elements}")
-    if min(out_shape) < 1:
-        raise ChainError(f"{op.name}: output shape {out_shape} has an empty dim")
-    state.dims = new_dims
+    state.dims = [updates.get(i, d) for i, d in enumerate(state.dims)]
+    for level, space in zip(LEVELS, (sizes, cpu)):
+        out_shape = state.shape(level)
+        if math.prod(out_shape) > space.max_elements:
+            raise ChainError(f"{op.name}: output {out_shape} exceeds max_elements={space.max_elements} at {level} sizes")
+        if min(out_shape) < 1:
+            raise ChainError(f"{op.name}: output shape {out_shape} has an empty dim at {level} sizes")
     state.value_range = next_range(state.value_range, op.output_range)
     return PlannedStep(op=op, attr_name=attr, ctor_args=args, ctor_kwargs=kwargs, call_kwargs=call_kwargs,
-                       param_shape=param_shape, output_shape=out_shape)
+                       param_shape=param_shape, output_shape=state.shape("full"), cpu_output_shape=state.shape("cpu"))
 
 
 class ChainBuilder:
     """Grows one chain operator by operator; a step that does not fit leaves the chain unchanged."""
 
-    def __init__(self, first: OperatorSpec, rng: random.Random, sizes: SizeSpace, rank: int | None = None) -> None:
+    def __init__(self, first: OperatorSpec, rng: random.Random, sizes: SizeSpace, rank: int | None = None,
+                 cpu_sizes: SizeSpace | None = None) -> None:
         ranks = [r for r in first.ranks if r in (2, 3, 4)]
         if rank is None:
             if not ranks:
                 raise ChainError(f"{first.name} takes ranks {first.ranks}; composed inputs have rank 2, 3 or 4")
             rank = rng.choice(ranks)
         self.rng, self.sizes = rng, sizes
-        self.state = _State(dims=[], value_range="positive" if first.domain == "nonneg" else first.domain)
-        _start_dims(rank, first, rng, sizes, self.state)
+        self.cpu_sizes = cpu_sizes if cpu_sizes is not None else default_cpu_sizes()
+        self.state = ChainState(value_range="positive" if first.domain == "nonneg" else first.domain)
+        _start_dims(rank, first, rng, sizes, self.cpu_sizes, self.state)
         self.generator = generator_for_domain(first.domain, first.dtypes[0])
         self.input_symbols = [self.state.ref(i) for i in range(rank)]
-        self.input_shape = self.state.shape
+        self.input_shape = self.state.shape("full")
+        self.cpu_input_shape = self.state.shape("cpu")
         self.add(first)
 
     @property
@@ -243,24 +225,26 @@ class ChainBuilder:
     def add(self, op: OperatorSpec) -> None:
         """Append ``op``; raises :class:`ChainError` (state unchanged) when it does not fit."""
         st = self.state
-        saved = (list(st.dims), st.value_range, dict(st.constants))
+        saved = st.snapshot()
         try:
-            st.steps.append(_apply(op, st, self.rng, self.sizes, len(st.steps)))
+            st.steps.append(_apply(op, st, self.rng, self.sizes, self.cpu_sizes, len(st.steps)))
         except ChainError:
-            st.dims, st.value_range, st.constants = saved
+            st.restore(saved)
             raise
 
     def plan(self) -> TaskPlan:
         """The chain as a :class:`TaskPlan`."""
-        return TaskPlan(constants=dict(self.state.constants), input_symbols=self.input_symbols,
-                        input_shape=self.input_shape, generator=self.generator, steps=list(self.state.steps))
+        return TaskPlan(constants=dict(self.state.constants), cpu_constants=dict(self.state.cpu_constants),
+                        input_symbols=self.input_symbols, input_shape=self.input_shape,
+                        cpu_input_shape=self.cpu_input_shape, generator=self.generator, steps=list(self.state.steps))
 
 
-def plan_fixed_chain(ops: Sequence[OperatorSpec], rng: random.Random, sizes: SizeSpace, rank: int | None = None) -> TaskPlan:
-    """Plan exactly ``ops`` in order; raises :class:`ChainError` if one does not fit."""
+def plan_fixed_chain(ops: Sequence[OperatorSpec], rng: random.Random, sizes: SizeSpace, rank: int | None = None,
+                     cpu_sizes: SizeSpace | None = None) -> TaskPlan:
+    """Plan exactly ``ops`` in order; raises :class:`ChainError` if one does not fit (at full or CPU sizes)."""
     if not ops:
         raise ChainError("a chain needs at least one operator")
-    builder = ChainBuilder(ops[0], rng, sizes, rank)
+    builder = ChainBuilder(ops[0], rng, sizes, rank, cpu_sizes)
     for op in ops[1:]:
         builder.add(op)
     return builder.plan()
@@ -282,6 +266,10 @@ class ComposeSettings(BaseModel):
     include_stochastic: bool = Field(False, description="Allow stochastic operators (the deterministic filter drops such tasks).")
     include_transformers: bool = Field(True, description="Allow operators imported from transformers.")
     sizes: SizeSpace = Field(default_factory=SizeSpace, description="Sizes tasks draw from.")
+    cpu_sizes: SizeSpace = Field(
+        default_factory=default_cpu_sizes,
+        description="The CPU backend's sizes (each task's CPU_SIZES): every drawn size maps to the value at the same relative position of these lists, capped at the full size; shape rules must hold at both.",
+    )
     attempts: int = Field(30, ge=1, description="Retries per candidate when a drawn chain does not fit.")
 
 
@@ -293,7 +281,7 @@ class ComposedTask(BaseModel):
     id: str = Field(description="Stable id 'synth/s<seed>-<index>'.")
     code: str = Field(description="KernelBench-format module source.")
     ops: list[str] = Field(description="Operator names in order.")
-    shapes: dict[str, list[int]] = Field(description="'input' and 'output' shapes.")
+    shapes: dict[str, list[int]] = Field(description="'input' and 'output' shapes (full sizes); 'cpu_input' and 'cpu_output' at CPU_SIZES.")
     dtypes: list[str] = Field(description="Input dtypes.")
     stochastic: bool = Field(False, description="An operator is stochastic.")
     requires: list[str] = Field(default_factory=list, description="Distributions the module imports beyond torch.")
@@ -306,7 +294,8 @@ def task_from_plan(plan: TaskPlan, task_id: str, provenance: dict[str, object]) 
         id=task_id,
         code=render_task(plan),
         ops=plan.ops,
-        shapes={"input": plan.input_shape, "output": plan.output_shape},
+        shapes={"input": plan.input_shape, "output": plan.output_shape,
+                "cpu_input": plan.cpu_input_shape, "cpu_output": plan.cpu_output_shape},
         dtypes=[plan.generator.dtype],
         stochastic=any(s.op.stochastic for s in plan.steps),
         requires=sorted({r for s in plan.steps for r in s.op.requires}),
@@ -332,7 +321,7 @@ class RuleComposer:
         for op in ops:
             self.by_family.setdefault(op.family, []).append(op)
 
-    def _pick(self, rng: random.Random, state: _State | None, previous: list[OperatorSpec], heavy: int) -> OperatorSpec | None:
+    def _pick(self, rng: random.Random, state: ChainState | None, previous: list[OperatorSpec], heavy: int) -> OperatorSpec | None:
         s = self.settings
         fams = [f for f in sorted(self.by_family) if not (f in HEAVY_FAMILIES and heavy >= s.max_heavy_ops)]
         weights = [s.family_weights.get(f, 0.0) for f in fams]
@@ -370,7 +359,7 @@ class RuleComposer:
         if first is None:
             return None
         try:
-            builder = ChainBuilder(first, rng, self.settings.sizes)
+            builder = ChainBuilder(first, rng, self.settings.sizes, cpu_sizes=self.settings.cpu_sizes)
         except ChainError:
             return None
         failures = 0

@@ -13,7 +13,7 @@ from cuda_agent.training.synthesis.dedup import DedupSettings
 from cuda_agent.training.synthesis.execution_probe import ProbeSettings
 
 #: The execution filters in the order a task meets them.
-DEFAULT_FILTERS = ["runs", "deterministic", "informative", "runtime_window", "memory"]
+DEFAULT_FILTERS = ["runs", "deterministic", "informative", "runtime_window", "memory", "cpu_sizes"]
 
 
 class MineSettings(StrictModel):
@@ -36,6 +36,7 @@ class DataConfig(StrictModel):
     max_candidates: int = Field(400, ge=1, description="Candidates composed at most (the build stops there even if short of target).")
     round_size: int = Field(40, ge=1, description="Candidates composed and filtered per round before checking the target.")
     workers: int = Field(2, ge=1, description="Probe workers running tasks in parallel (each a separate process).")
+    cpu_check_workers: int = Field(1, ge=1, description="CPU probe workers running each kept task's CPU_SIZES variant (for the 'cpu_sizes' filter).")
     devices: list[int] = Field(default_factory=list, description="GPU indices for probe.device 'cuda' (workers spread round-robin); empty = all visible.")
     mine: MineSettings = Field(default_factory=MineSettings, description="Operator mining.")
     compose: ComposeSettings = Field(default_factory=ComposeSettings, description="Composition (op counts, family weights, sizes).")

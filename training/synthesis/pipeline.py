@@ -14,7 +14,11 @@ Composition and filtering proceed in rounds of ``round_size`` candidates
 until ``target_tasks`` survive dedup or ``max_candidates`` were composed.
 Filtering runs ``workers`` probe worker processes in parallel (threads only
 drive them); with ``probe.device == 'cuda'`` workers are spread over the GPUs
-and a per-GPU lock file serialises timed calls.
+and a per-GPU lock file serialises timed calls. A task every earlier filter
+kept is run once more at its ``CPU_SIZES`` by one of ``cpu_check_workers`` CPU
+probe workers, for the ``cpu_sizes`` filter. The inductor cache is
+``probe.compile_cache_dir`` made absolute (default ``out_dir/.compile_cache``),
+shared by the workers and writable wherever ``out_dir`` is.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ from cuda_agent.schemas.task import TaskManifest
 from cuda_agent.training.synthesis.compose_rules import ChainError, RuleComposer
 from cuda_agent.training.synthesis.config import DataConfig
 from cuda_agent.training.synthesis.dedup import ReferenceIndex, near_duplicates
-from cuda_agent.training.synthesis.execution_probe import ProbeWorker
+from cuda_agent.training.synthesis.execution_probe import ProbeReport, ProbeSettings, ProbeWorker
 from cuda_agent.training.synthesis.jsonl_log import JsonlLog, write_jsonl_atomic
 from cuda_agent.training.synthesis.operators import OperatorSpec, read_catalog, write_catalog
+from cuda_agent.training.synthesis.task_filters import cpu_check_settings, cpu_variant_code
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +65,17 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _probed_shapes(filtered: dict[str, Any]) -> dict[str, list[int]]:
+    """Input/output shapes of a task the composer gave none for (LLM-written), from its probe reports."""
+    shapes: dict[str, list[int]] = {}
+    for prefix, key in (("", "probe"), ("cpu_", "cpu_probe")):
+        report = filtered.get(key) or {}
+        if report.get("output_shapes"):
+            shapes[f"{prefix}input"] = (report.get("input_shapes") or [[]])[0]
+            shapes[f"{prefix}output"] = report["output_shapes"][0]
+    return shapes
+
+
 class DataPipeline:
     """Runs the stages of one build described by a :class:`DataConfig`."""
 
@@ -71,6 +87,7 @@ class DataPipeline:
         self._versions: dict[str, str] | None = None
         self._reference: ReferenceIndex | None = None
         self._workers: queue.Queue[ProbeWorker] | None = None
+        self._cpu_workers: queue.Queue[ProbeWorker] | None = None
 
     # -- helpers ---------------------------------------------------------------
     @property
@@ -191,23 +208,26 @@ class DataPipeline:
         pool_of_workers = self._worker_pool()
 
         def run(rec: dict[str, Any]) -> dict[str, Any]:
-            worker = pool_of_workers.get()
-            try:
-                report = worker.probe(rec["id"], rec["code"])
-            finally:
-                pool_of_workers.put(worker)
+            report = self._probe(pool_of_workers, rec["id"], rec["code"])
             task = TaskManifest.from_code(rec["id"], rec["code"], source="synth", stochastic=bool(rec.get("stochastic")),
                                           meta={"probe": report.model_dump(), "ops": rec.get("ops", [])})
             verdicts: dict[str, Any] = {}
             reason = None
             for name, flt in filters:
+                if getattr(flt, "needs_cpu_probe", False):
+                    self._attach_cpu_probe(task, dropped_by=reason)
                 v = flt.check(task, None)
                 verdicts[name] = {"keep": v.keep, "reason": v.reason, "message": v.message}
                 if not v.keep and reason is None:
                     reason = name
-            return {"id": rec["id"], "keep": reason is None, "reason": reason, "verdicts": verdicts,
-                    "timings": {"eager_ms": report.eager_ms, "compile_ms": report.compile_ms},
-                    "probe": report.model_dump(exclude_none=True)}
+            cpu = task.meta.get("cpu_probe") or {}
+            result = {"id": rec["id"], "keep": reason is None, "reason": reason, "verdicts": verdicts,
+                      "timings": {"eager_ms": report.eager_ms, "compile_ms": report.compile_ms,
+                                  "cpu_eager_ms": cpu.get("eager_ms")},
+                      "probe": report.model_dump(exclude_none=True)}
+            if cpu:
+                result["cpu_probe"] = {k: v for k, v in cpu.items() if v is not None}
+            return result
 
         with _progress(self.config.progress) as bar, ThreadPoolExecutor(self.config.workers) as pool:
             job = bar.add_task(f"filter ({self.config.probe.device}, {self.config.workers} workers)", total=len(todo))
@@ -216,25 +236,72 @@ class DataPipeline:
                 bar.advance(job)
         return logf
 
+    @staticmethod
+    def _probe(workers: queue.Queue[ProbeWorker], task_id: str, code: str) -> ProbeReport:
+        worker = workers.get()
+        try:
+            return worker.probe(task_id, code)
+        finally:
+            workers.put(worker)
+
+    def _attach_cpu_probe(self, task: TaskManifest, dropped_by: str | None) -> None:
+        """Run the task's CPU_SIZES variant on a CPU worker into ``task.meta['cpu_probe']`` (kept tasks only)."""
+        from cuda_agent.harness.tasks import TaskProbeError, has_cpu_sizes
+
+        if dropped_by is not None:
+            task.meta["cpu_probe_skipped"] = f"the task was dropped by {dropped_by!r}"
+            return
+        if not has_cpu_sizes(task.code):
+            return  # the filter judges the missing CPU_SIZES
+        try:
+            code = cpu_variant_code(task)
+        except TaskProbeError:
+            return  # the filter reports why CPU_SIZES cannot be applied
+        task.meta["cpu_probe"] = self._probe(self._cpu_worker_pool(), task.id, code).model_dump()
+
+    def probe_settings(self) -> ProbeSettings:
+        """``probe`` with ``compile_cache_dir`` absolute (default ``out_dir/.compile_cache``)."""
+        cache = self.config.probe.compile_cache_dir or self.out / ".compile_cache"
+        cache = Path(cache).resolve()
+        cache.mkdir(parents=True, exist_ok=True)
+        return self.config.probe.model_copy(update={"compile_cache_dir": cache})
+
+    def _lock_dir(self) -> Path:
+        lock_dir = self.out / ".locks"
+        lock_dir.mkdir(exist_ok=True)
+        return lock_dir
+
     def _worker_pool(self) -> queue.Queue[ProbeWorker]:
         """``workers`` probe workers (started lazily by their first task), kept across rounds."""
         if self._workers is None:
             devices = self._devices()
-            lock_dir = self.out / ".locks"
-            lock_dir.mkdir(exist_ok=True)
+            settings = self.probe_settings()
             self._workers = queue.Queue()
             for k in range(self.config.workers):
                 dev = devices[k % len(devices)]
-                lock = lock_dir / f"device{dev if dev is not None else 'cpu'}.lock"
-                self._workers.put(ProbeWorker(self.config.probe, device_index=dev, timing_lock=lock))
+                lock = self._lock_dir() / f"device{dev if dev is not None else 'cpu'}.lock"
+                self._workers.put(ProbeWorker(settings, device_index=dev, timing_lock=lock))
         return self._workers
+
+    def _cpu_worker_pool(self) -> queue.Queue[ProbeWorker]:
+        """``cpu_check_workers`` CPU probe workers for the CPU_SIZES variants (started lazily, kept across rounds).
+
+        They share the CPU timing lock with the main workers when those run on the CPU too.
+        """
+        if self._cpu_workers is None:
+            lock = self._lock_dir() / "devicecpu.lock" if self.config.probe.device == "cpu" else None
+            settings = cpu_check_settings(self.probe_settings())
+            self._cpu_workers = queue.Queue()
+            for _ in range(self.config.cpu_check_workers):
+                self._cpu_workers.put(ProbeWorker(settings, timing_lock=lock))
+        return self._cpu_workers
 
     def close(self) -> None:
         """Stop the probe workers."""
-        if self._workers is not None:
-            while not self._workers.empty():
-                self._workers.get().close()
-            self._workers = None
+        for pool in (self._workers, self._cpu_workers):
+            while pool is not None and not pool.empty():
+                pool.get().close()
+        self._workers = self._cpu_workers = None
 
     # -- dedup + outputs ---------------------------------------------------------
     def reference(self) -> ReferenceIndex | None:
@@ -277,8 +344,7 @@ class DataPipeline:
                 continue
             f = filtered.records[cid]
             tasks.append({
-                "id": cid, "name": cid.rsplit("/", 1)[-1], "code": rec["code"], "ops": rec["ops"], "shapes": rec["shapes"] or {
-                    "input": (f["probe"].get("input_shapes") or [[]])[0], "output": (f["probe"].get("output_shapes") or [[]])[0]},
+                "id": cid, "name": cid.rsplit("/", 1)[-1], "code": rec["code"], "ops": rec["ops"], "shapes": rec["shapes"] or _probed_shapes(f),
                 "dtypes": rec["dtypes"] or f["probe"].get("input_dtypes", []), "timings": f["timings"],
                 "verdicts": {k: ("keep" if v["keep"] else v["reason"]) for k, v in f["verdicts"].items()},
                 "provenance": rec["provenance"], "requires": rec.get("requires", []), "level": None, "source": "synth",

@@ -5,7 +5,9 @@ returning a :class:`~cuda_agent.protocols.FilterVerdict` whose drop reason is
 the filter's own name (the message and measurements say exactly what failed).
 The pipeline runs the task once in a probe worker and stores the report in
 ``task.meta["probe"]``; used alone, a filter probes the task itself on the
-backend's device. Registered as plugins by ``cuda_agent.plugins.data.filters``.
+backend's device. ``cpu_sizes`` judges a second report, of the task's
+``CPU_SIZES`` variant run on the CPU (``task.meta["cpu_probe"]``). Registered
+as plugins by ``cuda_agent.plugins.data.filters``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,34 @@ def report_for(task: TaskManifest, backend: Any = None, settings: ProbeSettings 
         settings = settings.model_copy(update={"device": backend.name})
     report = probe_once(task.id, task.code, settings)
     task.meta["probe"] = report.model_dump()
+    return report
+
+
+def cpu_check_settings(base: ProbeSettings | None = None) -> ProbeSettings:
+    """Settings of the CPU-variant probe: ``base``'s limits, on the CPU, eager only, a short timing."""
+    base = base or ProbeSettings()
+    return base.model_copy(update={"device": "cpu", "compile_backend": None, "time_compiled": False, "warmup": 1,
+                                   "min_repeats": 3, "max_repeats": 10, "timing_budget_s": 0.05, "threads": 1})
+
+
+def cpu_variant_code(task: TaskManifest) -> str:
+    """The task with its ``CPU_SIZES`` applied (what the CPU backend evaluates).
+
+    :raises cuda_agent.harness.tasks.TaskProbeError: ``CPU_SIZES`` is missing, not a dict literal, or names
+        a size the module does not define.
+    """
+    from cuda_agent.harness.tasks import apply_cpu_sizes
+
+    return apply_cpu_sizes(task.code, task.id)
+
+
+def cpu_report_for(task: TaskManifest, settings: ProbeSettings | None = None) -> ProbeReport:
+    """The probe report of the task's CPU variant: ``task.meta['cpu_probe']`` when the pipeline put it there, else a fresh probe."""
+    cached = task.meta.get("cpu_probe")
+    if cached is not None:
+        return cached if isinstance(cached, ProbeReport) else ProbeReport.model_validate(cached)
+    report = probe_once(task.id, cpu_variant_code(task), cpu_check_settings(settings))
+    task.meta["cpu_probe"] = report.model_dump()
     return report
 
 
@@ -179,7 +209,51 @@ class MemoryFilter(_Filter):
         return self.keep(peak_mem_mb=r.peak_mem_mb)
 
 
+class CpuSizesFilter(_Filter):
+    """Keeps tasks whose CPU_SIZES variant (what the CPU backend evaluates) runs on the CPU, finite and fast."""
+
+    name = "cpu_sizes"
+    #: The pipeline probes the CPU variant for this filter (only for tasks every earlier filter kept).
+    needs_cpu_probe = True
+
+    class Config(BaseModel):
+        """Settings of the 'cpu_sizes' filter."""
+
+        model_config = ConfigDict(extra="forbid")
+        required: bool = Field(True, description="Drop tasks that define no CPU_SIZES (the CPU backend would run them at full size).")
+        max_ms: float = Field(100.0, gt=0, description="Longest median eager time of the CPU variant on one CPU thread, ms.")
+
+    def check(self, task: TaskManifest, backend: Any = None) -> FilterVerdict:
+        """Drop tasks without a valid ``CPU_SIZES`` or whose CPU variant fails, is non-finite, changes rank or is slow."""
+        from cuda_agent.harness.tasks import TaskProbeError, has_cpu_sizes
+
+        skipped = task.meta.get("cpu_probe_skipped")
+        if skipped:
+            return self.keep(f"not checked: {skipped}")
+        if not has_cpu_sizes(task.code):
+            if self.config.required:
+                return self.drop("the task defines no CPU_SIZES = {'size_name': value, ...} for the CPU backend")
+            return self.keep("no CPU_SIZES (the CPU backend runs the task at full size)")
+        try:
+            cpu_variant_code(task)
+        except TaskProbeError as exc:
+            return self.drop(f"CPU_SIZES cannot be applied: {exc}")
+        r = cpu_report_for(task)
+        if r.status != "ok":
+            return self.drop(f"CPU variant: worker {r.status}: {r.message[:300]}", status=r.status)
+        if not r.eager_ok:
+            return self.drop(f"CPU variant: eager forward failed: {r.eager_error}")
+        if not r.finite:
+            return self.drop("CPU variant: output has NaN or Inf")
+        full = report_for(task, backend) if task.meta.get("probe") is not None else None
+        if full is not None and full.output_shapes and [len(s) for s in full.output_shapes] != [len(s) for s in r.output_shapes]:
+            return self.drop(f"CPU variant: output shapes {r.output_shapes} do not have the ranks of the full task's {full.output_shapes}")
+        if r.eager_ms is not None and r.eager_ms > self.config.max_ms:
+            return self.drop(f"CPU variant: eager time {r.eager_ms:.3f} ms > max_ms={self.config.max_ms}", cpu_eager_ms=r.eager_ms)
+        return self.keep(cpu_eager_ms=r.eager_ms, cpu_output_shapes=r.output_shapes)
+
+
 #: Filter classes by registered name, in the order the pipeline applies them.
 FILTERS: dict[str, type[_Filter]] = {
-    f.name: f for f in (RunsFilter, DeterministicFilter, InformativeFilter, RuntimeWindowFilter, MemoryFilter)
+    f.name: f for f in (RunsFilter, DeterministicFilter, InformativeFilter, RuntimeWindowFilter, MemoryFilter, CpuSizesFilter)
 }

@@ -3,7 +3,9 @@
 The composers decide *what* to chain; this module only writes it out:
 module-level sizes, ``Model.__init__`` taking the sizes it needs (passed by
 ``get_init_inputs()``), ``forward`` applying each step to ``x``, and
-``get_inputs()`` drawing the input in the first operator's value domain.
+``get_inputs()`` drawing the input in the first operator's value domain, and
+``CPU_SIZES``: the sizes (derived ones too) whose value differs on the CPU
+backend (``cuda_agent.harness.tasks.apply_cpu_sizes`` applies them).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class PlannedStep(BaseModel):
     call_kwargs: dict[str, Any] = Field(default_factory=dict, description="Literal call keyword arguments.")
     param_shape: str | None = Field(None, description="Size symbol holding the parameter shape (scale/bias params).")
     output_shape: list[int] = Field(description="Shape of x after this step.")
+    cpu_output_shape: list[int] = Field(default_factory=list, description="Shape of x after this step at CPU_SIZES.")
 
 
 class TaskPlan(BaseModel):
@@ -37,8 +40,10 @@ class TaskPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     constants: dict[str, Any] = Field(description="Module-level sizes, in definition order (ints or tuples).")
+    cpu_constants: dict[str, Any] = Field(default_factory=dict, description="The same sizes on the CPU backend (CPU_SIZES lists those that differ).")
     input_symbols: list[str] = Field(description="Size symbols (or literal ints as strings) of the input shape.")
     input_shape: list[int] = Field(description="Concrete input shape.")
+    cpu_input_shape: list[int] = Field(default_factory=list, description="Input shape at CPU_SIZES.")
     generator: InputGenerator = Field(description="How get_inputs() draws x.")
     steps: list[PlannedStep] = Field(description="Operators in order.")
 
@@ -51,6 +56,16 @@ class TaskPlan(BaseModel):
     def output_shape(self) -> list[int]:
         """Shape of the task's output."""
         return self.steps[-1].output_shape if self.steps else self.input_shape
+
+    @property
+    def cpu_output_shape(self) -> list[int]:
+        """Shape of the task's output at CPU_SIZES."""
+        return self.steps[-1].cpu_output_shape if self.steps else self.cpu_input_shape
+
+    @property
+    def cpu_sizes(self) -> dict[str, Any]:
+        """The ``CPU_SIZES`` entries: every size whose CPU value differs from the full one."""
+        return {k: v for k, v in self.cpu_constants.items() if k in self.constants and v != self.constants[k]}
 
 
 def _literal(value: Any) -> str:
@@ -126,6 +141,8 @@ def render_task(plan: TaskPlan, description: str = "") -> str:
     lines += ["        return x", "", ""]
     for name, value in plan.constants.items():
         lines.append(f"{name} = {_literal(value)}")
+    cpu = ", ".join(f"{k!r}: {_literal(v)}" for k, v in plan.cpu_sizes.items())
+    lines.append(f"CPU_SIZES = {{{cpu}}}  # the CPU backend's variant (cuda_agent.harness.tasks.apply_cpu_sizes)")
     domain = _declared_domain(plan.generator)
     if domain:
         lines.append(f"INPUT_DOMAINS = {{0: {domain!r}}}  # valid values of input 0 (the first operator's domain)")
