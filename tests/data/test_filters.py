@@ -47,7 +47,7 @@ def judge(registry, worker: ProbeWorker, name: str, code: str, config: dict | No
 
 
 def test_filters_are_registered_as_plugins(registry):
-    assert {"runs", "deterministic", "informative", "runtime_window", "memory"} <= set(registry.names("task_filter"))
+    assert {"runs", "deterministic", "informative", "runtime_window", "memory", "cpu_sizes"} <= set(registry.names("task_filter"))
 
 
 def test_good_task_passes_every_filter(registry, probe_worker):

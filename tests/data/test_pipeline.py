@@ -83,24 +83,29 @@ def test_ci_build_from_scratch_meets_the_issue_bar(tmp_path: Path):
     assert sum(len(t["ops"]) >= 3 for t in tasks) >= 0.3 * len(tasks)
     for t in tasks:
         assert t["source"] == "synth" and t["level"] is None and t["provenance"]["composer"] == "rules"
-        assert set(t["verdicts"]) == {"runs", "deterministic", "informative", "runtime_window", "memory"}
+        assert set(t["verdicts"]) == {"runs", "deterministic", "informative", "runtime_window", "memory", "cpu_sizes"}
         assert all(v == "keep" for v in t["verdicts"].values()) and t["timings"]["eager_ms"] is not None
+        assert "CPU_SIZES" in t["code"] and t["timings"]["cpu_eager_ms"] is not None
     summary = json.loads((out / "summary.json").read_text())
     dropped = _rows(out / "dropped.jsonl")
     assert summary["kept"] == len(tasks) and sum(summary["dropped_by_reason"].values()) == len(dropped)
     assert all(d["reason"] for d in dropped)
-    # Every task loads in the kernel environment (the harness's sandboxed task probe); a spread sample
-    # keeps CI time bounded (each load is a fresh sandboxed torch process).
+    # Every task loads in the kernel environment (the harness's sandboxed task probe), at full and at
+    # CPU sizes (what the cpu backend evaluates); a spread sample keeps CI time bounded (each load is a
+    # fresh sandboxed torch process).
     from cuda_agent.harness.tasks import load_task_code
 
-    sample = tasks[:: max(1, len(tasks) // 8)]
+    sample = tasks[:: max(1, len(tasks) // 6)]
+    jobs = [(t, sizes) for t in sample for sizes in ("full", "cpu")]
 
-    def load(t: dict):
-        return load_task_code(t["code"], t["id"], source="synth", device="cpu")
+    def load(job: tuple[dict, str]):
+        t, sizes = job
+        return load_task_code(t["code"], t["id"], source="synth", device="cpu", sizes=sizes)
 
     with ThreadPoolExecutor(2) as pool:
-        for t, manifest in zip(sample, pool.map(load, sample)):
-            assert [o.shape for o in manifest.outputs][0] == t["shapes"]["output"]
+        for (t, sizes), manifest in zip(jobs, pool.map(load, jobs)):
+            key = "output" if sizes == "full" else "cpu_output"
+            assert [o.shape for o in manifest.outputs][0] == t["shapes"][key], (sizes, t["id"])
     # ... and the evaluation's jsonl task source reads the file.
     source = PluginManager(load_entrypoints=False).registry.build("data_source", "jsonl", {"target": str(out / "tasks.jsonl")})
     assert [m.id.rsplit("/", 1)[-1] for m in source.iter_tasks()][:3] == [t["id"].rsplit("/", 1)[-1] for t in tasks[:3]]

@@ -65,9 +65,7 @@ def _start_dims(rank: int, op: OperatorSpec, rng: random.Random, sizes: SizeSpac
     elif rank == 3 and op.family in ("norm_last", "linear") or rank == 3 and op.family not in ("conv", "conv_transpose", "pool", "adaptive_pool", "norm_channel") and rng.random() < 0.5:
         names = [("batch_size", b), ("seq_len", _draw("seq", rng, sizes, cpu)), ("hidden_size", _draw("features", rng, sizes, cpu))]
     elif rank == 3:
-        channels = _draw("channels", rng, sizes, cpu)
-        spatial = _draw("spatial", rng, sizes, cpu)
-        names = [("batch_size", b), ("channels", channels), ("length", (spatial[0] * 4, spatial[1] * 4))]
+        names = [("batch_size", b), ("channels", _draw("channels", rng, sizes, cpu)), ("length", _draw("lengths", rng, sizes, cpu))]
     elif rank == 4:
         s = _draw("spatial", rng, sizes, cpu)
         names = [("batch_size", b), ("channels", _draw("channels", rng, sizes, cpu)), ("height", s), ("width", s)]
@@ -78,6 +76,13 @@ def _start_dims(rank: int, op: OperatorSpec, rng: random.Random, sizes: SizeSpac
         if math.prod(shape) > space.max_elements:
             raise ChainError(f"input {shape} exceeds max_elements={space.max_elements} at {level} sizes")
     state.dims = [Dim(state.const(n, *v), n) for n, v in names]
+
+
+def _check_weight(op: OperatorSpec, elements: list[int], sizes: SizeSpace, cpu: SizeSpace) -> None:
+    """A Linear/Conv weight is bounded like an activation (a Linear after Flatten could ask for hundreds of GiB)."""
+    for level, n, space in zip(LEVELS, elements, (sizes, cpu)):
+        if n > space.max_elements:
+            raise ChainError(f"{op.name}: weight of {n} elements exceeds max_elements={space.max_elements} at {level} sizes")
 
 
 def _out_label(label: str) -> str:
@@ -132,6 +137,7 @@ def _apply(op: OperatorSpec, state: ChainState, rng: random.Random, sizes: SizeS
             args = [state.ref(1)]
     elif fam == "linear":
         out = _draw("features", rng, sizes, cpu)
+        _check_weight(op, [s[-1] * o for s, o in zip(shapes.values(), out)], sizes, cpu)
         args = [state.ref(-1), state.const("out_features", *out)]
         updates[rank - 1] = Dim(args[1], "out_features")
     elif fam in ("conv", "conv_transpose"):
@@ -139,6 +145,7 @@ def _apply(op: OperatorSpec, state: ChainState, rng: random.Random, sizes: SizeS
             raise ChainError(f"{op.name} needs rank {op.spatial_dims + 2}, chain is at rank {rank}")
         k = _draw("kernel_sizes", rng, sizes, cpu)
         out = _draw("channels", rng, sizes, cpu)
+        _check_weight(op, [s[1] * o * kv ** op.spatial_dims for s, o, kv in zip(shapes.values(), out, k)], sizes, cpu)
         for level, kv in zip(LEVELS, k):
             if any(s < kv for s in shapes[level][2:]):
                 raise ChainError(f"{op.name}: spatial dims {shapes[level][2:]} smaller than kernel {kv} at {level} sizes")

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 #: The lists of a SizeSpace a drawn size can come from.
-SizeKind = Literal["batch", "batch_nd", "features", "channels", "spatial", "seq", "kernel_sizes", "pool_sizes"]
+SizeKind = Literal["batch", "batch_nd", "features", "channels", "spatial", "lengths", "seq", "kernel_sizes", "pool_sizes"]
 
 
 class SizeSpace(BaseModel):
@@ -29,7 +29,8 @@ class SizeSpace(BaseModel):
     batch_nd: list[int] | None = Field(None, description="Batch sizes of rank-3/4 inputs; None = same as batch.")
     features: list[int] = Field(default_factory=lambda: [64, 128, 256], description="Feature sizes of rank-2/3 inputs and Linear outputs.")
     channels: list[int] = Field(default_factory=lambda: [4, 8, 16], description="Channel counts (dim 1 of rank-3/4 inputs, conv outputs).")
-    spatial: list[int] = Field(default_factory=lambda: [16, 32], description="Height/width (rank 4) and length (rank 3) sizes.")
+    spatial: list[int] = Field(default_factory=lambda: [16, 32], description="Height/width sizes of rank-4 [N, C, H, W] inputs.")
+    lengths: list[int] | None = Field(None, description="Lengths (dim 2) of rank-3 [N, C, L] inputs; None = 4 x each spatial size.")
     seq: list[int] = Field(default_factory=lambda: [16, 32], description="Sequence lengths (dim 1 of rank-3 inputs of the [N, S, D] layout).")
     kernel_sizes: list[int] = Field(default_factory=lambda: [1, 3, 5], description="Conv kernel sizes.")
     pool_sizes: list[int] = Field(default_factory=lambda: [2], description="Pool kernel sizes.")
@@ -43,9 +44,11 @@ class SizeSpace(BaseModel):
                    seq=[dims[1]], kernel_sizes=[3], pool_sizes=[2], max_elements=10**9)
 
     def choices(self, kind: SizeKind) -> list[int]:
-        """The list sizes of ``kind`` are drawn from (``batch_nd`` falls back to ``batch``)."""
+        """The list sizes of ``kind`` are drawn from (``batch_nd`` falls back to ``batch``, ``lengths`` to 4 x ``spatial``)."""
         if kind == "batch_nd":
             return list(self.batch_nd or self.batch)
+        if kind == "lengths":
+            return list(self.lengths or [4 * s for s in self.spatial])
         return list(getattr(self, kind))
 
 
