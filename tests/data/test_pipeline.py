@@ -54,6 +54,7 @@ def test_build_resumes_after_sigkill_with_the_same_result(tmp_path: Path, catalo
     for line in proc.stdout:  # blocks on the build's own output: kill right after its first round
         if "round done" in line:
             break
+    assert '"dropped"' in line and '"elapsed_s"' in line, line  # long builds report drop reasons per round
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL

@@ -65,6 +65,12 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def verdict_counts(counts: Counter[str]) -> str:
+    """``kept 12 | runtime_window 30, informative 2``: a round's verdicts so far, drop reasons most frequent first."""
+    drops = ", ".join(f"{reason} {n}" for reason, n in counts.most_common() if reason != "kept")
+    return f"kept {counts.get('kept', 0)}" + (f" | {drops}" if drops else "")
+
+
 def _probed_shapes(filtered: dict[str, Any]) -> dict[str, list[int]]:
     """Input/output shapes of a task the composer gave none for (LLM-written), from its probe reports."""
     shapes: dict[str, list[int]] = {}
@@ -229,11 +235,14 @@ class DataPipeline:
                 result["cpu_probe"] = {k: v for k, v in cpu.items() if v is not None}
             return result
 
+        title = f"filter ({self.config.probe.device}, {self.config.workers} workers)"
+        verdicts: Counter[str] = Counter()
         with _progress(self.config.progress) as bar, ThreadPoolExecutor(self.config.workers) as pool:
-            job = bar.add_task(f"filter ({self.config.probe.device}, {self.config.workers} workers)", total=len(todo))
+            job = bar.add_task(title, total=len(todo))
             for result in pool.map(run, todo):
                 logf.append(result)
-                bar.advance(job)
+                verdicts[result["reason"] or "kept"] += 1
+                bar.update(job, advance=1, description=f"{title} {verdict_counts(verdicts)}")
         return logf
 
     @staticmethod
@@ -387,7 +396,8 @@ class DataPipeline:
             ids = [f"synth/s{c.seed}-{i:05d}" for i in indices]
             filtered = self.filter(composed, ids)
             summary = self.dedup(composed, filtered)
-            log.info("round done", candidates=indices.stop, kept=summary["kept"], target=c.target_tasks)
+            log.info("round done", candidates=indices.stop, kept=summary["kept"], target=c.target_tasks,
+                     dropped=summary["dropped_by_reason"], elapsed_s=round(time.monotonic() - t0, 1))
             start = indices.stop
             if summary["kept"] >= c.target_tasks:
                 break
