@@ -43,6 +43,8 @@ def test_cpu_sizes_map_each_drawn_size_to_the_same_relative_position():
     assert [cpu_size("features", v, full, cpu) for v in (512, 1024, 4096)] == [16, 16, 64]
     assert cpu_size("features", 8, full, cpu) == 8  # never larger than the full size
     assert cpu_size("spatial", 64, full, cpu) == 16  # a single full choice maps to the smallest CPU one
+    kernels = SizeSpace(kernel_sizes=[5]), SizeSpace(kernel_sizes=[1, 3, 5])
+    assert cpu_size("kernel_sizes", 5, *kernels) == 5  # kept: the CPU space offers it
 
 
 def test_every_composed_h200_task_runs_at_its_cpu_sizes(catalog):
@@ -58,12 +60,22 @@ def test_every_composed_h200_task_runs_at_its_cpu_sizes(catalog):
     assert scaled == len(tasks)  # H200 sizes always shrink on the CPU
 
 
+def test_single_operator_tasks_of_every_mined_operator_run_at_their_cpu_sizes(catalog):
+    from cuda_agent.training.synthesis.operators import render_single_op_task
+
+    for spec in catalog:
+        code = render_single_op_task(spec)
+        assert "CPU_SIZES = {" in code, spec.name
+        _run(apply_cpu_sizes(code, spec.name))
+
+
 def test_derived_sizes_follow_the_cpu_sizes(catalog):
     """A conv's output length feeds a LayerNorm and a per-feature scale: both must follow CPU_SIZES."""
     ops = {s.name: s for s in catalog}
     chain = [ops["torch.nn.Conv1d"], ops["torch.nn.LayerNorm"], ops["torch.nn.AvgPool1d"], ops["torch.nn.Flatten"],
              ops["torch.nn.Linear"]]
-    plan = plan_fixed_chain(chain, random.Random(1), H200.sizes, rank=3, cpu_sizes=H200.cpu_sizes)
+    full = SizeSpace(batch=[16], channels=[32], lengths=[512], features=[256], kernel_sizes=[5], pool_sizes=[2])
+    plan = plan_fixed_chain(chain, random.Random(1), full, rank=3, cpu_sizes=H200.cpu_sizes)
     code = render_task(plan)
     derived = {k for k in plan.cpu_sizes if k.startswith(("out_", "flat_"))}
     assert derived, code  # conv output length and flattened features are module-level sizes with CPU values

@@ -71,7 +71,7 @@ def _start_dims(rank: int, op: OperatorSpec, rng: random.Random, sizes: SizeSpac
         names = [("batch_size", b), ("channels", _draw("channels", rng, sizes, cpu)), ("height", s), ("width", s)]
     else:
         raise ChainError(f"rank {rank} inputs are not composed (valid: 2, 3, 4)")
-    for level, k, space in (("full", 0, sizes), ("CPU", 1, cpu)):
+    for k, (level, space) in enumerate(zip(LEVELS, (sizes, cpu))):
         shape = [v[k] for _, v in names]
         if math.prod(shape) > space.max_elements:
             raise ChainError(f"input {shape} exceeds max_elements={space.max_elements} at {level} sizes")

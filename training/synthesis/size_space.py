@@ -16,6 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: Kinds whose value shapes the operator itself (a 5x5 conv stays 5x5 on the CPU when the CPU space allows it).
+STRUCTURAL_KINDS = frozenset({"kernel_sizes", "pool_sizes"})
+
 #: The lists of a SizeSpace a drawn size can come from.
 SizeKind = Literal["batch", "batch_nd", "features", "channels", "spatial", "lengths", "seq", "kernel_sizes", "pool_sizes"]
 
@@ -67,7 +70,8 @@ def cpu_size(kind: SizeKind, value: int, full: SizeSpace, cpu: SizeSpace) -> int
 
     The value at the same relative position of ``cpu.choices(kind)``, capped at
     ``value`` (a CPU variant is never larger than the task); a value not in
-    the full list maps to the smallest CPU choice (capped likewise).
+    the full list maps to the smallest CPU choice (capped likewise). Kernel and
+    pool sizes that the CPU space also offers are kept as they are.
 
     >>> full, cpu = SizeSpace(features=[512, 1024, 4096]), SizeSpace(features=[16, 64])
     >>> [cpu_size("features", v, full, cpu) for v in (512, 1024, 4096, 8)]
@@ -75,7 +79,7 @@ def cpu_size(kind: SizeKind, value: int, full: SizeSpace, cpu: SizeSpace) -> int
     """
     options = full.choices(kind)
     small = sorted(cpu.choices(kind))
-    if not small:
+    if not small or (kind in STRUCTURAL_KINDS and value in small):
         return value
     if value in options and len(options) > 1:
         rank = sorted(options).index(value) / (len(options) - 1)
