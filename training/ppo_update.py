@@ -118,6 +118,7 @@ class Learner:
         parts = max(1, min(s.minibatches, B))
         scored = self.score(batch, parts)
         adv, ret, metrics = self.advantages(batch, scored, s)
+        metrics.update(behaviour_gap(scored["old_logp"], batch.rollout_logp, batch.mask))
         if "values" in scored:
             metrics["explained_variance"] = explained_variance(scored["values"], ret, batch.mask)
             metrics["value_mean"] = float(masked_mean(scored["values"], batch.mask))
@@ -188,6 +189,15 @@ class Learner:
         self.critic.backward(vl)
         self.critic.step()
         return {"value_loss": float(vl.detach()), "explained_variance": ev}
+
+
+def behaviour_gap(old_logp: Tensor, rollout_logp: Tensor, mask: Tensor) -> dict[str, float]:
+    """How far the rollout engine's log-probs are from the trainer's on the policy's tokens (before the update).
+
+    Near 0 means on-policy rollouts; a stale rollout engine or a numerics mismatch shows here first.
+    """
+    gap = (old_logp.detach().float() - rollout_logp.float()).abs() * mask
+    return {"rollout_logp_gap_mean": float(masked_mean(gap, mask)), "rollout_logp_gap_max": float(gap.max()) if gap.numel() else 0.0}
 
 
 def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:

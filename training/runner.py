@@ -4,7 +4,9 @@ Each stage runs in ``<run_dir>/<index>_<name>`` and receives the merged
 outputs of the stages before it (``actor``, ``critic`` paths). Finished
 stages are skipped on a re-run, an unfinished one resumes from its newest
 checkpoint; the resolved config is saved as ``train_config.json`` and a
-re-run with a different one is refused with the differences listed.
+re-run with a different one is refused with the differences listed. Every
+stage to run is built (its config validated) and asked to ``preflight``
+before the first one trains, so e.g. a missing vLLM fails at once, not hours in.
 """
 
 from __future__ import annotations
@@ -83,18 +85,25 @@ def run_training(config: TrainConfig, pm: PluginManager | None = None) -> dict[s
         unknown = [o for o in config.only if o not in ids and o not in {s.name for s in config.stages}]
         if unknown:
             raise ConfigError(f"only: unknown stage(s) {unknown}; valid ids: {', '.join(ids)}")
+    to_run = {sid for sid, spec in zip(ids, config.stages)
+              if not config.only or sid in config.only or spec.name in config.only}
+    stages = {sid: pm.registry.build("stage", spec.name, spec.config, where=f"stages[{sid}].config")
+              for sid, spec in zip(ids, config.stages) if sid in to_run}
+    for sid, stage in stages.items():  # refuse what cannot run here before the first stage trains
+        preflight = getattr(stage, "preflight", None)
+        if preflight is not None:
+            preflight(f"stages[{sid}].config")
     inputs: dict[str, Any] = {}
     for sid, spec in zip(ids, config.stages):
         stage_dir = run_dir / sid
-        if config.only and sid not in config.only and spec.name not in config.only:
+        if sid not in to_run:
             prev = stage_dir / "outputs.json"
             if prev.exists():
                 inputs = {**inputs, **json.loads(prev.read_text())}
             log.info("stage skipped", stage=sid, reason="not in 'only'", has_outputs=prev.exists())
             continue
-        stage = pm.registry.build("stage", spec.name, spec.config, where=f"stages[{sid}].config")
         log.info("stage start", stage=sid)
-        outputs = stage.run(StageContext(run_dir=stage_dir, config=config, plugin_manager=pm, inputs=dict(inputs), resume=True))
+        outputs = stages[sid].run(StageContext(run_dir=stage_dir, config=config, plugin_manager=pm, inputs=dict(inputs), resume=True))
         inputs = {**inputs, **outputs}
         log.info("stage done", stage=sid, outputs={k: v for k, v in outputs.items() if k != "metrics"})
     return inputs

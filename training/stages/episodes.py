@@ -7,10 +7,17 @@
   (token-in/token-out, log-probs), and :func:`cuda_agent.loop.run_episode`
   runs each episode through the configured backend (``cpu`` or ``cuda``)
   with trusted grading; the trajectory files are read back into episodes.
+
+With ``rollout.engine: vllm`` both sample through one vLLM engine per stage
+kept in step with the actor (:mod:`cuda_agent.training.stages.vllm_rollout`);
+the log-probs it reports are the episodes' behaviour log-probs. Every episode's
+``meta`` names the engine (``rollout_engine``) and the actor version it was
+sampled from (``weights_version``).
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,23 +28,42 @@ from cuda_agent.errors import ConfigError
 from cuda_agent.schemas.task import TaskManifest
 from cuda_agent.training.buffers import Episode, episode_from_trajectory
 from cuda_agent.training.engines.checkpoint import export_actor_hf
+from cuda_agent.training.settings import RolloutSettings
 from cuda_agent.training.stages.runtime import StageRuntime, stable_seed
+from cuda_agent.training.stages.vllm_rollout import VLLMActorRollout, actor_version
 from cuda_agent.training.toy_env import TOY_ENVS, ToyEnvironment
 
 ENVIRONMENTS: tuple[str, ...] = (*TOY_ENVS, "kernel")
 
 
-class ToyEpisodeSource:
-    """Episodes of a toy environment, sampled from the actor itself."""
+def _stamp(episodes: list[Episode], engine: str, version: int) -> list[Episode]:
+    for e in episodes:
+        e.meta.update(rollout_engine=engine, weights_version=version)
+    return episodes
 
-    def __init__(self, env: str, temperature: float = 1.0) -> None:
+
+class ToyEpisodeSource:
+    """Episodes of a toy environment, sampled from the actor module itself or from vLLM serving it."""
+
+    def __init__(self, env: str, temperature: float = 1.0, vllm: VLLMActorRollout | None = None) -> None:
         self.env = ToyEnvironment(env)
         self.temperature = temperature
+        self.vllm = vllm
 
     def collect(self, actor: Any, n: int, step: int, gen: torch.Generator) -> list[Episode]:
         """``n`` episodes from the current actor."""
         device = next(actor.module.parameters()).device
-        return self.env.rollout(actor.module, n, gen, temperature=self.temperature, device=device)
+        if self.vllm is None:
+            episodes = self.env.rollout(actor.module, n, gen, temperature=self.temperature, device=device)
+            return _stamp(episodes, "hf", actor_version(actor))
+        version = self.vllm.sync(actor)
+        episodes = self.env.rollout_with(self.vllm.toy_sampler(gen, self.temperature), n, gen, device=device)
+        return _stamp(episodes, "vllm", version)
+
+    def close(self) -> None:
+        """Shut a vLLM engine down (the stage's close does it too)."""
+        if self.vllm is not None:
+            self.vllm.close()
 
 
 def load_tasks(paths: list[str], backend: str) -> list[TaskManifest]:
@@ -61,11 +87,13 @@ def load_tasks(paths: list[str], backend: str) -> list[TaskManifest]:
 
 
 class KernelEpisodeSource:
-    """Episodes of the kernel environment through the agent loop and the ``hf`` policy."""
+    """Episodes of the kernel environment through the agent loop and the ``hf`` policy (or vLLM)."""
 
     def __init__(self, rt: StageRuntime, *, mode: Literal["agent", "single_turn"], tasks: list[str],
-                 max_new_tokens: int, temperature: float) -> None:
+                 max_new_tokens: int, temperature: float, vllm: VLLMActorRollout | None = None) -> None:
         self.rt = rt
+        self.vllm = vllm
+        self._tokenizer: Any = None
         self.mode = mode
         self.tasks = load_tasks(tasks, rt.config.backend)
         self.max_new_tokens = max_new_tokens
@@ -84,29 +112,69 @@ class KernelEpisodeSource:
         """Export the actor, run ``n`` episodes (tasks drawn with ``gen``), read their trajectories."""
         from cuda_agent.loop import run_episode
 
-        model_dir = export_actor_hf(actor, self.rt.dir / "rollout_model", self.rt.tokenizer_dir)
+        if self.vllm is None:
+            engine, version = "hf", actor_version(actor)
+            model_dir = export_actor_hf(actor, self.rt.dir / "rollout_model", self.rt.tokenizer_dir)
+        else:
+            engine, version = "vllm", self.vllm.sync(actor)
+            assert self.vllm.model_dir is not None
+            model_dir = self.vllm.model_dir
         cfg = self.run_config()
-        cfg.policy = f"hf:{model_dir}"
+        cfg.policy = f"{engine}:{model_dir}"
         pm = self.rt.ctx.plugin_manager
         episodes = []
         order = torch.randint(0, len(self.tasks), (n,), generator=gen).tolist()
         for i, t in enumerate(order):
-            policy = pm.registry.build("policy", "hf", {
+            seed = stable_seed(self.rt.config.seed, step, i, self.rt.rank) % (2**31)
+            policy = self._vllm_policy(model_dir, seed) if self.vllm is not None else pm.registry.build("policy", "hf", {
                 "model": str(model_dir), "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-                "seed": stable_seed(self.rt.config.seed, step, i, self.rt.rank) % (2**31),
-                "device": "cuda" if torch.cuda.is_available() else "cpu",
+                "seed": seed, "device": "cuda" if torch.cuda.is_available() else "cpu",
             })
             out = self.rt.dir / "episodes" / f"step_{step:05d}" / (f"{i:03d}" if self.rt.rank == 0 else f"r{self.rt.rank}_{i:03d}")
             run_episode(self.tasks[t], config=cfg, plugin_manager=pm, out_dir=out, policy=policy)
             episodes.append(episode_from_trajectory(out / "trajectory.jsonl"))
-        return episodes
+        return _stamp(episodes, engine, version)
+
+    def close(self) -> None:
+        """Shut a vLLM engine down (the stage's close does it too)."""
+        if self.vllm is not None:
+            self.vllm.close()
+
+    def _vllm_policy(self, model_dir: Path, seed: int) -> Any:
+        """A token-level policy over the stage's shared vLLM engine (context capped at its max_model_len)."""
+        from transformers import AutoTokenizer
+
+        from cuda_agent.protocols import SamplingParams
+        from cuda_agent.training.rollout.token_policy import EngineTokenPolicy
+
+        assert self.vllm is not None
+        if self._tokenizer is None:
+            self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=seed)
+        return EngineTokenPolicy(self.vllm.engine, self._tokenizer, params,
+                                 max_context_tokens=self.vllm.settings.max_model_len)
 
 
 def make_source(rt: StageRuntime, env: str, *, mode: Literal["agent", "single_turn"], tasks: list[str],
-                max_new_tokens: int, temperature: float) -> ToyEpisodeSource | KernelEpisodeSource:
-    """The episode source named ``env``."""
+                max_new_tokens: int, temperature: float,
+                rollout: RolloutSettings | None = None) -> ToyEpisodeSource | KernelEpisodeSource:
+    """The episode source named ``env``, sampling with ``rollout.engine`` (a vLLM engine closes with the stage)."""
+    if env not in ENVIRONMENTS:
+        raise ConfigError(f"unknown environment {env!r}; valid: {', '.join(ENVIRONMENTS)}")
+    vllm = None
+    if rollout is not None and rollout.engine == "vllm":
+        vllm = VLLMActorRollout(rt.dir, rollout, rt.tokenizer_dir, seed=stable_seed(rt.config.seed, rt.dir.name, "vllm") % (2**31))
+        rt.on_close(vllm.close)
     if env in TOY_ENVS:
-        return ToyEpisodeSource(env, temperature)
-    if env == "kernel":
-        return KernelEpisodeSource(rt, mode=mode, tasks=tasks, max_new_tokens=max_new_tokens, temperature=temperature)
-    raise ConfigError(f"unknown environment {env!r}; valid: {', '.join(ENVIRONMENTS)}")
+        return ToyEpisodeSource(env, temperature, vllm)
+    return KernelEpisodeSource(rt, mode=mode, tasks=tasks, max_new_tokens=max_new_tokens, temperature=temperature,
+                               vllm=vllm)
+
+
+def save_rollouts(rt: StageRuntime, tag: str, episodes: list[Episode]) -> Path:
+    """Write a collected batch (tokens, mask, behaviour log-probs, rewards, meta) to ``<stage>/rollouts/<tag>.pt``."""
+    folder = rt.dir / "rollouts"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (f"{tag}.pt" if rt.rank == 0 else f"{tag}.rank{rt.rank}.pt")
+    torch.save([asdict(e) for e in episodes], path)
+    return path

@@ -56,6 +56,7 @@ class StageRuntime:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir = self.dir / "checkpoints"
         self._loggers: list[Any] | None = None
+        self._closers: list[Callable[[], None]] = []
 
     # -- models ---------------------------------------------------------------
     @property
@@ -129,8 +130,14 @@ class StageRuntime:
                 lg.log(clean, step=step, stage=self.name)
         self.ctx.plugin_manager.on_train_step(stage=self.name, step=step, metrics=clean)
 
+    def on_close(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` when the stage closes (e.g. shut a rollout engine down), newest first."""
+        self._closers.append(fn)
+
     def close(self) -> None:
-        """Close loggers."""
+        """Shut down what registered with :meth:`on_close`, then close loggers."""
+        while self._closers:
+            self._closers.pop()()
         for lg in self._loggers or []:
             lg.close()
         self._loggers = None

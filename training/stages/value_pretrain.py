@@ -4,37 +4,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from cuda_agent.protocols import StageContext
 from cuda_agent.training.buffers import collate
-from cuda_agent.training.engines.deepspeed_engine import build_frozen_engine
 from cuda_agent.training.engines.checkpoint import save_critic
+from cuda_agent.training.engines.deepspeed_engine import build_frozen_engine
 from cuda_agent.training.ppo_update import Learner
 from cuda_agent.training.settings import ValuePretrainConfig
 from cuda_agent.training.stages.dataset import collect_or_load, minibatch_indices
+from cuda_agent.training.stages.driver_base import StageDriver
 from cuda_agent.training.stages.episodes import make_source
 from cuda_agent.training.stages.runtime import StageRuntime, stable_seed
 
 
-class ValuePretrainStage:
+class ValuePretrainStage(StageDriver):
     """Critic pretraining on Monte-Carlo returns, gated by explained variance."""
 
     name = "value_pretrain"
+    config_model = ValuePretrainConfig
 
-    def __init__(self, config: ValuePretrainConfig | None = None) -> None:
-        self.config = config or ValuePretrainConfig()
-
-    def run(self, ctx: StageContext) -> dict[str, Any]:
+    def train(self, rt: StageRuntime) -> dict[str, Any]:
         """Returns ``{'actor' (unchanged), 'critic', 'explained_variance', 'gate_passed'}``."""
-        rt = StageRuntime(self.name, ctx)
-        done = rt.finished_outputs() if ctx.resume else None
-        if done is not None:
-            return done
         c = self.config
         actor = build_frozen_engine(rt._lm(rt.actor_source), rt.config.engine)
         critic = rt.build_critic(c.lr)
         source = make_source(rt, c.env, mode="agent" if c.agent_mode else "single_turn", tasks=c.tasks,
-                             max_new_tokens=c.max_new_tokens, temperature=c.temperature)
+                             max_new_tokens=c.max_new_tokens, temperature=c.temperature, rollout=c.rollout)
         episodes = collect_or_load(rt, source, actor, c.collect_episodes, c.trajectories)
+        source.close()  # the episode set is fixed from here on: free the rollout engine's memory
         learner = Learner(actor, critic)
         base_seed = stable_seed(rt.config.seed, rt.dir.name, "minibatches") % (2**40)
         everything = collate(episodes)
@@ -71,5 +66,4 @@ class ValuePretrainStage:
             "gate_passed": bool(ev == ev and ev >= c.ev_gate),
             "steps": last_step,
         }
-        rt.close()
-        return rt.write_outputs(outputs)
+        return outputs
