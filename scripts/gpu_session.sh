@@ -49,8 +49,8 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  local var="GPU_FILES_${what#gpufiles}"; [ "$what" = gpufiles ] && var=GPU_FILES
                  local files=${!var:-$(grep -rl "mark.gpu" tests | sort)}
                  for f in $files; do
-                   part "$s" "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-200}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider -s \
-                     --timeout 100 --basetemp "/tmp/bt_$(basename "$f" .py)" -o addopts="--import-mode=importlib -ra --durations=5" "$f"
+                   part "$s" "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-300}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider -s \
+                     --timeout "${GPU_TEST_TIMEOUT:-280}" --basetemp "/tmp/bt_$(basename "$f" .py)" -o addopts="--import-mode=importlib -ra --durations=5" "$f"
                  done ;;
     env_latency) part "$s" "env_latency$tag" 300 python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
     eval)        part "$s" "eval_throughput$tag" 330 python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 --out "$RES/eval_throughput.json" ;;
