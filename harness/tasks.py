@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cuda_agent.errors import CudaAgentError
-from cuda_agent.harness._build_sandbox import bwrap_command, bwrap_usable
+from cuda_agent.harness._bwrap import BwrapSpec, resolve_isolation
 from cuda_agent.schemas.task import InputDomain, TaskManifest, TensorSpec, code_hash
 
 #: Marker line appended by :func:`apply_cpu_sizes`.
@@ -244,9 +244,7 @@ def run_probe(
     """
     child = Path(__file__).with_name("_task_probe_child.py")
     argv = [sys.executable, "-I", str(child)]
-    use_bwrap = isolation == "bwrap" or (isolation == "auto" and bwrap_usable())
-    if use_bwrap:
-        argv = bwrap_command(argv, dev_bind=device.startswith("cuda"))
+    argv = resolve_isolation(isolation).prefix(BwrapSpec(dev_bind=device.startswith("cuda"), chdir=Path("/"))) + argv
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,
