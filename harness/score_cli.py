@@ -8,8 +8,10 @@
   ``binding_registry.h`` win), compiled (integrity source + binary rules),
   then graded.
 - ``SOLUTIONS/<name>.py``: a KernelBench single-file solution (``ModelNew``,
-  typically building its kernels with ``load_inline`` at import); it builds
-  inside the sandboxed runner and is graded the same way.
+  typically building its kernels with ``load_inline`` at import); its inline
+  C++/CUDA sources and ``ModelNew.forward`` pass the static integrity rules
+  (:mod:`~cuda_agent.harness.single_file_integrity`), then it builds inside
+  the sandboxed runner and is graded the same way.
 
 Writes ``DIR/report.json`` = ``{"tasks": [{"task", "status", "rule",
 "reward", "speedup_eager", "speedup_compile", "message", ...}], "summary":
@@ -174,7 +176,15 @@ def _grade_workspace(src: Path, ws_root: Path, task: Any, backend: Any) -> Candi
 
 
 def _grade_single_file(src: Path, ws_root: Path, task: Any, backend: Any) -> CandidateResult:
-    """A KernelBench single file: it builds itself (load_inline) inside the sandboxed runner."""
+    """A KernelBench single file: static checks of its inline sources and forward, then it builds
+    itself (load_inline) inside the sandboxed runner and is graded with the runtime checks."""
+    from cuda_agent.harness.single_file_integrity import check_single_file
+
+    started = time.monotonic()
+    static = check_single_file(src.read_text(errors="replace"), src.name)
+    not_static = "; ".join(static.notes)
+    if static.violations:
+        return _static_rejection(task, static.violations, not_static, time.monotonic() - started)
     ws_root.mkdir(parents=True)
     shutil.copy2(src, ws_root / "model_new.py")
     task_for = getattr(backend, "task_for", None)
@@ -186,8 +196,30 @@ def _grade_single_file(src: Path, ws_root: Path, task: Any, backend: Any) -> Can
 
         evaluator = Evaluator(getattr(backend, "kind", backend.name))
     result = evaluator.grade(task, ws_root, None)
-    result.flags.append("single_file_no_static_checks")
+    result.flags.append("single_file_static_checks")
+    if not_static:
+        result.flags.append("single_file_sources_not_static")
+        result.message = f"{result.message}\nstatic checks incomplete (runtime checks applied): {not_static}".strip()
+    result.extra["static_sources_checked"] = len(static.sources)
     return result
+
+
+def _static_rejection(task: Any, violations: list[Any], notes: str, seconds: float) -> CandidateResult:
+    """A ``rejected`` result naming the first broken rule (all of them in ``errors``)."""
+    from cuda_agent.schemas.result import CheckError
+
+    first = violations[0]
+    errors = [
+        CheckError(check=v.rule, message=(f"{v.file}:{v.line}: " if v.line else f"{v.file}: ") + v.message,
+                   details={"file": v.file, "line": v.line})
+        for v in violations[:20]
+    ]
+    message = f"rejected by integrity rule {first.rule}: {first.file}" + (f":{first.line}" if first.line else "")
+    message += f": {first.message}"
+    if notes:
+        message += f"\nnot statically recoverable: {notes}"
+    return CandidateResult(task_id=task.id, phase="grade", status=Status.rejected, rule=first.rule, message=message,
+                           errors=errors, duration_s=seconds, flags=["single_file_static_checks"])
 
 
 def _finite(x: float | None) -> float | None:

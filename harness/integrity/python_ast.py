@@ -436,7 +436,11 @@ class _Checker:
                 for target in node.targets:
                     if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                             and target.value.id == "self":
-                        attrs[target.attr] = self.init_value_kind(node.value, params)
+                        kind = self.init_value_kind(node.value, params)
+                        previous = attrs.get(target.attr)
+                        if previous is not None and previous != kind and "ext" in (previous[0], kind[0]):
+                            kind = make_kind(U)  # the extension only when every assignment stores it
+                        attrs[target.attr] = kind
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Attribute) and node.value is not None:
                 attrs[node.target.attr] = self.init_value_kind(node.value, params)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -451,6 +455,8 @@ class _Checker:
         if isinstance(value, ast.Name):
             if value.id in params:
                 return make_kind(S)
+            if self.aliases.get(value.id) == "@ext":  # self.ext = cuda_extension: calls through it are extension calls
+                return make_kind("ext")
             return self.constants.get(value.id, make_kind(U))
         if isinstance(value, ast.BinOp):
             kinds = {self.init_value_kind(value.left, params)[0], self.init_value_kind(value.right, params)[0]}

@@ -405,6 +405,8 @@ class FunctionChecker(CallChecks):
             return make_kind(M)
         if tag == "helpercls":
             return make_kind("applyfn", recv[1]) if attr == "apply" else make_kind(U)
+        if tag == "ext":  # self.ext.fn where __init__ stored the extension module
+            return make_kind("extfn", "@ext." + attr)
         if tag == "stream":
             if attr in {"cuda_stream", "device", "device_index", "stream_id"}:
                 return make_kind(S)
