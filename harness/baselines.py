@@ -4,7 +4,7 @@ Baselines are timed in the trusted reference process, a clean process where
 no candidate code ever ran (T16), with the candidate's exact protocol
 (:class:`~cuda_agent.harness.timing.DeviceTimer`) over the same rotated input
 sets. The cache key is (task code hash, device name, torch version, timing
-preset, compile mode), so a baseline is never borrowed from another machine
+preset, compile mode, thread count), so a baseline is never borrowed from another machine
 or another torch. Entries are small JSON files; outputs are never cached.
 """
 
@@ -22,9 +22,13 @@ from cuda_agent.harness.timing import TimingLock, precise_enough, summarize
 from cuda_agent.schemas.result import Baselines, Timing
 
 
-def baseline_key(code_hash: str, device_name: str, torch_version: str, which: str, preset: str, compile_mode: str) -> str:
-    """Stable id of one baseline measurement."""
-    blob = json.dumps([code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else ""])
+def baseline_key(
+    code_hash: str, device_name: str, torch_version: str, which: str, preset: str, compile_mode: str, threads: int = 1
+) -> str:
+    """Stable id of one baseline measurement (``threads``: intra-op threads it ran with)."""
+    blob = json.dumps(
+        [code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else "", threads]
+    )
     return f"{which}-" + hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -97,7 +101,9 @@ def cached_baselines(
     all_cached = True
     kinds = ["eager"] + (["compile"] if settings.with_compile_baseline else [])
     for which in kinds:
-        key = baseline_key(code_hash, device_name, torch_version, which, settings.timing, settings.compile_mode)
+        key = baseline_key(
+            code_hash, device_name, torch_version, which, settings.timing, settings.compile_mode, settings.cpu_threads
+        )
         timing = cache.get(key)
         if timing is None:
             all_cached = False

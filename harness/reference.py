@@ -60,10 +60,12 @@ def _jsonable(value: Any) -> Any:
 class ReferenceServer:
     """Everything the reference process does; lives in the trusted child (or in-process for tests)."""
 
-    def __init__(self, code: str, device: str, init_seed: int = 42) -> None:
+    def __init__(self, code: str, device: str, init_seed: int = 42, threads: int | None = None) -> None:
         import torch
 
         self.torch = torch
+        if threads is not None:  # before anything runs: inductor also generates code for this count
+            torch.set_num_threads(threads)
         self.device = torch.device(device)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
@@ -81,6 +83,10 @@ class ReferenceServer:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             self.baseline_bytes = torch.cuda.memory_allocated(self.device)
+
+    def threads(self) -> int:
+        """torch's intra-op thread count in this process (the baselines run with it)."""
+        return int(self.torch.get_num_threads())
 
     # ------------------------------------------------------------------ inputs and expected outputs
     def make_set(self, k: int, seed: int, exchange: str | None, transport: str = "ipc") -> dict[str, Any]:
@@ -285,11 +291,11 @@ def _make_undumpable() -> None:
         pass
 
 
-def _serve(conn: Any, code: str, device: str, init_seed: int) -> None:
+def _serve(conn: Any, code: str, device: str, init_seed: int, threads: int | None = None) -> None:
     """Child main loop: (method, args, kwargs) in, ('ok', value) | ('err', message) out."""
     _make_undumpable()
     try:
-        server = ReferenceServer(code, device, init_seed)
+        server = ReferenceServer(code, device, init_seed, threads)
         conn.send(("ok", {"init_inputs": server.init_inputs}))
     except BaseException as exc:  # noqa: BLE001
         import traceback
@@ -337,8 +343,8 @@ def main() -> int:
     """Entry point of the reference child (``python -m cuda_agent.harness.reference``)."""
     read_fd, write_fd = (int(x) for x in os.environ["CUDA_AGENT_REFERENCE_FDS"].split(","))
     conn = _PipePair(read_fd, write_fd)
-    code, device, init_seed = conn.recv()
-    _serve(conn, code, device, init_seed)
+    code, device, init_seed, threads = conn.recv()
+    _serve(conn, code, device, init_seed, threads)
     return 0
 
 
@@ -349,11 +355,16 @@ class ReferenceProcess:
     process that touched CUDA, and no re-import of the caller's main module).
     """
 
-    def __init__(self, code: str, device: str, init_seed: int = 42, start_timeout_s: float = 300.0) -> None:
+    def __init__(
+        self, code: str, device: str, init_seed: int = 42, start_timeout_s: float = 300.0, threads: int | None = None
+    ) -> None:
+        """:param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default."""
         self.device = device
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         env = dict(os.environ, CUDA_AGENT_REFERENCE_FDS=f"{to_child_r},{from_child_w}")
+        if threads is not None:
+            env["OMP_NUM_THREADS"] = str(threads)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.harness.reference"],
             pass_fds=(to_child_r, from_child_w),
@@ -363,7 +374,7 @@ class ReferenceProcess:
         os.close(to_child_r)
         os.close(from_child_w)
         self._conn = _PipePair(from_child_r, to_child_w)
-        self._conn.send((code, device, init_seed))
+        self._conn.send((code, device, init_seed, threads))
         self.info = self._recv(start_timeout_s)
 
     def _recv(self, timeout_s: float) -> Any:

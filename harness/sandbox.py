@@ -64,7 +64,7 @@ def resolve_isolation(settings: HarnessSettings) -> Isolation:
     return iso
 
 
-def _candidate_env(device: str, fds: tuple[int, int]) -> dict[str, str]:
+def _candidate_env(device: str, fds: tuple[int, int], threads: int) -> dict[str, str]:
     keep = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("NVIDIA_")}
     env.update(
@@ -75,7 +75,7 @@ def _candidate_env(device: str, fds: tuple[int, int]) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         CUDA_AGENT_RUNNER_FDS=f"{fds[0]},{fds[1]}",
         CUDA_AGENT_DEVICE=device,
-        OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", str(min(8, os.cpu_count() or 1))),
+        OMP_NUM_THREADS=str(threads),  # the reference process uses the same count (settings.cpu_threads)
     )
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
@@ -136,7 +136,7 @@ class CandidateProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             pass_fds=(req_r, resp_w),
-            env=_candidate_env(device, (req_r, resp_w)),
+            env=_candidate_env(device, (req_r, resp_w), settings.cpu_threads),
             start_new_session=True,
             cwd="/tmp" if isolation.level == "bwrap" else str(exchange),
         )

@@ -77,6 +77,15 @@ class HarnessSettings(BaseModel):
         "The grading pass, which sets the reward, is never capped.",
     )
     grade_rounds: int = Field(3, ge=1, description="ABAB rounds of the grading pass (candidate, eager, compile).")
+    cpu_threads: int = Field(
+        1,
+        ge=1,
+        description="Intra-op/OpenMP threads of the candidate AND the reference (baselines) process, the same "
+        "for both. 1 by default: on a machine whose cores are shared, every OpenMP parallel region waits for "
+        "preempted team threads (10-30 ms per call measured on a busy 2-core CI box), which made the baselines "
+        "(inductor parallelises even tiny kernels) look 85-1000x slower than serial candidates. Raise it on a "
+        "dedicated machine; it is part of the baseline cache key.",
+    )
     compile_mode: str = Field("default", description="torch.compile mode of the compile baseline (recorded).")
     with_compile_baseline: bool = Field(True, description="Measure the torch.compile baseline besides eager.")
     per_kernel_breakdown: bool = Field(True, description="Record a per-kernel breakdown via torch.profiler (CUDA).")
