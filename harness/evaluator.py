@@ -354,8 +354,9 @@ class Evaluator:
     def transport(self, proc: Any) -> str:
         """'ipc' or 'host' for this candidate process (settings.cuda_transport; 'auto': host under bubblewrap).
 
-        CUDA IPC handles do not open across PID namespaces (measured on the H200: "mapping of buffer object
-        failed" inside bubblewrap), so a sandboxed candidate gets its data staged through the exchange folder.
+        CUDA IPC handles do not open inside bubblewrap (measured on the H200 with the host's PID and IPC
+        namespaces shared, own user namespace: "mapping of buffer object failed"), so a sandboxed candidate gets
+        its data staged through the exchange folder (and then needs no host namespace at all).
         """
         mode = self.settings.cuda_transport
         if mode == "auto":

