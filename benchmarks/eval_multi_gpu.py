@@ -30,11 +30,12 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "eval" / "examples_cuda.yaml"
+EXTRA: list[str] = []  # extra CLI arguments for every eval run (--limit, -o ...)
 
 
 def eval_run(out: Path, devices: list[int], seeds: int, concurrency: int, build_workers: int) -> dict[str, Any]:
     """One ``cuda-agent eval`` run; returns its session figures and pass counts."""
-    cmd = [sys.executable, "-m", "cuda_agent.cli", "eval", "-c", str(CONFIG), "--out", str(out),
+    cmd = [sys.executable, "-m", "cuda_agent.cli", "eval", "-c", str(CONFIG), *EXTRA, "--out", str(out),
            "--seeds", str(seeds), "--concurrency", str(concurrency),
            "-o", f"eval.devices={json.dumps(devices)}", "-o", f"eval.build_workers={build_workers}",
            "-o", "eval.progress=false", "--no-plots"]
@@ -67,10 +68,18 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=8, help="Episodes in flight per GPU.")
     ap.add_argument("--build-workers", type=int, default=6, help="Compile calls at once per GPU.")
     ap.add_argument("--gpus", type=int, default=None, help="GPUs for the multi-GPU run (default: all visible).")
+    ap.add_argument("--config", type=Path, default=CONFIG, help="Eval config (default: the CUDA example tasks).")
+    ap.add_argument("--limit", type=int, default=None, help="At most this many tasks.")
+    ap.add_argument("--cpu-slots", type=int, default=None,
+                    help="Smoke test without GPUs: run the comparison over this many CPU device slots "
+                    "(use with configs/eval/examples_cpu.yaml).")
     args = ap.parse_args()
     import torch
 
-    n = args.gpus or torch.cuda.device_count()
+    globals()["CONFIG"] = args.config
+    if args.limit:
+        EXTRA.extend(["--limit", str(args.limit)])
+    n = args.cpu_slots or args.gpus or torch.cuda.device_count()
     if n < 2:
         raise SystemExit(f"needs at least 2 visible GPUs, found {n} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -85,7 +94,8 @@ def main() -> int:
     print(f"{n} GPUs: {many['episodes']} episodes in {many['session_wall_s']:.1f} s -> {many['episodes_per_gpu_hour']:.0f} /GPU-hour "
           f"{many['best_status_counts']}", flush=True)
     ratio = many["episodes_per_gpu_hour"] / one["episodes_per_gpu_hour"]
-    result = {"benchmark": "eval_multi_gpu", "device": torch.cuda.get_device_name(0), "gpus": n, "warmup": warm,
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() and not args.cpu_slots else "cpu slots"
+    result = {"benchmark": "eval_multi_gpu", "device": device, "gpus": n, "warmup": warm,
               "one_gpu": one, "all_gpus": many, "per_gpu_ratio": ratio, "target": ">= 0.90",
               "cpu_count": os.cpu_count()}
     (args.out / "result.json").write_text(json.dumps(result, indent=1))
