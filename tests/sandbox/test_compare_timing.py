@@ -112,3 +112,28 @@ def test_cpu_timer_measures_a_call() -> None:
 def test_settings_reject_unknown_keys() -> None:
     with pytest.raises(Exception, match="extra"):
         HarnessSettings(n_input_set=3)  # type: ignore[call-arg]
+
+
+def test_baseline_time_budget_starts_after_the_first_batch(tmp_path) -> None:
+    """torch.compile's first call (in the first batch) must not use up the baseline's timing budget."""
+    import random
+    import time
+
+    from cuda_agent.harness.baselines import measure_baseline
+    from cuda_agent.harness.timing import TimingLock
+
+    class SlowFirstBatch:  # stands in for the reference process: only its call latency matters here
+        def __init__(self) -> None:
+            self.batches = 0
+            self.rng = random.Random(0)
+
+        def call(self, op, which, sets, n, warmup, mode):  # type: ignore[no-untyped-def]
+            self.batches += 1
+            if self.batches == 1:
+                time.sleep(0.6)  # "compiling"
+            return [1.0 + self.rng.random() for _ in range(n)]  # too noisy to ever be precise enough
+
+    settings = HarnessSettings(max_timing_s=0.5, min_timed_calls=10, max_timed_calls=60, target_rel_ci=0.001)
+    ref = SlowFirstBatch()
+    timing = measure_baseline(ref, "compile", [0], settings, TimingLock("test-budget", lock_dir=tmp_path), "host_sync")
+    assert timing.samples == 60 and ref.batches == 6  # ran to the call cap, not stopped after the compile batch
