@@ -88,7 +88,7 @@ for what in "${fg[@]}"; do run_part "$s" "$what"; done
 summary=$OUT/summary.txt
 cat "$OUT"/summary_gpu*.txt "$OUT/summary_main.txt" > "$summary" 2>/dev/null
 rm -f "$OUT"/summary_gpu*.txt "$OUT/summary_main.txt"
-tar czf "$OUT/results.tar.gz" -C "$RES" . 2>/dev/null
+tar czf "$OUT/results.tar.gz" --exclude=.compile_cache --exclude="*.so" --exclude="*.o" -C "$RES" . 2>/dev/null
 rm -rf "$RES"
 echo "session wall: $(( $(date +%s) - T_START )) s"
 tail -c 11000 "$summary"
