@@ -26,6 +26,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Literal
 
 import structlog
@@ -75,6 +76,23 @@ def _binding_digest() -> str:
     return hashlib.sha256((BINDING_CPP + "\0" + BINDING_REGISTRY_H).encode()).hexdigest()
 
 
+def _cache_folder(toolchain: Toolchain, kind: str, cache_dir: Path | None) -> Path:
+    """``<cache>/<kind>/<key>``: one folder per toolchain, Python and binding-source version."""
+    key = f"{toolchain.kind}-{python_tag()}-{toolchain.binding_key(_binding_digest())}"
+    return Path(cache_dir or default_cache_dir()) / kind / key
+
+
+def _build_once(folder: Path, product: Path, build: Callable[[], None]) -> None:
+    """Run ``build`` (which must create ``product`` atomically, or not at all) once across processes."""
+    if product.is_file():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not product.is_file():
+            build()
+
+
 def shared_binding_object(toolchain: Toolchain, cache_dir: Path | None = None) -> Path:
     """The compiled ``binding.cpp`` for ``toolchain``; compiled on first use, then reused.
 
@@ -82,17 +100,10 @@ def shared_binding_object(toolchain: Toolchain, cache_dir: Path | None = None) -
 
     :raises RuntimeError: the binding failed to compile (a harness bug, not the agent's).
     """
-    cache_dir = Path(cache_dir or default_cache_dir())
-    key = f"{toolchain.kind}-{python_tag()}-{toolchain.binding_key(_binding_digest())}"
-    folder = cache_dir / "binding" / key
+    folder = _cache_folder(toolchain, "binding", cache_dir)
     obj = folder / "binding.o"
-    if obj.is_file():
-        return obj
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if obj.is_file():
-            return obj
+
+    def build() -> None:
         for rel, text in binding_sources().items():
             (folder / rel).write_text(text)
         tmp = folder / f"binding.o.tmp{os.getpid()}"
@@ -105,7 +116,9 @@ def shared_binding_object(toolchain: Toolchain, cache_dir: Path | None = None) -
                 f"{trim_log(proc.stdout + proc.stderr)}"
             )
         os.replace(tmp, obj)
-        log.info("binding_object_built", key=key, seconds=round(time.perf_counter() - started, 1))
+        log.info("binding_object_built", key=folder.name, seconds=round(time.perf_counter() - started, 1))
+
+    _build_once(folder, obj, build)
     return obj
 
 
@@ -115,31 +128,26 @@ def shared_pch(toolchain: Toolchain, cache_dir: Path | None = None) -> Path | No
     Returns the header copy to force-include; its ``.gch`` sits next to it.
     Compiled once per key like the binding object; a failure just disables it.
     """
-    cache_dir = Path(cache_dir or default_cache_dir())
-    key = f"{toolchain.kind}-{python_tag()}-{toolchain.binding_key(_binding_digest())}"
-    folder = cache_dir / "pch" / key
+    folder = _cache_folder(toolchain, "pch", cache_dir)
     header = folder / "binding_registry.h"
     gch = folder / "binding_registry.h.gch"
     failed_marker = folder / "FAILED"
-    if gch.is_file():
-        return header
-    if failed_marker.exists():
+    if failed_marker.exists() and not gch.is_file():
         return None
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if gch.is_file():
-            return header
+
+    def build() -> None:
         header.write_text(BINDING_REGISTRY_H)
         tmp = folder / f"binding_registry.h.gch.tmp{os.getpid()}"
         cmd = [toolchain.cxx, *toolchain.cxx_flags, "-x", "c++-header", str(header), "-o", str(tmp)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BINDING_TIMEOUT_S)
         if proc.returncode != 0 or not tmp.is_file():
             failed_marker.write_text(proc.stdout + proc.stderr)
-            log.warning("pch_unavailable", key=key, reason=trim_log(proc.stdout + proc.stderr)[:300])
-            return None
+            log.warning("pch_unavailable", key=folder.name, reason=trim_log(proc.stdout + proc.stderr)[:300])
+            return
         os.replace(tmp, gch)
-    return header
+
+    _build_once(folder, gch, build)
+    return header if gch.is_file() else None
 
 
 def _check_workspace(workspace_root: Path, kind: str) -> list[BuildError]:
