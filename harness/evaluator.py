@@ -81,10 +81,10 @@ def workspace_digest(root: Path) -> dict[str, str]:
     return out
 
 
-def build_key(task: TaskManifest, root: Path, so_path: Path | None) -> str:
-    """Identity of a candidate build: the task, every workspace file and the built module's bytes."""
+def build_key(task: TaskManifest, digest_of_files: dict[str, str], so_path: Path | None) -> str:
+    """Identity of a candidate build: the task, every workspace file (:func:`workspace_digest`), the module's bytes."""
     h = hashlib.sha256(task.code_hash.encode())
-    for rel, digest in workspace_digest(root).items():
+    for rel, digest in digest_of_files.items():
         h.update(f"{rel}={digest};".encode())
     if so_path is not None and Path(so_path).is_file():
         h.update(hashlib.sha256(Path(so_path).read_bytes()).digest())
@@ -123,8 +123,8 @@ class Evaluator:
         self._provenance: Provenance | None = None
         #: Seeds of every evaluation so far; the grading pass never reuses one.
         self.used_seeds: set[int] = set()
-        #: Builds (see :func:`build_key`) that passed verify or profile here, oldest first.
-        self._verified: dict[str, float] = {}
+        #: Builds (see :func:`build_key`) that passed verify or profile here, oldest first (an ordered set).
+        self._verified: dict[str, None] = {}
 
     # ------------------------------------------------------------------ public API
     def verify(self, task: TaskManifest, workspace_root: Path, so_path: Path | None) -> CandidateResult:
@@ -219,15 +219,16 @@ class Evaluator:
             if not sess.errors and not sess.violations and time_it:
                 self.time_session(sess, result)
 
-        key = build_key(task, root, so_path)
+        before = workspace_digest(root)
+        key = build_key(task, before, so_path)
         seeds = None
         if time_it and key in self._verified:  # verify just passed on this exact build: check fewer sets first
             seeds = [secrets.randbits(31) for _ in range(min(self.settings.reverify_sets, self.settings.n_input_sets))]
-        result = self.run_protocol(phase, task, root, so_path, body, seeds=seeds)
+        result = self.run_protocol(phase, task, root, so_path, body, seeds=seeds, before=before)
         if seeds is not None:
             result.extra["reverified_sets"] = len(seeds)
         if result.passed:
-            self._verified[key] = time.monotonic()
+            self._verified[key] = None
             while len(self._verified) > VERIFIED_MEMORY:
                 self._verified.pop(next(iter(self._verified)))
         else:
@@ -271,14 +272,16 @@ class Evaluator:
         so_path: Path | None,
         body: Callable[[_Session, CandidateResult], None],
         seeds: list[int] | None = None,
+        before: dict[str, str] | None = None,
     ) -> CandidateResult:
         """One evaluation: fresh runner, secret seeds, ``body`` (checks/timing), closing checks, verdict.
 
         Whatever the candidate does (crash, hang, memory blow-up, exception,
-        integrity violation) ends as a status of the returned result.
+        integrity violation) ends as a status of the returned result. ``before`` is the workspace's
+        :func:`workspace_digest` when the caller already has it (re-checked after the run: T23).
         """
         start = time.monotonic()
-        before = workspace_digest(root)
+        before = before if before is not None else workspace_digest(root)
         result = CandidateResult(task_id=task.id, phase=phase, status=Status.correct, isolation=self.isolation)  # type: ignore[arg-type]
         sess: _Session | None = None
         try:

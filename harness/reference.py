@@ -207,9 +207,6 @@ class ReferenceServer:
         if not isinstance(dtype, torch.dtype):
             raise ValueError(f"unknown dtype {meta['dtype']!r}")
         shape = [int(s) for s in meta["shape"]]
-        numel = 1
-        for s in shape:
-            numel *= s
         if "file" in desc:
             from cuda_agent.harness._staging import read_tensor_file
 
