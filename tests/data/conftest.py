@@ -51,3 +51,21 @@ def probe_worker():
     worker.start()
     yield worker
     worker.close()
+
+
+def _run_task_code(code: str):  # type: ignore[no-untyped-def]
+    """Execute a KernelBench-format task module and return its reference output (seed 0, no grad)."""
+    import torch
+
+    ns: dict = {}
+    exec(compile(code, "<task>", "exec"), ns)  # noqa: S102 - our own generated tasks
+    torch.manual_seed(0)
+    model = ns["Model"](*ns["get_init_inputs"]())
+    with torch.no_grad():
+        return model(*ns["get_inputs"]())
+
+
+@pytest.fixture(scope="session")
+def run_task_code():  # type: ignore[no-untyped-def]
+    """``run(code) -> output``: execute a task module's reference forward once."""
+    return _run_task_code

@@ -14,15 +14,6 @@ from cuda_agent.training.synthesis.task_render import render_task
 pytestmark = pytest.mark.slow  # needs the mined catalog
 
 
-def _run(code: str) -> torch.Tensor:
-    ns: dict = {}
-    exec(compile(code, "<task>", "exec"), ns)
-    torch.manual_seed(0)
-    model = ns["Model"](*ns["get_init_inputs"]())
-    with torch.no_grad():
-        return model(*ns["get_inputs"]())
-
-
 def test_candidates_are_deterministic_per_seed_and_index(catalog):
     a = RuleComposer(catalog, seed=3)
     b = RuleComposer(list(reversed(catalog)), seed=3)
@@ -30,12 +21,12 @@ def test_candidates_are_deterministic_per_seed_and_index(catalog):
     assert a.compose(7).code != RuleComposer(catalog, seed=4).compose(7).code
 
 
-def test_composed_tasks_run_with_the_declared_shapes(catalog):
+def test_composed_tasks_run_with_the_declared_shapes(catalog, run_task_code):
     settings = ComposeSettings(sizes=SizeSpace(batch=[2], features=[16, 32], channels=[3, 4], spatial=[8, 12], seq=[8]))
     composer = RuleComposer(catalog, settings, seed=0)
     tasks = [composer.compose(i) for i in range(40)]
     for t in tasks:
-        out = _run(t.code)
+        out = run_task_code(t.code)
         assert list(out.shape) == t.shapes["output"], t.code
         assert 1 <= len(t.ops) <= 5
         assert not t.stochastic
@@ -53,12 +44,12 @@ def test_domains_are_respected_along_the_chain(catalog):
             value_range = value_range if op.output_range == "same" else op.output_range
 
 
-def test_fixed_chain_rejects_what_does_not_fit(catalog):
+def test_fixed_chain_rejects_what_does_not_fit(catalog, run_task_code):
     ops = {s.name: s for s in catalog}
     with pytest.raises(ChainError, match="needs positive inputs"):
         plan_fixed_chain([ops["torch.nn.Linear"], ops["torch.log"]], random.Random(0), SizeSpace())
     with pytest.raises(ChainError, match="ranks"):
         plan_fixed_chain([ops["torch.nn.Linear"], ops["torch.nn.Conv2d"]], random.Random(0), SizeSpace(), rank=2)
     plan = plan_fixed_chain([ops["torch.exp"], ops["torch.log"], ops["torch.nn.Linear"]], random.Random(0), SizeSpace(), rank=2)
-    out = _run(render_task(plan))
+    out = run_task_code(render_task(plan))
     assert list(out.shape) == plan.output_shape and torch.isfinite(out).all()

@@ -29,15 +29,6 @@ REPO = Path(__file__).resolve().parents[2]
 H200 = ComposeSettings(**yaml.safe_load((REPO / "configs" / "data" / "h200.yaml").read_text())["compose"])
 
 
-def _run(code: str) -> torch.Tensor:
-    ns: dict = {}
-    exec(compile(code, "<task>", "exec"), ns)
-    torch.manual_seed(0)
-    model = ns["Model"](*ns["get_init_inputs"]())
-    with torch.no_grad():
-        return model(*ns["get_inputs"]())
-
-
 def test_cpu_sizes_map_each_drawn_size_to_the_same_relative_position():
     full, cpu = SizeSpace(features=[512, 1024, 4096], spatial=[64]), SizeSpace(features=[16, 64], spatial=[16, 32])
     assert [cpu_size("features", v, full, cpu) for v in (512, 1024, 4096)] == [16, 16, 64]
@@ -47,29 +38,29 @@ def test_cpu_sizes_map_each_drawn_size_to_the_same_relative_position():
     assert cpu_size("kernel_sizes", 5, *kernels) == 5  # kept: the CPU space offers it
 
 
-def test_every_composed_h200_task_runs_at_its_cpu_sizes(catalog):
+def test_every_composed_h200_task_runs_at_its_cpu_sizes(catalog, run_task_code):
     composer = RuleComposer(catalog, H200, seed=0)
     tasks = [composer.compose(i) for i in range(80)]
     scaled = 0
     for t in tasks:
         assert "CPU_SIZES = {" in t.code
-        out = _run(apply_cpu_sizes(t.code, t.id))  # the harness's own transformation
+        out = run_task_code(apply_cpu_sizes(t.code, t.id))  # the harness's own transformation
         assert list(out.shape) == t.shapes["cpu_output"], t.code
         assert torch.Size(t.shapes["cpu_input"]).numel() <= H200.cpu_sizes.max_elements
         scaled += torch.Size(t.shapes["cpu_input"]).numel() < torch.Size(t.shapes["input"]).numel()
     assert scaled == len(tasks)  # H200 sizes always shrink on the CPU
 
 
-def test_single_operator_tasks_of_every_mined_operator_run_at_their_cpu_sizes(catalog):
+def test_single_operator_tasks_of_every_mined_operator_run_at_their_cpu_sizes(catalog, run_task_code):
     from cuda_agent.training.synthesis.operators import render_single_op_task
 
     for spec in catalog:
         code = render_single_op_task(spec)
         assert "CPU_SIZES = {" in code, spec.name
-        _run(apply_cpu_sizes(code, spec.name))
+        run_task_code(apply_cpu_sizes(code, spec.name))
 
 
-def test_derived_sizes_follow_the_cpu_sizes(catalog):
+def test_derived_sizes_follow_the_cpu_sizes(catalog, run_task_code):
     """A conv's output length feeds a LayerNorm and a per-feature scale: both must follow CPU_SIZES."""
     ops = {s.name: s for s in catalog}
     chain = [ops["torch.nn.Conv1d"], ops["torch.nn.LayerNorm"], ops["torch.nn.AvgPool1d"], ops["torch.nn.Flatten"],
@@ -79,7 +70,7 @@ def test_derived_sizes_follow_the_cpu_sizes(catalog):
     code = render_task(plan)
     derived = {k for k in plan.cpu_sizes if k.startswith(("out_", "flat_"))}
     assert derived, code  # conv output length and flattened features are module-level sizes with CPU values
-    out = _run(apply_cpu_sizes(code))
+    out = run_task_code(apply_cpu_sizes(code))
     assert list(out.shape) == plan.cpu_output_shape and plan.cpu_output_shape[0] < plan.output_shape[0]
 
 

@@ -117,22 +117,73 @@ def tasks() -> SimpleNamespace:
 
 
 @pytest.fixture(scope="session")
-def kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Path of a built ``cuda_extension`` .so with relu/add/scale kernels (CPU)."""
+def kit_builder(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """``build(name, kernels, kind, model_new="")``: build a real ``cuda_extension`` from ``{file: text}`` under
+    ``kernels/`` with the harness's own ``build_extension``; returns the .so path."""
     from cuda_agent.harness.build import build_extension
     from cuda_agent.harness.layout import binding_sources
 
-    root = tmp_path_factory.mktemp("kit") / "ws"
-    (root / "kernels").mkdir(parents=True)
-    for rel, text in binding_sources().items():
-        (root / rel).write_text(text)
-    (root / "kernels" / "ops.cpp").write_text(KERNEL_CPP)
-    (root / "kernels" / "ops_binding.cpp").write_text(BINDING_CPP)
-    (root / "model_new.py").write_text("")
-    outcome = build_extension(root, "cpu", root.parent / "build", timeout_s=900)
-    assert outcome.ok, outcome.log
-    assert outcome.so_path is not None
-    return outcome.so_path
+    def build(name: str, kernels: dict[str, str], kind: str, model_new: str = "") -> Path:
+        root = tmp_path_factory.mktemp(name) / "ws"
+        (root / "kernels").mkdir(parents=True)
+        for rel, text in binding_sources().items():
+            (root / rel).write_text(text)
+        for rel, text in kernels.items():
+            (root / "kernels" / rel).write_text(text)
+        (root / "model_new.py").write_text(model_new)
+        outcome = build_extension(root, kind, root.parent / "build", timeout_s=900)
+        assert outcome.ok, outcome.log
+        assert outcome.so_path is not None
+        return outcome.so_path
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def kit(kit_builder) -> Path:  # type: ignore[no-untyped-def]
+    """Path of a built ``cuda_extension`` .so with relu/add/scale kernels (CPU)."""
+    return kit_builder("kit", {"ops.cpp": KERNEL_CPP, "ops_binding.cpp": BINDING_CPP}, "cpu")
+
+
+HONEST_RELU_MODEL_NEW = """
+import torch
+import torch.nn as nn
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        cuda_extension.relu_forward(x, out)
+        return out
+"""
+
+
+@pytest.fixture(scope="session")
+def honest_relu() -> str:
+    """``model_new.py`` of the relu task calling ``cuda_extension.relu_forward`` (every kit here has one)."""
+    return HONEST_RELU_MODEL_NEW
+
+
+@pytest.fixture
+def run_score(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """``run(solutions, tasks, out) -> report.json``: ``cuda-agent score`` on the CPU backend with small settings."""
+    import json
+
+    from cuda_agent.cli import main
+
+    def run(solutions: Path, tasks: Path, out: Path) -> dict:
+        cfg = tmp_path / "score.yaml"
+        cfg.write_text(
+            "plugins:\n  cpu:\n    harness:\n      n_input_sets: 2\n      min_timed_calls: 3\n      max_timed_calls: 6\n"
+            "      warmup_calls: 1\n      with_compile_baseline: false\n      grade_rounds: 1\n"
+            f"      baseline_cache_dir: {tmp_path / 'bl'}\n"
+        )
+        rc = main(["score", str(solutions), "--tasks", str(tasks), "--backend", "cpu", "--out", str(out), "-c", str(cfg)])
+        assert rc == 0
+        return json.loads((out / "report.json").read_text())
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -104,21 +104,8 @@ HONEST = _model_new("        out = torch.empty_like(x)\n        cuda_extension.r
 
 
 @pytest.fixture(scope="module")
-def cuda_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cuda_agent.harness.build import build_extension
-    from cuda_agent.harness.layout import binding_sources
-
-    root = tmp_path_factory.mktemp("cuda-kit") / "ws"
-    (root / "kernels").mkdir(parents=True)
-    for rel, text in binding_sources().items():
-        (root / rel).write_text(text)
-    (root / "kernels" / "ops.cu").write_text(KERNELS_CU)
-    (root / "kernels" / "ops_binding.cpp").write_text(BINDING_CPP)
-    (root / "model_new.py").write_text(HONEST)
-    outcome = build_extension(root, "cuda", root.parent / "build", timeout_s=900)
-    assert outcome.ok, outcome.log
-    assert outcome.so_path is not None
-    return outcome.so_path
+def cuda_kit(kit_builder) -> Path:  # type: ignore[no-untyped-def]
+    return kit_builder("cuda-kit", {"ops.cu": KERNELS_CU, "ops_binding.cpp": BINDING_CPP}, "cuda", HONEST)
 
 
 @pytest.fixture(scope="module")

@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-HONEST_RELU = """
-import torch
-import torch.nn as nn
-import cuda_extension
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        out = torch.empty_like(x)
-        cuda_extension.relu_forward(x, out)
-        return out
-"""
-
 
 @pytest.mark.slow
-def test_profile_after_verify_rechecks_fewer_sets_until_the_build_changes(settings_factory, make_ws, kit, tasks):
+def test_profile_after_verify_rechecks_fewer_sets_until_the_build_changes(settings_factory, make_ws, kit, tasks, honest_relu):
     from cuda_agent.harness.evaluator import Evaluator
 
     with Evaluator("cpu", settings_factory(n_input_sets=3, reverify_sets=1)) as ev:
-        ws = make_ws(HONEST_RELU)
+        ws = make_ws(honest_relu)
         cold = ev.profile(tasks.relu, ws, kit)
         assert cold.status.value == "correct", cold.summary_for_agent()
         assert "reverified_sets" not in cold.extra  # nothing verified before: the full check
@@ -36,10 +23,10 @@ def test_profile_after_verify_rechecks_fewer_sets_until_the_build_changes(settin
 
 
 @pytest.mark.slow
-def test_wrong_build_is_never_reverified_lightly(settings_factory, make_ws, kit, tasks):
+def test_wrong_build_is_never_reverified_lightly(settings_factory, make_ws, kit, tasks, honest_relu):
     from cuda_agent.harness.evaluator import Evaluator
 
-    wrong = HONEST_RELU.replace("cuda_extension.relu_forward(x, out)", "cuda_extension.relu_forward(x, out)\n        out.add_(1)")
+    wrong = honest_relu.replace("cuda_extension.relu_forward(x, out)", "cuda_extension.relu_forward(x, out)\n        out.add_(1)")
     with Evaluator("cpu", settings_factory(n_input_sets=3, reverify_sets=1)) as ev:
         ws = make_ws(wrong)
         assert ev.verify(tasks.relu, ws, kit).status.value in ("incorrect", "rejected")

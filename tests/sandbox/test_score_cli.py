@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -38,9 +37,7 @@ def test_markdown_has_a_row_per_task() -> None:
 
 
 @pytest.mark.slow
-def test_score_command_end_to_end(tmp_path: Path) -> None:
-    from cuda_agent.cli import main
-
+def test_score_command_end_to_end(tmp_path: Path, run_score) -> None:  # type: ignore[no-untyped-def]
     solutions = tmp_path / "solutions"
     tasks = tmp_path / "tasks"
     solutions.mkdir()
@@ -55,15 +52,7 @@ def test_score_command_end_to_end(tmp_path: Path) -> None:
     (solutions / "orphan").mkdir()
     (solutions / "orphan" / "model_new.py").write_text("")
     out = tmp_path / "out"
-    cfg = tmp_path / "score.yaml"
-    cfg.write_text(
-        "plugins:\n  cpu:\n    harness:\n      n_input_sets: 2\n      min_timed_calls: 3\n      max_timed_calls: 6\n"
-        "      warmup_calls: 1\n      with_compile_baseline: false\n      grade_rounds: 1\n"
-        f"      baseline_cache_dir: {tmp_path / 'bl'}\n"
-    )
-    rc = main(["score", str(solutions), "--tasks", str(tasks), "--backend", "cpu", "--out", str(out), "-c", str(cfg)])
-    assert rc == 0
-    report = json.loads((out / "report.json").read_text())
+    report = run_score(solutions, tasks, out)
     rows = {r["task"]: r for r in report["tasks"]}
     assert set(rows) == {"swish", "broken", "orphan"}
     for r in rows.values():

@@ -8,7 +8,6 @@ sandboxed runner).
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -107,9 +106,7 @@ def test_runtime_built_sources_are_reported_not_rejected() -> None:
 
 
 @pytest.mark.slow
-def test_score_applies_static_rules_to_single_files(tmp_path: Path) -> None:
-    from cuda_agent.cli import main
-
+def test_score_applies_static_rules_to_single_files(tmp_path: Path, run_score) -> None:  # type: ignore[no-untyped-def]
     solutions, tasks, out = tmp_path / "solutions", tmp_path / "tasks", tmp_path / "out"
     solutions.mkdir()
     tasks.mkdir()
@@ -117,15 +114,7 @@ def test_score_applies_static_rules_to_single_files(tmp_path: Path) -> None:
     for name, text in files.items():
         shutil.copy(REPO / "examples" / "tasks" / "swish.py", tasks / f"{name}.py")
         (solutions / f"{name}.py").write_text(text.replace("SUFFIX", f"{name}_{tmp_path.name}"))
-    cfg = tmp_path / "score.yaml"
-    cfg.write_text(
-        "plugins:\n  cpu:\n    harness:\n      n_input_sets: 2\n      min_timed_calls: 3\n      max_timed_calls: 6\n"
-        "      warmup_calls: 1\n      with_compile_baseline: false\n      grade_rounds: 1\n"
-        f"      baseline_cache_dir: {tmp_path / 'bl'}\n"
-    )
-    rc = main(["score", str(solutions), "--tasks", str(tasks), "--backend", "cpu", "--out", str(out), "-c", str(cfg)])
-    assert rc == 0
-    rows = {r["task"]: r for r in json.loads((out / "report.json").read_text())["tasks"]}
+    rows = {r["task"]: r for r in run_score(solutions, tasks, out)["tasks"]}
     assert rows["cpp_cheat"]["status"] == "rejected" and rows["cpp_cheat"]["rule"] == "T1.cpp.aten_call"
     assert rows["forward_cheat"]["status"] == "rejected" and rows["forward_cheat"]["rule"].startswith("T2.")
     assert "T2." in rows["forward_cheat"]["message"]

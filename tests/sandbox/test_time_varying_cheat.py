@@ -32,45 +32,19 @@ void relu_forward(const at::Tensor& x, const at::Tensor& out) {
 REGISTER_BINDING(relu_forward, relu_forward);
 """
 
-MODEL_NEW = """
-import torch
-import torch.nn as nn
-import cuda_extension
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        out = torch.empty_like(x)
-        cuda_extension.relu_forward(x, out)
-        return out
-"""
-
-
 @pytest.fixture(scope="module")
-def lazy_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cuda_agent.harness.build import build_extension
-    from cuda_agent.harness.layout import binding_sources
-
-    root = tmp_path_factory.mktemp("lazy-kit") / "ws"
-    (root / "kernels").mkdir(parents=True)
-    for rel, text in binding_sources().items():
-        (root / rel).write_text(text)
-    (root / "kernels" / "lazy.cpp").write_text(LAZY_KERNEL)
-    (root / "kernels" / "lazy_binding.cpp").write_text(LAZY_BINDING)
-    (root / "model_new.py").write_text(MODEL_NEW)
-    outcome = build_extension(root, "cpu", root.parent / "build", timeout_s=900)
-    assert outcome.ok, outcome.log
-    assert outcome.so_path is not None
-    return outcome.so_path
+def lazy_kit(kit_builder) -> Path:  # type: ignore[no-untyped-def]
+    return kit_builder("lazy-kit", {"lazy.cpp": LAZY_KERNEL, "lazy_binding.cpp": LAZY_BINDING}, "cpu")
 
 
-def test_cheat_after_verify_is_caught_by_profile_spot_checks_and_by_grading(settings_factory, make_ws, lazy_kit, tasks):
+def test_cheat_after_verify_is_caught_by_profile_spot_checks_and_by_grading(settings_factory, make_ws, lazy_kit, tasks,
+                                                                          honest_relu):
     from cuda_agent.harness.evaluator import Evaluator
 
     settings = settings_factory(n_input_sets=3, reverify_sets=1, spot_check_every=3, spot_check_max=2,
                                 min_timed_calls=10, max_timed_calls=20)
     with Evaluator("cpu", settings) as ev:
-        ws = make_ws(MODEL_NEW)
+        ws = make_ws(honest_relu)
         verified = ev.verify(tasks.relu, ws, lazy_kit)
         assert verified.status.value == "correct", verified.summary_for_agent()  # 4 honest calls: the cheat hides
         profiled = ev.profile(tasks.relu, ws, lazy_kit)
