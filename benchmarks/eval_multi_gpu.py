@@ -30,12 +30,12 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "eval" / "examples_cuda.yaml"
-EXTRA: list[str] = []  # extra CLI arguments for every eval run (--limit, -o ...)
 
 
-def eval_run(out: Path, devices: list[int], seeds: int, concurrency: int, build_workers: int) -> dict[str, Any]:
-    """One ``cuda-agent eval`` run; returns its session figures and pass counts."""
-    cmd = [sys.executable, "-m", "cuda_agent.cli", "eval", "-c", str(CONFIG), *EXTRA, "--out", str(out),
+def eval_run(base: list[str], out: Path, devices: list[int], seeds: int, concurrency: int,
+             build_workers: int) -> dict[str, Any]:
+    """One ``cuda-agent eval`` run (``base``: the config and task arguments); returns its figures and pass counts."""
+    cmd = [sys.executable, "-m", "cuda_agent.cli", "eval", *base, "--out", str(out),
            "--seeds", str(seeds), "--concurrency", str(concurrency),
            "-o", f"eval.devices={json.dumps(devices)}", "-o", f"eval.build_workers={build_workers}",
            "-o", "eval.progress=false", "--no-plots"]
@@ -76,21 +76,19 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    globals()["CONFIG"] = args.config
-    if args.limit:
-        EXTRA.extend(["--limit", str(args.limit)])
+    base = ["-c", str(args.config), *(["--limit", str(args.limit)] if args.limit else [])]
     n = args.cpu_slots or args.gpus or torch.cuda.device_count()
     if n < 2:
         raise SystemExit(f"needs at least 2 visible GPUs, found {n} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})")
     args.out.mkdir(parents=True, exist_ok=True)
     all_dev = list(range(n))
     print(f"warm-up on GPUs {all_dev} ...", flush=True)
-    warm = eval_run(args.out / "warmup", all_dev, 1, args.concurrency * n, args.build_workers * n)
+    warm = eval_run(base, args.out / "warmup", all_dev, 1, args.concurrency * n, args.build_workers * n)
     print(f"  {warm['episodes']} episodes in {warm['session_wall_s']:.1f} s", flush=True)
-    one = eval_run(args.out / "gpu1", [0], args.seeds, args.concurrency, args.build_workers)
+    one = eval_run(base, args.out / "gpu1", [0], args.seeds, args.concurrency, args.build_workers)
     print(f"1 GPU : {one['episodes']} episodes in {one['session_wall_s']:.1f} s -> {one['episodes_per_gpu_hour']:.0f} /GPU-hour "
           f"{one['best_status_counts']}", flush=True)
-    many = eval_run(args.out / f"gpu{n}", all_dev, args.seeds * n, args.concurrency * n, args.build_workers * n)
+    many = eval_run(base, args.out / f"gpu{n}", all_dev, args.seeds * n, args.concurrency * n, args.build_workers * n)
     print(f"{n} GPUs: {many['episodes']} episodes in {many['session_wall_s']:.1f} s -> {many['episodes_per_gpu_hour']:.0f} /GPU-hour "
           f"{many['best_status_counts']}", flush=True)
     ratio = many["episodes_per_gpu_hour"] / one["episodes_per_gpu_hour"]

@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,21 +27,19 @@ CONFIG = REPO / "configs" / "train" / "gpu2_toy_ppo.yaml"
 STAGE = "0_ppo_agentic"
 
 
-OVERRIDES: list[str] = []
-
-
-def launch_cmd(gpus: int, run_dir: Path, port: int) -> list[str]:
+def launch_cmd(gpus: int, run_dir: Path, port: int, overrides: list[str]) -> list[str]:
     """The deepspeed launcher command line (no --local_rank argument: ranks read LOCAL_RANK)."""
-    extra = [x for o in OVERRIDES for x in ("-o", o)]
+    extra = [x for o in overrides for x in ("-o", o)]
     return ["deepspeed", "--num_gpus", str(gpus), "--master_port", str(port), "--no_local_rank", "--module",
             "cuda_agent.cli", "train", "-c", str(CONFIG), "-o", f"run_dir={run_dir}", *extra]
 
 
-def run(gpus: int, run_dir: Path, port: int, log: Path, kill_after_step: int | None = None) -> dict[str, Any]:
+def run(gpus: int, run_dir: Path, port: int, log: Path, overrides: list[str],
+        kill_after_step: int | None = None) -> dict[str, Any]:
     """Run the launcher; with ``kill_after_step`` SIGKILL it once that step's checkpoint is complete."""
     t0 = time.perf_counter()
     with log.open("a") as fh:
-        proc = subprocess.Popen(launch_cmd(gpus, run_dir, port), cwd=REPO, stdout=fh, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(launch_cmd(gpus, run_dir, port, overrides), cwd=REPO, stdout=fh, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         killed_at = None
         while proc.poll() is None:
@@ -88,16 +85,16 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    OVERRIDES.extend(args.override)
     args.out.mkdir(parents=True, exist_ok=True)
     full_dir, cut_dir = args.out / "full", args.out / "cut"
     res: dict[str, Any] = {"benchmark": "multi_gpu_train", "gpus": args.gpus, "config": str(CONFIG.relative_to(REPO)),
                            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
-    res["full"] = run(args.gpus, full_dir, 29611, args.out / "full.log")
+    res["full"] = run(args.gpus, full_dir, 29611, args.out / "full.log", args.override)
     print(f"full run: rc {res['full']['rc']} in {res['full']['wall_s']:.1f} s", flush=True)
-    res["cut"] = run(args.gpus, cut_dir, 29612, args.out / "cut.log", kill_after_step=args.kill_after_step)
+    res["cut"] = run(args.gpus, cut_dir, 29612, args.out / "cut.log", args.override,
+                     kill_after_step=args.kill_after_step)
     print(f"cut run: killed after checkpoint {res['cut']['killed_after_checkpoint']} at {res['cut']['wall_s']:.1f} s", flush=True)
-    res["resume"] = run(args.gpus, cut_dir, 29613, args.out / "cut.log")
+    res["resume"] = run(args.gpus, cut_dir, 29613, args.out / "cut.log", args.override)
     print(f"resumed: rc {res['resume']['rc']} in {res['resume']['wall_s']:.1f} s", flush=True)
     if res["full"]["rc"] == 0 and res["resume"]["rc"] == 0:
         a, b = final_actor(full_dir), final_actor(cut_dir)
