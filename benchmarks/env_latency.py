@@ -89,13 +89,20 @@ def our_turns(backend, task, ws, kernel_rel: str, binding_rel: str, repeats: int
                 t0 = time.perf_counter()
                 result = step(ws, task)
                 row[result.phase] = time.perf_counter() - t0
+                if "phase_s" in result.extra:  # where the step's time went (evaluator sub-phases)
+                    row[f"{result.phase}_parts"] = result.extra["phase_s"]
                 if result.phase == "compile":
                     row["steps"] = result.extra.get("build", {}).get("steps")
                 if not result.passed:
                     raise SystemExit(f"{label}: {result.phase} failed: {result.summary_for_agent()}")
             row["turn"] = time.perf_counter() - t_turn
             rows.append(row)
+        parts = {}
+        for step in ("verify", "profile"):
+            names = sorted({n for r in rows for n in r.get(f"{step}_parts", {})})
+            parts[step] = {n: statistics.median(r.get(f"{step}_parts", {}).get(n, 0.0) for r in rows) for n in names}
         out[label] = {
+            "median_parts_s": parts,
             "median_s": {k: statistics.median(r[k] for r in rows) for k in ("compile", "verify", "profile", "turn")},
             "steps": [r["steps"] for r in rows],
             "runs": rows,
@@ -196,6 +203,8 @@ def main() -> int:
         med = report["ours"][label]["median_s"]
         print(f"ours {label:13s} compile {med['compile']:.2f} s  verify {med['verify']:.2f} s  "
               f"profile {med['profile']:.2f} s  turn {med['turn']:.2f} s  (steps {report['ours'][label]['steps']})")
+        for step, parts in report["ours"][label].get("median_parts_s", {}).items():
+            print(f"    {step}: " + "  ".join(f"{n} {v:.3f}" for n, v in parts.items()))
     if "reference" in report:
         med = report["reference"]["median_s"]
         print(f"reference     compile {med['compile']:.2f} s  verify {med['verify']:.2f} s  profile {med['profile']:.2f} s  "

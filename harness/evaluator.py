@@ -71,6 +71,13 @@ class _Session:
     calls: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def tick(self, phase: str, since: float) -> float:
+        """Add the seconds since ``since`` to ``extra['phase_s'][phase]``; returns now (for the next phase)."""
+        now = time.perf_counter()
+        table = self.extra.setdefault("phase_s", {})
+        table[phase] = round(table.get(phase, 0.0) + now - since, 6)
+        return now
+
 
 def workspace_digest(root: Path) -> dict[str, str]:
     """rel path -> sha256 of every file (caches excluded): re-hashed after each run (T23)."""
@@ -290,8 +297,10 @@ class Evaluator:
             return self._finish(result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
         proc: CandidateProcess | None = None
         try:
+            t_acquire = time.perf_counter()
             proc = self.pool.acquire()
             sess = _Session(task=task, proc=proc, ref=ref)
+            sess.tick("acquire", t_acquire)
             seeds = seeds or [secrets.randbits(31) for _ in range(self.settings.n_input_sets)]
             self.open_session(sess, root, so_path, seeds)
             if not sess.violations:
@@ -333,8 +342,10 @@ class Evaluator:
     def open_session(self, sess: _Session, root: Path, so_path: Path | None, seeds: list[int]) -> None:
         """Make the input sets (reference first), load the candidate, hand it the inputs."""
         sess.seeds = list(seeds)
+        t = time.perf_counter()
         for k, seed in enumerate(seeds):
             sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange), self.transport(sess.proc))
+        t = sess.tick("make_sets", t)
         specs = [o for o in sess.sets[0]["outputs"] if "shape" in o]
         ws_stage, so_stage = stage_candidate(sess.proc.stage, root, so_path)
         answer = sess.proc.request(
@@ -351,8 +362,10 @@ class Evaluator:
         if not answer.get("ok"):
             raise _CandidateFailed(f"loading model_new.py failed: {answer.get('error')}", answer.get("traceback", ""))
         sess.violations += answer.get("violations", [])
+        t = sess.tick("load", t)
         for k in sess.sets:
             self.send_inputs(sess, k)
+        sess.tick("send_inputs", t)
 
     def transport(self, proc: Any) -> str:
         """'ipc' or 'host' for this candidate process (settings.cuda_transport; 'auto': host under bubblewrap).
@@ -375,6 +388,7 @@ class Evaluator:
     def add_sets(self, sess: _Session, count: int) -> list[int]:
         """Make ``count`` more input sets from fresh secret seeds and hand them over."""
         new = []
+        t = time.perf_counter()
         for _ in range(count):
             k = len(sess.sets)
             seed = secrets.randbits(31)
@@ -382,6 +396,7 @@ class Evaluator:
             sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange), self.transport(sess.proc))
             self.send_inputs(sess, k)
             new.append(k)
+        sess.tick("extra_sets", t)
         return new
 
     def call(self, sess: _Session, k: int, *, check: bool, audit: bool = False) -> float:
@@ -389,6 +404,7 @@ class Evaluator:
         wall0 = time.perf_counter()
         answer = sess.proc.request(self.settings.call_timeout_s, op="call", set=k, audit=audit)
         wall_ms = (time.perf_counter() - wall0) * 1e3
+        sess.tick("forward_calls", wall0)
         sess.calls += 1
         if not answer.get("ok"):
             raise _CandidateFailed(f"forward raised on input set {k}: {answer.get('error')}", answer.get("traceback", ""))
@@ -409,7 +425,9 @@ class Evaluator:
             )
         if not metas_ok or not check or sess.violations:
             return ms
+        t = time.perf_counter()
         exported = sess.proc.request(self.settings.call_timeout_s, op="export", id=sess.calls, transport=self.transport(sess.proc))
+        t = sess.tick("export", t)
         if not exported.get("ok"):
             raise _CandidateFailed(f"handing over outputs failed: {exported.get('error')}", exported.get("traceback", ""))
         sess.proc.freeze()  # the candidate cannot touch its outputs while the trusted side reads them
@@ -417,6 +435,7 @@ class Evaluator:
             verdict = sess.ref.call("check", k, exported.get("outputs", []), metas, self.tolerance_table(sess.task))
         finally:
             sess.proc.thaw()
+            sess.tick("check", t)
         sess.errors += [CheckError.model_validate(e) for e in verdict["errors"]]
         sess.violations += verdict["violations"]
         return ms
@@ -534,6 +553,7 @@ class Evaluator:
             if answer.get("ok"):
                 result.timing.per_kernel = answer.get("per_kernel", [])
                 sess.violations += answer.get("violations", [])
+        t = time.perf_counter()
         baselines, cached = cached_baselines(
             sess.ref,
             code_hash=sess.task.code_hash,
@@ -545,6 +565,7 @@ class Evaluator:
             cache=self.cache,
             method="events_l2flush" if self.kind == "cuda" else "host_sync",
         )
+        sess.tick("baselines", t)
         sess.extra["baselines_cached"] = cached
         result.baselines = baselines
         self.apply_speedups(sess, result)
@@ -566,6 +587,7 @@ class Evaluator:
 
     def close_checks(self, sess: _Session) -> None:
         """After the calls: guard snapshot, pristine inputs intact (T5/T10/T16)."""
+        t = time.perf_counter()
         answer = sess.proc.request(self.settings.call_timeout_s, op="guard")
         if answer.get("ok"):
             sess.violations += answer.get("violations", [])
@@ -574,6 +596,7 @@ class Evaluator:
             sess.violations.append(
                 {"rule": "T5.outside.pristine_inputs_changed", "message": f"the trusted copies of input sets {changed} changed"}
             )
+        sess.tick("close_checks", t)
 
     def _finish(
         self,

@@ -109,7 +109,11 @@ class HarnessSettings(BaseModel):
     sandbox_uid: int | None = Field(
         65534, description="uid/gid inside the sandbox's user namespace (65534 = nobody); None = keep."
     )
-    pool_size: int = Field(1, ge=0, description="Candidate processes kept started ahead of time.")
+    pool_size: int = Field(
+        2,
+        ge=0,
+        description="Candidate processes kept started ahead of time (2: a profile right after a verify finds its runner ready).",
+    )
     startup_timeout_s: float = Field(120.0, gt=0, description="Seconds a candidate process may take to import torch.")
     load_timeout_s: float = Field(300.0, gt=0, description="Seconds to import model_new + cuda_extension and build ModelNew.")
     call_timeout_s: float = Field(60.0, gt=0, description="Seconds one forward call may take.")
