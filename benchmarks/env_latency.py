@@ -136,10 +136,14 @@ def reference_turns(ws_root: Path, device: str, repeats: int) -> dict:
     return {"median_s": med, "runs": rows, "within_anchor_band": valid, "anchor_turn_s": list(ANCHOR_TURN_S)}
 
 
-def timing_spread(backend, kind: str, tasks: list[str], times: int, base: Path) -> dict:
-    """Each task's honest solution profiled ``times`` times; spread of the candidate medians."""
+def timing_spread(backend, kind: str, tasks: list[str], times: int, base: Path, on_task=None) -> dict:
+    """Each task's honest solution profiled ``times`` times; spread of the candidate medians.
+
+    ``on_task(partial)`` is called after every task with the figures so far (a run cut short keeps them).
+    """
     out = {}
     for name in tasks:
+        t0 = time.perf_counter()
         task = _task(name, kind)
         ws = _workspace(backend, task, name, kind, base / f"spread-{name}")
         medians, eager = [], None
@@ -151,7 +155,9 @@ def timing_spread(backend, kind: str, tasks: list[str], times: int, base: Path) 
             if result.baselines and result.baselines.eager:
                 eager = result.baselines.eager.median_ms
         spread = (max(medians) - min(medians)) / min(medians)
-        out[name] = {"medians_ms": medians, "spread": spread, "eager_ms": eager}
+        out[name] = {"medians_ms": medians, "spread": spread, "eager_ms": eager, "seconds": time.perf_counter() - t0}
+        if on_task is not None:
+            on_task({"tasks": out, "max_spread": max(v["spread"] for v in out.values()), "partial": True})
     return {"tasks": out, "max_spread": max(v["spread"] for v in out.values())}
 
 
@@ -194,10 +200,16 @@ def main() -> int:
             report["ratio_valid"] = report["reference"]["within_anchor_band"]
             save()
         if not args.skip_spread:
-            report["spread"] = timing_spread(backend, args.backend, TASKS, args.spread_times, base)
+            def keep(partial: dict) -> None:
+                report["spread"] = partial
+                save()
+
+            report["spread"] = timing_spread(backend, args.backend, TASKS, args.spread_times, base, on_task=keep)
     finally:
+        t_close = time.perf_counter()
         backend.close()
         shutil.rmtree(base, ignore_errors=True)
+        report["close_s"] = time.perf_counter() - t_close
     save()
     for label in ("kernel_edit", "binding_edit"):
         med = report["ours"][label]["median_s"]

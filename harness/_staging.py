@@ -8,6 +8,8 @@ direction, so neither side ever unpickles data the other produced.
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,13 @@ def write_tensor_file(path: Path, t: Any) -> int:
     raw = flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
     n = raw.numel()
     with open(path, "wb") as fh:
-        fh.truncate(n)
+        if n:
+            try:  # reserve the blocks now: a full memory file system then fails here, not as SIGBUS in the copy
+                os.posix_fallocate(fh.fileno(), 0, n)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise OSError(exc.errno, f"no room for {n} bytes in {path.parent}: {exc.strerror}") from exc
+                fh.truncate(n)
     if n:
         torch.from_file(str(path), shared=True, size=n, dtype=torch.uint8).copy_(raw)
     return n

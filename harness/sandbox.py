@@ -345,15 +345,36 @@ def _nvml_used_by(handle: Any, pids: set[int]) -> int:
         return 0
 
 
+#: Free bytes /dev/shm must have to hold exchange folders (input and output sets of big tasks live there).
+SHM_MIN_FREE = 16 << 30
+
+
+def default_scratch_dir() -> Path:
+    """Where exchange folders go when ``settings.scratch_dir`` is unset.
+
+    ``/dev/shm`` when it is a writable memory file system with at least :data:`SHM_MIN_FREE` bytes free
+    (staged tensors then never reach a disk: no write-back of gigabytes per evaluation), else the
+    system temp dir (containers often mount a 64 MB ``/dev/shm``).
+    """
+    shm = Path("/dev/shm")
+    try:
+        st = os.statvfs(shm)
+        if shm.is_dir() and os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize >= SHM_MIN_FREE:
+            return shm
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir())
+
+
 class CandidatePool:
-    """Keeps ``settings.pool_size`` runners started ahead of time; each is handed out once."""
+    """Keeps ``settings.spare_runners()`` runners started ahead of time; each is handed out once."""
 
     def __init__(self, device: str, settings: HarnessSettings) -> None:
         self.device = device
         self.settings = settings
         self._isolation = resolve_isolation(settings)
         self.isolation = self._isolation.level
-        base = Path(settings.scratch_dir) if settings.scratch_dir else Path(tempfile.gettempdir())
+        base = Path(settings.scratch_dir) if settings.scratch_dir else default_scratch_dir()
         base.mkdir(parents=True, exist_ok=True)
         self._base = base
         self._spare: deque[CandidateProcess] = deque()
@@ -382,7 +403,7 @@ class CandidatePool:
         """Start runners until ``pool_size`` are waiting (non-blocking: they import torch meanwhile)."""
         with self._lock:
             self._spare = deque(p for p in self._spare if p.alive)
-            while len(self._spare) < self.settings.pool_size:
+            while len(self._spare) < self.settings.spare_runners():
                 self._spare.append(self._start_one())
 
     def acquire(self) -> CandidateProcess:

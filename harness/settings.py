@@ -7,6 +7,8 @@ Every number that decides a verdict or a timing lives here, documented.
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Literal
 
@@ -71,7 +73,7 @@ class HarnessSettings(BaseModel):
     )
     spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
     spot_check_max: int | None = Field(
-        6,
+        3,
         ge=1,
         description="Most spot checks in one profile call (each hands a whole output over; None = no cap). "
         "The grading pass, which sets the reward, is never capped.",
@@ -109,10 +111,11 @@ class HarnessSettings(BaseModel):
     sandbox_uid: int | None = Field(
         65534, description="uid/gid inside the sandbox's user namespace (65534 = nobody); None = keep."
     )
-    pool_size: int = Field(
-        2,
+    pool_size: int | None = Field(
+        None,
         ge=0,
-        description="Candidate processes kept started ahead of time (2: a profile right after a verify finds its runner ready).",
+        description="Candidate processes kept started ahead of time; None = 2 on machines with 8+ cores (a profile "
+        "right after a verify then finds its runner started), else 1.",
     )
     startup_timeout_s: float = Field(120.0, gt=0, description="Seconds a candidate process may take to import torch.")
     load_timeout_s: float = Field(300.0, gt=0, description="Seconds to import model_new + cuda_extension and build ModelNew.")
@@ -142,8 +145,14 @@ class HarnessSettings(BaseModel):
         None, description="Cache of baseline timings; None = ~/.cache/cuda-agent/baselines."
     )
     scratch_dir: Path | None = Field(
-        None, description="Where per-request exchange folders are made; None = the system temp dir (/dev/shm on Linux)."
+        None, description="Where per-request exchange folders are made; None = /dev/shm when it has 16 GiB free, else the system temp dir."
     )
+
+    def spare_runners(self) -> int:
+        """``pool_size`` resolved (None: 2 with 8 or more cores, else 1)."""
+        if self.pool_size is not None:
+            return self.pool_size
+        return 2 if (os.cpu_count() or 1) >= 8 else 1
 
     def tolerances(self, dtype: str, preset: str | None = None) -> tuple[float, float]:
         """(atol, rtol) for outputs of ``dtype`` under ``preset`` (default: this settings' preset) and overrides."""

@@ -54,7 +54,8 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  done ;;
     env_latency) part "$s" "env_latency$tag" 300 python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
     eval)        part "$s" "eval_throughput$tag" 330 python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 --out "$RES/eval_throughput.json" ;;
-    eval_gpus)   part "$s" "eval_gpus$tag" 330 python3 benchmarks/eval_multi_gpu.py --out "$RES/eval_gpus" ;;
+    eval_gpus)   part "$s" "eval_gpus$tag" 330 python3 benchmarks/eval_multi_gpu.py ${EVAL_GPUS_ARGS:-} --out "$RES/eval_gpus" ;;
+    score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
     train)       part "$s" "train_throughput$tag" 300 python3 benchmarks/train_throughput.py ${TRAIN_ARGS:-} --out "$RES/train_throughput.json" ;;
     train2)      part "$s" "train_throughput_2gpu$tag" 300 deepspeed --num_gpus 2 benchmarks/train_throughput.py --out "$RES/train_throughput_2gpu.json" ;;
     train_resume2) part "$s" "train_resume_2gpu$tag" 300 python3 benchmarks/multi_gpu_train.py --gpus 2 --out "$RES/train_resume_2gpu" ;;

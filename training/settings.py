@@ -25,6 +25,12 @@ class EngineSettings(BaseModel):
     zero_stage: Literal[0, 1, 2, 3] = Field(2, description="ZeRO stage (2: shard optimizer+grads; 3: also parameters).")
     dtype: Literal["auto", "bf16", "fp32"] = Field("auto", description="'auto' = bf16 on GPU, fp32 on CPU.")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward (long contexts).")
+    zero_bucket_size: int = Field(
+        500_000_000,
+        ge=1_000_000,
+        description="ZeRO-1/2 gradient reduce and all-gather bucket size in elements (bigger: fewer, larger copies and "
+        "collectives; DeepSpeed's own default, 5e8, is what keeps one GPU at the plain step's speed).",
+    )
     grad_clip: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")

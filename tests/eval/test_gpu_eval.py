@@ -36,6 +36,7 @@ def cuda_scripts(dest: Path) -> Path:
 
 @pytest.mark.gpu
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 10 graded episodes, cold torch.compile baselines: ~4 minutes on the H200
 def test_scripted_eval_over_example_tasks_on_cuda(tmp_path):
     scripts = cuda_scripts(tmp_path / "scripts")
     out = tmp_path / "eval"

@@ -107,3 +107,10 @@ def test_bf16_zero_gpu_engine_trains_and_exports(stage, tmp_path):
     back = AutoModelForCausalLM.from_pretrained(out)
     assert sum(p.numel() for p in back.parameters()) > 0
     assert all(p.abs().sum() > 0 for n, p in back.named_parameters() if "norm" not in n)
+
+
+def test_ds_config_buckets_for_zero_1_and_2():
+    cfg = ds_config(EngineSettings(zero_stage=2, zero_bucket_size=123_000_000))["zero_optimization"]
+    assert cfg["reduce_bucket_size"] == cfg["allgather_bucket_size"] == 123_000_000
+    assert cfg["contiguous_gradients"] is True
+    assert "reduce_bucket_size" not in ds_config(EngineSettings(zero_stage=3))["zero_optimization"]

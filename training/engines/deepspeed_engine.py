@@ -94,6 +94,16 @@ def ds_config(settings: EngineSettings, *, micro_batch: int = 1, train: bool = T
     }
     if train:
         cfg["gradient_clipping"] = settings.grad_clip
+    if stage in (1, 2):
+        # Gradients reduced in big buckets as backward produces them (overlap), into one contiguous buffer.
+        cfg["zero_optimization"].update(
+            {
+                "overlap_comm": device_kind() == "cuda",
+                "contiguous_gradients": True,
+                "reduce_bucket_size": settings.zero_bucket_size,
+                "allgather_bucket_size": settings.zero_bucket_size,
+            }
+        )
     if stage == 3:
         cfg["zero_optimization"].update({"stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 5e7})
     return cfg
