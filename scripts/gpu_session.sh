@@ -17,6 +17,8 @@ RES=$OUT/res
 mkdir -p "$RES"
 T_START=$(date +%s)
 DEADLINE=$(( T_START + ${SESSION_DEADLINE_S:-560} ))
+# Lanes stop starting parts (and cap running ones) at LANE_DEADLINE_S, leaving the rest for the foreground parts.
+LANE_DEADLINE=$(( T_START + ${LANE_DEADLINE_S:-${SESSION_DEADLINE_S:-560}} ))
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/ca-site .whl/*.whl \
@@ -29,7 +31,7 @@ part() {  # part SUMMARY NAME SECONDS CMD...
   local summary=$1 name=$2 secs=$3; shift 3
   local t0 left
   t0=$(date +%s)
-  left=$(( DEADLINE - t0 ))
+  left=$(( ${PART_DEADLINE:-$DEADLINE} - t0 ))
   if [ "$left" -lt 15 ]; then echo "== $name skipped: session deadline" >> "$summary"; return; fi
   [ "$secs" -gt "$left" ] && secs=$left
   echo "== $name (gpus=${CUDA_VISIBLE_DEVICES:-all}, $(date -u +%T), cap $secs s)" >> "$summary"
@@ -59,7 +61,9 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     train)       part "$s" "train_throughput$tag" 300 python3 benchmarks/train_throughput.py ${TRAIN_ARGS:-} --out "$RES/train_throughput.json" ;;
     train2)      part "$s" "train_throughput_2gpu$tag" 300 deepspeed --num_gpus 2 benchmarks/train_throughput.py --out "$RES/train_throughput_2gpu.json" ;;
     train_resume2) part "$s" "train_resume_2gpu$tag" 300 python3 benchmarks/multi_gpu_train.py --gpus 2 --out "$RES/train_resume_2gpu" ;;
-    data)        part "$s" "data_build$tag" 500 python3 benchmarks/data_build_h200.py -o "out_dir=$RES/data" ;;
+    data)        # DATA_RESUME=DIR: continue the build in DIR's copy (the pipeline is resumable)
+                 [ -n "${DATA_RESUME:-}" ] && [ -d "$DATA_RESUME" ] && cp -r "$DATA_RESUME" "$RES/data"
+                 part "$s" "data_build$tag" 500 python3 benchmarks/data_build_h200.py -o "out_dir=$RES/data" ;;
     main_job)    part "$s" "main_job$tag" 240 bash -c 'cuda-agent run examples/tasks/swish.py --policy scripted:examples/trajectories/swish_cuda.yaml --backend cuda --out '"$RES"'/main_job' ;;
     *) echo "unknown part $what" >> "$s" ;;
   esac
@@ -77,7 +81,7 @@ done
 pids=()
 for lane in "${lanes[@]}"; do
   gpu=${lane%%:*}; gpu=${gpu#gpu}; parts=${lane#*:}
-  ( export CUDA_VISIBLE_DEVICES=$gpu
+  ( export CUDA_VISIBLE_DEVICES=$gpu PART_DEADLINE=$LANE_DEADLINE
     s="$OUT/summary_gpu$gpu.txt"; : > "$s"
     IFS=, read -ra ps <<< "$parts"
     for p in "${ps[@]}"; do run_part "$s" "$p" "_gpu$gpu"; done ) &
