@@ -151,38 +151,52 @@ def main(argv: list[str] | None = None) -> int:
     with_ref = not args.no_reference and args.backend == "cuda" and torch.cuda.is_available()
     ours_rows: list[dict[str, Any]] = []
     ref_rows: list[dict[str, Any]] = []
-    with Progress() as progress, tempfile.TemporaryDirectory(prefix="eval-throughput-") as tmp:
+    ref_reps = args.repeats if args.reference_repeats is None else args.reference_repeats
+    ref_tasks = tasks if args.reference_limit is None else tasks[: args.reference_limit]
+    t_start = time.perf_counter()
+
+    def build_report(partial: bool) -> dict[str, Any]:
+        ours = summarize(ours_rows)
+        report: dict[str, Any] = {
+            "benchmark": "eval_throughput",
+            "partial": partial,
+            "elapsed_s": time.perf_counter() - t_start,
+            "backend": args.backend,
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "cpu",
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "repeats": args.repeats,
+            "reference_repeats": ref_reps,
+            "reference_tasks": [t.stem for t in ref_tasks] if with_ref else [],
+            "tasks": [t.stem for t in tasks],
+            "ours": ours,
+            "reference": summarize(ref_rows) if with_ref else None,
+            "anchor_reference_tasks_per_gpu_hour": 64,
+        }
+        if with_ref and report["reference"]["tasks_per_gpu_hour"] and ours["tasks_per_gpu_hour"]:
+            report["speedup_vs_reference"] = ours["tasks_per_gpu_hour"] / report["reference"]["tasks_per_gpu_hour"]
+        return report
+
+    def record(rows: list[dict[str, Any]], row: dict[str, Any], who: str) -> None:
+        """Keep ``row``, print one line, rewrite the JSON (a run cut short keeps every finished row)."""
+        rows.append(row)
+        print(f"[{time.perf_counter() - t_start:7.1f} s] {who:9s} {row['task']:15s} repeat {row['repeat']}: "
+              f"{row['wall_s']:.1f} s {row.get('status') or row.get('error', '')[:80]}", flush=True)
+        Path(args.out).write_text(json.dumps(build_report(partial=True), indent=2, default=str))
+
+    with Progress(disable=not sys.stdout.isatty()) as progress, tempfile.TemporaryDirectory(prefix="eval-throughput-") as tmp:
         bar = progress.add_task("tasks x repeats", total=len(tasks) * args.repeats)
         for rep in range(args.repeats):
             for task_file in tasks:
                 scratch = Path(tmp) / f"r{rep}" / task_file.stem
                 scratch.mkdir(parents=True)
-                row = run_ours(task_file, args.backend, solutions / task_file.stem, scratch)
-                ours_rows.append({**row, "repeat": rep})
-                ref_reps = args.repeats if args.reference_repeats is None else args.reference_repeats
-                ref_tasks = tasks if args.reference_limit is None else tasks[: args.reference_limit]
+                record(ours_rows, {**run_ours(task_file, args.backend, solutions / task_file.stem, scratch), "repeat": rep}, "ours")
                 if with_ref and rep < ref_reps and task_file in ref_tasks:
-                    ref_rows.append({**run_reference(task_file, args.backend, solutions / task_file.stem, scratch),
-                                     "repeat": rep})
+                    row = run_reference(task_file, args.backend, solutions / task_file.stem, scratch)
+                    record(ref_rows, {**row, "repeat": rep}, "reference")
                 progress.advance(bar)
-    ours = summarize(ours_rows)
-    report: dict[str, Any] = {
-        "benchmark": "eval_throughput",
-        "backend": args.backend,
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "cpu",
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "repeats": args.repeats,
-        "reference_repeats": args.repeats if args.reference_repeats is None else args.reference_repeats,
-        "reference_tasks": [t.stem for t in (tasks if args.reference_limit is None else tasks[: args.reference_limit])]
-        if with_ref else [],
-        "tasks": [t.stem for t in tasks],
-        "ours": ours,
-        "reference": summarize(ref_rows) if with_ref else None,
-        "anchor_reference_tasks_per_gpu_hour": 64,
-    }
-    if with_ref and report["reference"]["tasks_per_gpu_hour"] and ours["tasks_per_gpu_hour"]:
-        report["speedup_vs_reference"] = ours["tasks_per_gpu_hour"] / report["reference"]["tasks_per_gpu_hour"]
+    report = build_report(partial=False)
+    ours = report["ours"]
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))
     print(f"ours: {ours['tasks_per_gpu_hour']} tasks/GPU-hour, max median spread {ours['max_median_spread']['spread']:.4f}")
     if with_ref:

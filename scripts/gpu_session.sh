@@ -93,7 +93,10 @@ for what in "${fg[@]}"; do run_part "$s" "$what"; done
 summary=$OUT/summary.txt
 cat "$OUT"/summary_gpu*.txt "$OUT/summary_main.txt" > "$summary" 2>/dev/null
 rm -f "$OUT"/summary_gpu*.txt "$OUT/summary_main.txt"
-tar czf "$OUT/results.tar.gz" --exclude=.compile_cache --exclude="*.so" --exclude="*.o" -C "$RES" . 2>/dev/null
+# Build outputs and model weights stay behind (16 MiB per returned file); logs and JSON come back.
+tar czf "$OUT/results.tar.gz" --exclude=.compile_cache --exclude=.locks --exclude="*.so" --exclude="*.o" \
+  --exclude="*.pt" --exclude="*.safetensors" --exclude="*.bin" --exclude="global_step*" --exclude="checkpoint*" \
+  -C "$RES" . 2>/dev/null
 rm -rf "$RES"
 echo "session wall: $(( $(date +%s) - T_START )) s"
 tail -c 11000 "$summary"
