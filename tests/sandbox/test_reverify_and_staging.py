@@ -14,6 +14,11 @@ def test_profile_after_verify_rechecks_fewer_sets_until_the_build_changes(settin
         cold = ev.profile(tasks.relu, ws, kit)
         assert cold.status.value == "correct", cold.summary_for_agent()
         assert "reverified_sets" not in cold.extra  # nothing verified before: the full check
+        # Where the time went: every sub-phase of a profile is accounted for, and no more than the whole.
+        phases = cold.extra["phase_s"]
+        assert {"acquire", "make_sets", "load", "send_inputs", "forward_calls", "export", "check", "baselines",
+                "close_checks"} <= set(phases)
+        assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= cold.duration_s
         warm = ev.profile(tasks.relu, ws, kit)
         assert warm.status.value == "correct" and warm.extra["reverified_sets"] == 1
         assert warm.timing is not None and warm.timing.samples >= 3
@@ -50,3 +55,31 @@ def test_staging_files_round_trip_any_layout(tmp_path, dtype):
         assert back.dtype == dt and back.shape == t.shape and torch.equal(back, t)
     with pytest.raises(ValueError, match="needs"):
         read_tensor_file(tmp_path / "t0.bin", [5, 6], dt)
+
+
+def test_exchange_folders_go_to_dev_shm_only_when_it_has_room(monkeypatch):
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from cuda_agent.harness import sandbox
+
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        pytest.skip("no writable /dev/shm here")
+    free = os.statvfs(shm).f_bavail * os.statvfs(shm).f_frsize
+    monkeypatch.setattr(sandbox, "SHM_MIN_FREE", free + (1 << 40))  # more than it has: the temp dir
+    assert sandbox.default_scratch_dir() == Path(tempfile.gettempdir())
+    monkeypatch.setattr(sandbox, "SHM_MIN_FREE", 1)
+    assert sandbox.default_scratch_dir() == shm
+
+
+def test_spare_runners_follow_the_core_count(monkeypatch):
+    from cuda_agent.harness.settings import HarnessSettings
+
+    assert HarnessSettings(pool_size=0).spare_runners() == 0
+    assert HarnessSettings(pool_size=3).spare_runners() == 3
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert HarnessSettings().spare_runners() == 2
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert HarnessSettings().spare_runners() == 1
