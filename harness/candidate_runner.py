@@ -107,6 +107,7 @@ class _Runner:
         torch = self.torch
         self.exchange = Path(req["exchange"]) if req.get("exchange") else None
         self.output_specs = req.get("output_specs", [])
+        seeded = self._generate_seeded_sets(req.get("task_code"), req.get("seeded_sets") or {})
         sys.path.insert(0, str(req["so_dir"]))
         self.so_path = next(iter(sorted(Path(req["so_dir"]).glob("cuda_extension*.so"))), None)
         sys.path.insert(1, str(req["workspace"]))
@@ -132,7 +133,48 @@ class _Runner:
             model = model.to(self.device)
         self.model = model
         violations = self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot())
-        self.send(ok=True, violations=[_violation_dict(v) for v in violations])
+        self.send(ok=True, violations=[_violation_dict(v) for v in violations], seeded_fingerprints=seeded)
+
+    def _generate_seeded_sets(self, task_code: str | None, seeds: dict[str, int]) -> dict[str, Any]:
+        """Input sets made here from their seeds (``input_transport: seeded``), before any candidate code exists.
+
+        The task's code runs in a throw-away namespace that is cleared (and collected) before the candidate's
+        extension and module are imported, so the reference model is absent once they load (T3/T6). Returns
+        ``{set: fingerprints}`` (or ``{set: {"error": ...}}``); the trusted side compares them with its own and
+        hands over every set that differs. The guard snapshot is retaken afterwards: whatever the task's code
+        did is not the candidate's doing.
+        """
+        if not seeds or not task_code:
+            return {}
+        import gc
+
+        from cuda_agent.harness.compare import fingerprint
+        from cuda_agent.harness.reference import generate_inputs
+
+        torch = self.torch
+        out: dict[str, Any] = {}
+        namespace: dict[str, Any] = {"__name__": "cuda_agent_task_inputs"}
+        try:
+            exec(compile(task_code, "<task>", "exec"), namespace)  # noqa: S102 (the task's own code, from the task store)
+            get_inputs = namespace["get_inputs"]
+            for key, seed in seeds.items():
+                try:
+                    values = generate_inputs(torch, get_inputs, int(seed), self.device)
+                except Exception as exc:  # the trusted side then stages this set
+                    out[key] = {"error": f"{type(exc).__name__}: {exc}"}
+                    continue
+                self.inputs[int(key)] = values
+                out[key] = [fingerprint(v) if type(v) is torch.Tensor else None for v in values]
+        except Exception as exc:
+            return {key: {"error": f"task code: {type(exc).__name__}: {exc}"} for key in seeds}
+        finally:
+            get_inputs = None
+            namespace.clear()
+            gc.collect()
+            if str(self.device).startswith("cuda"):
+                torch.cuda.synchronize()
+            self.guard_before = self.runtime.take_guard_snapshot()
+        return out
 
     def op_inputs(self, req: dict[str, Any]) -> None:
         torch = self.torch

@@ -68,6 +68,7 @@ class _Session:
     violations: list[dict[str, Any]] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
+    n_verify: int = 0  # the first n_verify sets are checked in full; later ones are timing sets
     calls: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -222,7 +223,7 @@ class Evaluator:
         self, phase: str, task: TaskManifest, root: Path, so_path: Path | None, *, time_it: bool
     ) -> CandidateResult:
         def body(sess: _Session, result: CandidateResult) -> None:
-            self.verify_sets(sess, range(len(sess.seeds)))
+            self.verify_sets(sess, range(sess.n_verify))
             if not sess.errors and not sess.violations and time_it:
                 self.time_session(sess, result)
 
@@ -231,7 +232,7 @@ class Evaluator:
         seeds = None
         if time_it and key in self._verified:  # verify just passed on this exact build: check fewer sets first
             seeds = [secrets.randbits(31) for _ in range(min(self.settings.reverify_sets, self.settings.n_input_sets))]
-        result = self.run_protocol(phase, task, root, so_path, body, seeds=seeds, before=before)
+        result = self.run_protocol(phase, task, root, so_path, body, seeds=seeds, before=before, timing=time_it)
         if seeds is not None:
             result.extra["reverified_sets"] = len(seeds)
         if result.passed:
@@ -280,12 +281,14 @@ class Evaluator:
         body: Callable[[_Session, CandidateResult], None],
         seeds: list[int] | None = None,
         before: dict[str, str] | None = None,
+        timing: bool = False,
     ) -> CandidateResult:
         """One evaluation: fresh runner, secret seeds, ``body`` (checks/timing), closing checks, verdict.
 
         Whatever the candidate does (crash, hang, memory blow-up, exception,
         integrity violation) ends as a status of the returned result. ``before`` is the workspace's
-        :func:`workspace_digest` when the caller already has it (re-checked after the run: T23).
+        :func:`workspace_digest` when the caller already has it (re-checked after the run: T23). ``timing``:
+        ``body`` times calls, so the timing sets are made up front with the verify sets.
         """
         start = time.monotonic()
         before = before if before is not None else workspace_digest(root)
@@ -302,7 +305,7 @@ class Evaluator:
             sess = _Session(task=task, proc=proc, ref=ref)
             sess.tick("acquire", t_acquire)
             seeds = seeds or [secrets.randbits(31) for _ in range(self.settings.n_input_sets)]
-            self.open_session(sess, root, so_path, seeds)
+            self.open_session(sess, root, so_path, seeds, timing=timing)
             if not sess.violations:
                 body(sess, result)
             if not sess.violations:
@@ -339,12 +342,28 @@ class Evaluator:
             self._refs.pop(sess.task.code_hash, None)
             sess.ref.close()
 
-    def open_session(self, sess: _Session, root: Path, so_path: Path | None, seeds: list[int]) -> None:
-        """Make the input sets (reference first), load the candidate, hand it the inputs."""
+    def open_session(
+        self, sess: _Session, root: Path, so_path: Path | None, seeds: list[int], *, timing: bool = False
+    ) -> None:
+        """Make the input sets (reference first), load the candidate, get the inputs to it.
+
+        ``timing``: also make the sets the timed calls rotate over (:meth:`extra_timing_sets`), so they
+        reach the runner with the others. With ``input_transport: seeded`` the runner makes every set
+        itself from its seed before the candidate's code is imported; a set whose fingerprints differ
+        from the reference's (or that failed there) is handed over instead.
+        """
         sess.seeds = list(seeds)
+        sess.n_verify = len(seeds)
+        seeded = self.settings.input_transport == "seeded"
         t = time.perf_counter()
         for k, seed in enumerate(seeds):
-            sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange), self.transport(sess.proc))
+            sess.sets[k] = self._make_set(sess, k, seed, stage=not seeded)
+        if timing:
+            for _ in range(self.extra_timing_sets(sess)):
+                k = len(sess.sets)
+                seed = secrets.randbits(31)
+                sess.seeds.append(seed)
+                sess.sets[k] = self._make_set(sess, k, seed, stage=not seeded)
         t = sess.tick("make_sets", t)
         specs = [o for o in sess.sets[0]["outputs"] if "shape" in o]
         ws_stage, so_stage = stage_candidate(sess.proc.stage, root, so_path)
@@ -358,14 +377,31 @@ class Evaluator:
             init_seed=self.settings.init_seed,
             exchange=str(sess.proc.exchange),
             output_specs=specs,
+            task_code=sess.task.code if seeded else None,
+            seeded_sets={str(k): sess.seeds[k] for k in sess.sets} if seeded else {},
         )
         if not answer.get("ok"):
             raise _CandidateFailed(f"loading model_new.py failed: {answer.get('error')}", answer.get("traceback", ""))
         sess.violations += answer.get("violations", [])
         t = sess.tick("load", t)
-        for k in sess.sets:
+        made = answer.get("seeded_fingerprints") or {}
+        staged = [k for k in sess.sets if made.get(str(k)) != sess.sets[k]["input_fingerprints"]]
+        for k in staged:
+            if seeded:
+                sess.sets[k]["tensors"] = sess.ref.call("stage_set", k, str(sess.proc.exchange), self.transport(sess.proc))
             self.send_inputs(sess, k)
+        sess.extra["input_sets"] = {"seeded": len(sess.sets) - len(staged), "staged": len(staged)}
         sess.tick("send_inputs", t)
+
+    def _make_set(self, sess: _Session, k: int, seed: int, *, stage: bool) -> dict[str, Any]:
+        return sess.ref.call("make_set", k, seed, str(sess.proc.exchange), self.transport(sess.proc), stage)
+
+    def extra_timing_sets(self, sess: _Session) -> int:
+        """Sets beyond the verify sets that timed calls rotate over: ``timing_input_sets`` fresh ones when the
+        working set is small, else enough for :data:`MIN_ROTATION_SETS` (device memory)."""
+        if sess.sets[0].get("input_bytes", 0) <= BIG_WORKING_SET:
+            return self.settings.timing_input_sets
+        return max(0, MIN_ROTATION_SETS - len(sess.sets))
 
     def transport(self, proc: Any) -> str:
         """'ipc' or 'host' for this candidate process (settings.cuda_transport; 'auto': host under bubblewrap).
@@ -393,7 +429,7 @@ class Evaluator:
             k = len(sess.sets)
             seed = secrets.randbits(31)
             sess.seeds.append(seed)
-            sess.sets[k] = sess.ref.call("make_set", k, seed, str(sess.proc.exchange), self.transport(sess.proc))
+            sess.sets[k] = self._make_set(sess, k, seed, stage=True)
             self.send_inputs(sess, k)
             new.append(k)
         sess.tick("extra_sets", t)
@@ -487,12 +523,11 @@ class Evaluator:
             self.call(sess, ks[0], check=True)
 
     def timing_sets(self, sess: _Session) -> list[int]:
-        """Sets rotated through timed calls: all verify sets plus fresh ones when the working set is small."""
+        """Sets rotated through timed calls: every set of the session (the timing sets were made up front
+        when the session was opened with ``timing``; otherwise they are made now)."""
         ks = list(sess.sets)
-        if sess.sets[0].get("input_bytes", 0) <= BIG_WORKING_SET:
-            ks += self.add_sets(sess, self.settings.timing_input_sets)
-        elif len(ks) < MIN_ROTATION_SETS:
-            ks += self.add_sets(sess, MIN_ROTATION_SETS - len(ks))
+        if len(ks) == sess.n_verify:
+            ks += self.add_sets(sess, self.extra_timing_sets(sess))
         return ks
 
     def time_candidate(

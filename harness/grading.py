@@ -40,7 +40,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
     used = set(getattr(evaluator, "used_seeds", set()))
 
     def body(sess: _Session, result: CandidateResult) -> None:
-        evaluator.verify_sets(sess, range(len(sess.seeds)))
+        evaluator.verify_sets(sess, range(sess.n_verify))
         if sess.errors or sess.violations:
             return
         ks = evaluator.timing_sets(sess)
@@ -74,4 +74,4 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         evaluator.apply_speedups(sess, result)
 
     seeds = fresh_seeds(settings.n_input_sets, used)
-    return evaluator.run_protocol("grade", task, root, so_path, body, seeds=seeds)
+    return evaluator.run_protocol("grade", task, root, so_path, body, seeds=seeds, timing=True)

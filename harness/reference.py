@@ -89,22 +89,53 @@ class ReferenceServer:
         return int(self.torch.get_num_threads())
 
     # ------------------------------------------------------------------ inputs and expected outputs
-    def make_set(self, k: int, seed: int, exchange: str | None, transport: str = "ipc") -> dict[str, Any]:
-        """Generate input set ``k`` from ``seed``, run the reference on copies, export the inputs."""
+    def make_set(
+        self, k: int, seed: int, exchange: str | None, transport: str = "ipc", stage: bool = True
+    ) -> dict[str, Any]:
+        """Generate input set ``k`` from ``seed``, run the reference on copies, hand the inputs over.
+
+        ``stage=False``: the candidate generates the set itself from the same seed (``input_transport:
+        seeded``); only descriptions and fingerprints go back, and :meth:`stage_set` hands the set over
+        later if the candidate's copy does not match.
+        """
         torch = self.torch
         from cuda_agent.harness.compare import fingerprint
 
-        torch.manual_seed(seed)
-        with torch.device(self.device):
-            raw = list(self.module.get_inputs())
-        pristine = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in raw]
+        pristine = generate_inputs(torch, self.module.get_inputs, seed, self.device)
         with torch.no_grad():
             out = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in pristine])
         expected = list(out) if isinstance(out, (tuple, list)) else [out]
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        descs = []
-        for i, x in enumerate(pristine):
+        self.sets[k] = {
+            "seed": seed,
+            "inputs": pristine,
+            "expected": [e.detach() if isinstance(e, torch.Tensor) else e for e in expected],
+            "fingerprints": [fingerprint(x) if isinstance(x, torch.Tensor) else None for x in pristine],
+        }
+        return {
+            "set": k,
+            "tensors": self._describe(k, exchange, transport, stage),
+            "input_fingerprints": self.sets[k]["fingerprints"],
+            "outputs": [
+                {"dtype": str(e.dtype).removeprefix("torch."), "shape": list(e.shape)}
+                if isinstance(e, torch.Tensor)
+                else {"kind": type(e).__name__}
+                for e in self.sets[k]["expected"]
+            ],
+            "input_bytes": sum(x.numel() * x.element_size() for x in pristine if isinstance(x, torch.Tensor)),
+        }
+
+    def stage_set(self, k: int, exchange: str | None, transport: str = "ipc") -> list[dict[str, Any]]:
+        """Hand input set ``k`` over after all (a seeded copy did not match): its tensor descriptions."""
+        return self._describe(k, exchange, transport, stage=True)
+
+    def _describe(self, k: int, exchange: str | None, transport: str, stage: bool) -> list[dict[str, Any]]:
+        """Descriptions of set ``k``'s inputs: values inline; tensors by CUDA IPC handle, staged file, or
+        (``stage=False``) layout only."""
+        torch = self.torch
+        descs: list[dict[str, Any]] = []
+        for i, x in enumerate(self.sets[k]["inputs"]):
             if not isinstance(x, torch.Tensor):
                 descs.append({"kind": "value", "value": _jsonable(x)})
                 continue
@@ -114,7 +145,9 @@ class ReferenceServer:
                 "shape": list(x.shape),
                 "stride": list(x.stride()),
             }
-            if self.device.type == "cuda" and transport == "ipc":
+            if not stage:
+                pass
+            elif self.device.type == "cuda" and transport == "ipc":
                 from torch.multiprocessing.reductions import reduce_tensor
 
                 _, args = reduce_tensor(x)
@@ -127,24 +160,7 @@ class ReferenceServer:
                 write_tensor_file(path, x)
                 d["file"] = str(path)
             descs.append(d)
-        self.sets[k] = {
-            "seed": seed,
-            "inputs": pristine,
-            "expected": [e.detach() if isinstance(e, torch.Tensor) else e for e in expected],
-            "fingerprints": [fingerprint(x) if isinstance(x, torch.Tensor) else None for x in pristine],
-        }
-        return {
-            "set": k,
-            "tensors": descs,
-            "input_fingerprints": self.sets[k]["fingerprints"],
-            "outputs": [
-                {"dtype": str(e.dtype).removeprefix("torch."), "shape": list(e.shape)}
-                if isinstance(e, torch.Tensor)
-                else {"kind": type(e).__name__}
-                for e in self.sets[k]["expected"]
-            ],
-            "input_bytes": sum(x.numel() * x.element_size() for x in pristine if isinstance(x, torch.Tensor)),
-        }
+        return descs
 
     def drop_sets(self, ks: list[int]) -> int:
         """Free input sets no longer needed; returns device bytes still allocated beyond the model (leak probe)."""
@@ -313,6 +329,19 @@ def _serve(conn: Any, code: str, device: str, init_seed: int, threads: int | Non
             import traceback
 
             conn.send(("err", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}"))
+
+
+def generate_inputs(torch: Any, get_inputs: Any, seed: int, device: Any) -> list[Any]:
+    """One input set: ``get_inputs()`` under ``manual_seed(seed)`` with ``device`` as the default device.
+
+    The reference process and, for ``input_transport: seeded``, the candidate runner (before the candidate's
+    code is imported) both call this, so the same seed gives the same tensors on the same device and torch;
+    the trusted side compares fingerprints and hands over any set that differs.
+    """
+    torch.manual_seed(seed)
+    with torch.device(device):
+        raw = list(get_inputs())
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
 
 
 class _PipePair:

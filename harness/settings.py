@@ -139,6 +139,13 @@ class HarnessSettings(BaseModel):
         "exchange folder and copied to the device on each side; works across sandbox namespaces), or 'auto' "
         "('host' when the candidate runs under bubblewrap, 'ipc' otherwise). Timing never includes the copies.",
     )
+    input_transport: Literal["seeded", "staged"] = Field(
+        "seeded",
+        description="How input sets reach the candidate: 'seeded' (the runner makes each set itself from the secret "
+        "seed with the task's get_inputs, before the candidate's code is imported; the trusted side compares "
+        "fingerprints and hands over, as with 'staged', any set that differs) or 'staged' (every set handed over "
+        "through cuda_transport). Seeds are fresh per evaluation, so knowing one predicts nothing.",
+    )
 
     # ------------------------------------------------------------------ caches and paths
     baseline_cache_dir: Path | None = Field(

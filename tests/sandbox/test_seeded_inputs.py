@@ -1,0 +1,109 @@
+"""``input_transport: seeded``: the runner makes input sets from their seeds before the candidate exists.
+
+Every set the runner makes must match the trusted fingerprints or be handed over; the task's code that made
+them must be gone before the candidate's code runs (T3/T6); grading and profiling make their timing sets up front.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from tests.sandbox.conftest import RELU_TASK, task_of
+
+# get_inputs that no second process can reproduce: the set's values depend on the process id.
+UNREPRODUCIBLE_TASK = RELU_TASK.replace(
+    "return [torch.randn(batch_size, dim)]",
+    "import os\n    return [torch.randn(batch_size, dim) + (os.getpid() % 97)]",
+)
+
+# A candidate that looks for the reference model (or the task's get_inputs) anywhere in its process.
+SNOOPING_MODEL_NEW = """
+import gc
+import torch
+import cuda_extension
+
+
+def _leftovers():
+    found = []
+    for obj in gc.get_objects():
+        try:
+            if isinstance(obj, type) and obj.__name__ == "Model" and issubclass(obj, torch.nn.Module):
+                found.append(f"class {obj.__module__}.Model")
+            elif callable(obj) and getattr(obj, "__name__", "") == "get_inputs" and not str(
+                getattr(obj, "__module__", "")
+            ).startswith("torch"):
+                found.append(f"function {getattr(obj, '__module__', '?')}.get_inputs")
+        except Exception:
+            pass
+    return found
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        found = _leftovers()
+        if found:
+            raise RuntimeError("reference code reachable from the candidate: " + ", ".join(found))
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        cuda_extension.relu_forward(x, out)
+        return out
+"""
+
+
+@pytest.mark.slow
+def test_seeded_sets_are_made_by_the_runner_and_match(settings_factory, make_ws, kit, tasks, honest_relu):
+    from cuda_agent.harness.evaluator import Evaluator
+
+    with Evaluator("cpu", settings_factory(input_transport="seeded")) as ev:
+        result = ev.profile(tasks.relu, make_ws(honest_relu), kit)
+    assert result.status.value == "correct", result.summary_for_agent()
+    # 3 verify sets + 2 timing sets, all made in the runner: nothing handed over.
+    assert result.extra["input_sets"] == {"seeded": 5, "staged": 0}
+
+
+@pytest.mark.slow
+def test_staged_transport_hands_every_set_over(settings_factory, make_ws, kit, tasks, honest_relu):
+    from cuda_agent.harness.evaluator import Evaluator
+
+    with Evaluator("cpu", settings_factory(input_transport="staged")) as ev:
+        result = ev.verify(tasks.relu, make_ws(honest_relu), kit)
+    assert result.status.value == "correct", result.summary_for_agent()
+    assert result.extra["input_sets"] == {"seeded": 0, "staged": 3}
+
+
+@pytest.mark.slow
+def test_sets_the_runner_cannot_reproduce_are_handed_over(settings_factory, make_ws, kit, honest_relu):
+    from cuda_agent.harness.evaluator import Evaluator
+
+    task = task_of("relu_pid", UNREPRODUCIBLE_TASK)
+    with Evaluator("cpu", settings_factory(input_transport="seeded")) as ev:
+        result = ev.verify(task, make_ws(honest_relu, UNREPRODUCIBLE_TASK), kit)
+    # The runner's copies differ from the trusted ones (other pid): every set comes from the trusted side,
+    # and the honest kernel is judged on those.
+    assert result.status.value == "correct", result.summary_for_agent()
+    assert result.extra["input_sets"] == {"seeded": 0, "staged": 3}
+
+
+@pytest.mark.slow
+def test_reference_code_is_gone_before_the_candidate_loads(settings_factory, make_ws, kit, tasks):
+    from cuda_agent.harness.evaluator import Evaluator
+
+    with Evaluator("cpu", settings_factory(input_transport="seeded")) as ev:
+        result = ev.verify(tasks.relu, make_ws(textwrap.dedent(SNOOPING_MODEL_NEW)), kit)
+    assert result.status.value == "correct", result.summary_for_agent()
+    assert result.extra["input_sets"]["seeded"] == 3
+
+
+@pytest.mark.slow
+def test_grading_makes_its_timing_sets_up_front(settings_factory, make_ws, kit, tasks, honest_relu):
+    from cuda_agent.harness.evaluator import Evaluator
+
+    with Evaluator("cpu", settings_factory(input_transport="seeded")) as ev:
+        result = ev.grade(tasks.relu, make_ws(honest_relu), kit)
+    assert result.status.value == "correct", result.summary_for_agent()
+    assert result.extra["input_sets"] == {"seeded": 5, "staged": 0}
+    assert "extra_sets" not in result.extra["phase_s"]  # nothing made after the candidate loaded
