@@ -22,10 +22,11 @@ def test_ppo_agentic_iteration_through_cpu_kernel_environment(tmp_path, monkeypa
     monkeypatch.chdir(ROOT)  # task paths in the config are relative to the repository
     model = cached_tiny_lm()
     cfg = load_config(TrainConfig, [ROOT / "configs/train/ci_kernel_cpu.yaml"], [f"model={model}", f"run_dir={tmp_path}"])
+    cfg.stages[0].config["steps"] = 2  # step 2 samples through the same hf engine, weights refreshed
     out = run_training(cfg)
     stage = tmp_path / "0_ppo_agentic"
     trajs = sorted((stage / "episodes").glob("step_*/*/trajectory.jsonl"))
-    assert len(trajs) == 2
+    assert len(trajs) == 4
     for t in trajs:
         traj = load_trajectory(t)
         assert traj.complete and traj.header.system_prompt_ids is not None  # token-level record for the trainer
@@ -33,7 +34,46 @@ def test_ppo_agentic_iteration_through_cpu_kernel_environment(tmp_path, monkeypa
         assert traj.end.reward is not None and traj.end.reward_name == "milestone"
     m = out["metrics"]
     assert m["episodes"] == 2 and m["turns_mean"] >= 1 and m["reward_mean"] <= 3
-    assert abs(m["is_weight_mean"] - 1.0) < 1e-3  # rollout log-probs (hf policy) match the trainer's
-    assert (Path(out["actor"]) / "tokenizer.json").exists()  # exported actor is a usable hf policy folder
     lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert any(l["stage"] == "ppo_agentic" and l["step"] == 1 for l in lines)
+    steps = [l for l in lines if l["stage"] == "ppo_agentic"]
+    assert [l["step"] for l in steps] == [1, 2]
+    # Rollout log-probs (hf engine) match the trainer's at both steps: step 2 sampled from the updated weights.
+    assert all(abs(l["is_weight_mean"] - 1.0) < 1e-3 for l in steps)
+    assert (Path(out["actor"]) / "tokenizer.json").exists()  # exported actor is a usable hf policy folder
+
+
+
+def test_kernel_source_loads_the_hf_engine_once_and_refreshes_its_weights(tmp_path):
+    """One rollout engine per stage: later steps load the exported actor's weights into it (never a stale model)."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from cuda_agent.testing.tiny_lm import cached_tiny_lm
+    from cuda_agent.training.stages.episodes import KernelEpisodeSource
+
+    first = Path(cached_tiny_lm())
+    second = tmp_path / "step2"
+    shutil.copytree(first, second)
+    model = AutoModelForCausalLM.from_pretrained(first)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.5)
+    model.save_pretrained(second)
+
+    source = KernelEpisodeSource.__new__(KernelEpisodeSource)  # only the rollout-engine part is under test
+    source._hf, source._tokenizer, source.max_new_tokens, source.temperature = None, None, 8, 1.0
+
+    def weights(engine):
+        return torch.cat([p.detach().flatten() for p in engine.model.parameters()])
+
+    policy = source._hf_policy(first, seed=1, refresh=True)
+    engine = source._hf
+    loaded = weights(engine)
+    assert torch.equal(loaded, torch.cat([p.flatten() for p in AutoModelForCausalLM.from_pretrained(first).parameters()]))
+    source._hf_policy(second, seed=2, refresh=False)  # a later episode of the same step: same engine, same weights
+    assert source._hf is engine and torch.equal(weights(engine), loaded)
+    again = source._hf_policy(second, seed=3, refresh=True)  # the next step's first episode: new weights
+    assert source._hf is engine and torch.equal(weights(engine), torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert policy is not again and again.params.seed == 3

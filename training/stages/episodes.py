@@ -94,6 +94,7 @@ class KernelEpisodeSource:
         self.rt = rt
         self.vllm = vllm
         self._tokenizer: Any = None
+        self._hf: Any = None  # one hf rollout engine for the stage, weights refreshed per step
         self.mode = mode
         self.tasks = load_tasks(tasks, rt.config.backend)
         self.max_new_tokens = max_new_tokens
@@ -126,10 +127,7 @@ class KernelEpisodeSource:
         order = torch.randint(0, len(self.tasks), (n,), generator=gen).tolist()
         for i, t in enumerate(order):
             seed = stable_seed(self.rt.config.seed, step, i, self.rt.rank) % (2**31)
-            policy = self._vllm_policy(model_dir, seed) if self.vllm is not None else pm.registry.build("policy", "hf", {
-                "model": str(model_dir), "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-                "seed": seed, "device": "cuda" if torch.cuda.is_available() else "cpu",
-            })
+            policy = self._vllm_policy(model_dir, seed) if self.vllm is not None else self._hf_policy(model_dir, seed, i == 0)
             out = self.rt.dir / "episodes" / f"step_{step:05d}" / (f"{i:03d}" if self.rt.rank == 0 else f"r{self.rt.rank}_{i:03d}")
             run_episode(self.tasks[t], config=cfg, plugin_manager=pm, out_dir=out, policy=policy)
             episodes.append(episode_from_trajectory(out / "trajectory.jsonl"))
@@ -139,6 +137,24 @@ class KernelEpisodeSource:
         """Shut a vLLM engine down (the stage's close does it too)."""
         if self.vllm is not None:
             self.vllm.close()
+
+    def _hf_policy(self, model_dir: Path, seed: int, refresh: bool) -> Any:
+        """A token-level policy over the stage's one ``hf`` engine (loaded once; ``refresh``: new actor weights
+        from ``model_dir``), sampling with ``seed``. Same settings as the ``hf`` policy plugin's defaults."""
+        from transformers import AutoTokenizer
+
+        from cuda_agent.protocols import SamplingParams
+        from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+        from cuda_agent.training.rollout.token_policy import EngineTokenPolicy
+
+        if self._hf is None:
+            self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            self._hf = HFRolloutEngine(model_dir, self._tokenizer, device=device, dtype="float32", batch_size=1)
+        elif refresh:
+            self._hf.update_weights(model_dir)
+        params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=seed)
+        return EngineTokenPolicy(self._hf, self._tokenizer, params)
 
     def _vllm_policy(self, model_dir: Path, seed: int) -> Any:
         """A token-level policy over the stage's shared vLLM engine (context capped at its max_model_len)."""
