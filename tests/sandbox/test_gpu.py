@@ -146,6 +146,8 @@ def test_cuda_verify_and_profile(gpu_evaluator, task, cuda_kit, tmp_path) -> Non
     ws = _ws(tmp_path, HONEST)
     v = gpu_evaluator.verify(task, ws, cuda_kit)
     assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
+    # input_transport 'seeded': the runner's sets, made on the GPU from the same seeds, match the trusted ones.
+    assert v.extra["input_sets"]["staged"] == 0 and v.extra["input_sets"]["seeded"] >= 1, v.extra
     p = gpu_evaluator.profile(task, ws, cuda_kit)
     assert p.status.value == "correct", p.summary_for_agent() + str(p.extra)
     assert p.timing is not None and p.timing.method == "events_l2flush"
@@ -160,7 +162,7 @@ def test_cuda_ipc_transport_without_bubblewrap(task, cuda_kit, tmp_path) -> None
     from cuda_agent.harness.evaluator import Evaluator
     from cuda_agent.harness.settings import HarnessSettings
 
-    settings = HarnessSettings(isolation="process", cuda_transport="ipc", n_input_sets=2, min_timed_calls=5,
+    settings = HarnessSettings(isolation="process", cuda_transport="ipc", input_transport="staged", n_input_sets=2, min_timed_calls=5,
                                max_timed_calls=10, with_compile_baseline=False, baseline_cache_dir=tmp_path / "b")
     ev = Evaluator("cuda", settings)
     try:
