@@ -2,8 +2,14 @@
 
 The writer maps the file (``MAP_SHARED``) and copies the tensor straight into
 it, so a CUDA tensor costs one device-to-host copy and no intermediate host
-buffers; the reader maps it back. Raw bytes only: no pickle in either
+buffers; the reader maps it back (CPU) or reads it into a pinned buffer and
+copies that to the device (CUDA). Raw bytes only: no pickle in either
 direction, so neither side ever unpickles data the other produced.
+
+:class:`SlotWriter` keeps one mapped file per slot (the runner's output
+positions) and rewrites it in place while the size stays the same: the pages
+are allocated and mapped once, so later hand-overs skip page allocation,
+zeroing and faults (most of the cost of a fresh 256 MB file).
 """
 
 from __future__ import annotations
@@ -14,24 +20,65 @@ from pathlib import Path
 from typing import Any
 
 
-def write_tensor_file(path: Path, t: Any) -> int:
-    """Write the bytes of ``t`` (any device, any layout; stored C-contiguous) to ``path``; returns the byte count."""
+def _raw_bytes(t: Any) -> Any:
+    """``t`` as a flat C-contiguous uint8 tensor (same device)."""
     import torch
 
     flat = t.detach().contiguous().reshape(-1)
-    raw = flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
-    n = raw.numel()
+    return flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
+
+
+def _allocate(path: Path, n: int) -> None:
+    """Create ``path`` with ``n`` bytes reserved (a full memory file system fails here, not as SIGBUS later)."""
     with open(path, "wb") as fh:
         if n:
-            try:  # reserve the blocks now: a full memory file system then fails here, not as SIGBUS in the copy
+            try:
                 os.posix_fallocate(fh.fileno(), 0, n)
             except OSError as exc:
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                     raise OSError(exc.errno, f"no room for {n} bytes in {path.parent}: {exc.strerror}") from exc
                 fh.truncate(n)
+
+
+def write_tensor_file(path: Path, t: Any) -> int:
+    """Write the bytes of ``t`` (any device, any layout; stored C-contiguous) to ``path``; returns the byte count."""
+    import torch
+
+    raw = _raw_bytes(t)
+    n = raw.numel()
+    _allocate(path, n)
     if n:
         torch.from_file(str(path), shared=True, size=n, dtype=torch.uint8).copy_(raw)
     return n
+
+
+class SlotWriter:
+    """Reusable staging files, one per slot; a slot's file is rewritten in place while its size is unchanged."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self._slots: dict[str, tuple[int, int, Any]] = {}  # name -> (bytes, inode, shared mapping)
+
+    def write(self, name: str, t: Any) -> Path:
+        """Stage ``t`` in slot ``name``; returns the file's path (its bytes are ``t``'s, C-contiguous)."""
+        import torch
+
+        raw = _raw_bytes(t)
+        n = raw.numel()
+        path = self.folder / name
+        slot = self._slots.get(name)
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if slot is None or slot[0] != n or slot[1] != current or n == 0:
+            _allocate(path, n)
+            mapped = torch.from_file(str(path), shared=True, size=n, dtype=torch.uint8) if n else None
+            slot = (n, os.stat(path).st_ino, mapped)
+            self._slots[name] = slot
+        if n:
+            slot[2].copy_(raw)
+        return path
 
 
 def read_tensor_file(path: Path, shape: list[int], dtype: Any) -> Any:
@@ -50,3 +97,52 @@ def read_tensor_file(path: Path, shape: list[int], dtype: Any) -> Any:
     if dtype == torch.bool:
         return torch.from_file(str(path), shared=False, size=numel, dtype=torch.uint8).view(shape).to(torch.bool)
     return torch.from_file(str(path), shared=False, size=numel, dtype=dtype).view(shape)
+
+
+class DeviceReader:
+    """Reads staged files onto a CUDA device through one growing pinned buffer (``read()`` into it, then one DMA).
+
+    A private mapping of a fresh file costs a page fault per 4 KiB and a pageable copy; reading into memory that is
+    already pinned and resident costs one copy out of the page cache and a full-speed transfer. Nothing of the file
+    stays mapped, so a writer that truncates or replaces it between reads can only make a read fail.
+    """
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self._pinned: Any = None
+
+    def _buffer(self, n: int) -> Any:
+        import torch
+
+        if self._pinned is None or self._pinned.numel() < n:
+            self._pinned = None
+            pin = torch.device(self.device).type == "cuda"  # (a CPU destination needs no pinning: tests use one)
+            self._pinned = torch.empty(max(n, 1 << 20), dtype=torch.uint8, pin_memory=pin)
+        return self._pinned[:n]
+
+    def read(self, path: Path, shape: list[int], dtype: Any) -> Any:
+        """The tensor stored in ``path`` as ``shape``/``dtype``, on the device (C-contiguous)."""
+        import torch
+
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        item = torch.empty((), dtype=dtype).element_size()
+        want = numel * item
+        out = torch.empty(shape, dtype=dtype, device=self.device)
+        if want == 0:
+            return out
+        buf = self._buffer(want)
+        with open(path, "rb", buffering=0) as fh:
+            have = os.fstat(fh.fileno()).st_size
+            if have != want:
+                raise ValueError(f"{Path(path).name} holds {have} bytes, shape {list(shape)} of {dtype} needs {want}")
+            view = memoryview(buf.numpy()).cast("B")
+            got = 0
+            while got < want:
+                k = fh.readinto(view[got:])
+                if not k:
+                    raise ValueError(f"{Path(path).name} ended after {got} of {want} bytes")
+                got += k
+        out.reshape(-1).view(torch.uint8).copy_(buf)  # pinned -> device: a full-speed transfer
+        return out

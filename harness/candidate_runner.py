@@ -60,6 +60,8 @@ class _Runner:
         self.out = os.fdopen(out_fd, "w", buffering=1)
         self.device = "cpu"
         self.inputs: dict[int, list[Any]] = {}
+        self._slots: Any = None  # SlotWriter of exported outputs (files in the exchange folder)
+        self._reader: Any = None  # DeviceReader of staged inputs (CUDA)
         self.staging: dict[int, Any] = {}
         self.so_path: Path | None = None
         self.model: Any = None
@@ -196,16 +198,27 @@ class _Runner:
                 t = shared.clone(memory_format=torch.preserve_format)
                 torch.cuda.synchronize()  # the copy is done before the mapping goes away
                 del shared
+            elif str(self.device).startswith("cuda"):
+                t = self._device_reader().read(Path(d["file"]), d["shape"], dtype)
+                if list(t.stride()) != list(d["stride"]):
+                    t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(t)
+                torch.cuda.synchronize()
             else:
                 from cuda_agent.harness._staging import read_tensor_file
 
                 host = read_tensor_file(Path(d["file"]), d["shape"], dtype)
                 t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(host)
-                if t.device.type == "cuda":
-                    torch.cuda.synchronize()
             values.append(t)
         self.inputs[int(req["set"])] = values
         self.send(ok=True, set=req["set"])
+
+    def _device_reader(self) -> Any:
+        """The pinned-buffer reader of staged input files (CUDA)."""
+        if self._reader is None:
+            from cuda_agent.harness._staging import DeviceReader
+
+            self._reader = DeviceReader(self.device)
+        return self._reader
 
     def _copy_inputs(self, k: int) -> list[Any]:
         """Copies of input set ``k`` in per-position staging buffers (pristine data stays untouched, T5).
@@ -324,10 +337,12 @@ class _Runner:
                 descs.append({"ipc": _encode(list(args))})
             else:
                 assert self.exchange is not None
-                path = self.exchange / f"out_{req['id']}_{i}.bin"
-                from cuda_agent.harness._staging import write_tensor_file
+                if self._slots is None:
+                    from cuda_agent.harness._staging import SlotWriter
 
-                write_tensor_file(path, o)  # 'host' transport on CUDA: one device-to-host copy into the mapped file
+                    self._slots = SlotWriter(self.exchange)
+                # One file per output position, rewritten in place: one device-to-host copy into mapped pages.
+                path = self._slots.write(f"out_{i}.bin", o)
                 descs.append({"file": str(path)})
         self.send(ok=True, outputs=descs)
 

@@ -79,6 +79,7 @@ class ReferenceServer:
         self.sets: dict[int, dict[str, Any]] = {}
         self.compiled: Any = None
         self.timer: Any = None
+        self.reader: Any = None  # DeviceReader of outputs staged by candidates (CUDA)
         self.baseline_bytes: int | None = None
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -224,10 +225,15 @@ class ReferenceServer:
             raise ValueError(f"unknown dtype {meta['dtype']!r}")
         shape = [int(s) for s in meta["shape"]]
         if "file" in desc:
+            if self.device.type == "cuda":  # compared where the expected output lives
+                if self.reader is None:
+                    from cuda_agent.harness._staging import DeviceReader
+
+                    self.reader = DeviceReader(self.device)
+                return self.reader.read(Path(str(desc["file"])), shape, dtype)
             from cuda_agent.harness._staging import read_tensor_file
 
-            host = read_tensor_file(Path(str(desc["file"])), shape, dtype)
-            return host.to(self.device) if self.device.type == "cuda" else host  # compared where expected lives
+            return read_tensor_file(Path(str(desc["file"])), shape, dtype)
         return _rebuild_ipc_tensor(desc["ipc"], dtype)
 
     # ------------------------------------------------------------------ baselines

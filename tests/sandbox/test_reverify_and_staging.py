@@ -83,3 +83,46 @@ def test_spare_runners_follow_the_core_count(monkeypatch):
     assert HarnessSettings().spare_runners() == 2
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     assert HarnessSettings().spare_runners() == 1
+
+
+def test_slot_writer_rewrites_a_slot_in_place_and_remakes_it_when_needed(tmp_path):
+    import os
+
+    import torch
+
+    from cuda_agent.harness._staging import SlotWriter, read_tensor_file
+
+    writer = SlotWriter(tmp_path)
+    a = torch.randn(4, 6)
+    path = writer.write("out_0.bin", a)
+    inode = os.stat(path).st_ino
+    b = torch.randn(6, 4).t()  # same size, other layout: the same file, rewritten
+    assert writer.write("out_0.bin", b) == path and os.stat(path).st_ino == inode
+    assert torch.equal(read_tensor_file(path, [4, 6], torch.float32), b)
+    c = torch.arange(5, dtype=torch.int64)  # other size: a new file of the right length
+    writer.write("out_0.bin", c)
+    assert path.stat().st_size == 40 and torch.equal(read_tensor_file(path, [5], torch.int64), c)
+    os.unlink(path)  # someone removed it (or swapped it for another file): it is made again, never written blind
+    path.write_bytes(b"x" * 40)
+    writer.write("out_0.bin", c + 1)
+    assert torch.equal(read_tensor_file(path, [5], torch.int64), c + 1)
+    flags = writer.write("out_1.bin", torch.tensor([True, False, True]))
+    assert read_tensor_file(flags, [3], torch.bool).tolist() == [True, False, True]
+
+
+def test_device_reader_reads_whole_files_and_refuses_short_or_wrong_ones(tmp_path):
+    import torch
+
+    from cuda_agent.harness._staging import DeviceReader, write_tensor_file
+
+    reader = DeviceReader("cpu")  # the CUDA path differs only in the pinned buffer and the destination
+    for i, t in enumerate([torch.randn(3, 5), torch.arange(7, dtype=torch.int64), torch.tensor(2.5), torch.empty(0, 4)]):
+        path = tmp_path / f"t{i}.bin"
+        write_tensor_file(path, t)
+        back = reader.read(path, list(t.shape), t.dtype)
+        assert back.shape == t.shape and back.dtype == t.dtype and torch.equal(back, t)
+    big = tmp_path / "big.bin"
+    write_tensor_file(big, torch.randn(1 << 19))  # grows the buffer past its first size
+    assert reader.read(big, [1 << 19], torch.float32).numel() == 1 << 19
+    with pytest.raises(ValueError, match="needs"):
+        reader.read(tmp_path / "t0.bin", [4, 5], torch.float32)
