@@ -192,3 +192,70 @@ def test_ppo_agentic_through_the_kernel_environment_with_vllm(tmp_path: Path, mo
     m = out["metrics"]
     assert m["episodes"] == 2 and m["turns_mean"] >= 1
     assert m["rollout_logp_gap_max"] < TOLERANCE  # multi-turn token-in/token-out: vLLM's log-probs are the trainer's
+
+
+def test_zero3_over_several_ranks_is_refused_before_any_training() -> None:
+    from cuda_agent.training.settings import RolloutSettings
+    from cuda_agent.training.stages.vllm_rollout import check_rollout_engine
+
+    rollout = RolloutSettings(engine="vllm")
+    with pytest.raises(ConfigError, match="zero_stage 1 or 2"):
+        check_rollout_engine(rollout, "stages[0].rollout", zero_stage=3, world_size=2)
+    check_rollout_engine(RolloutSettings(engine="hf"), "stages[0].rollout", zero_stage=3, world_size=2)  # hf: any
+
+
+def test_each_rank_starts_its_engine_on_its_own_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda_agent.training.stages.vllm_rollout import rank_device_env
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the GPUs are what this machine lacks
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    assert rank_device_env(world_size=2) == {"CUDA_VISIBLE_DEVICES": "5"}
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert rank_device_env(world_size=2) == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert rank_device_env(world_size=1) == {}  # one process: vLLM's own default device, as before
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    with pytest.raises(ConfigError, match="LOCAL_RANK 1 has no GPU"):
+        rank_device_env(world_size=2)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_two_ranks_each_sample_from_their_own_engine(tmp_path: Path) -> None:
+    """Two data-parallel ranks (the deepspeed launcher's environment, gloo on CPU), one vLLM engine each."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    pytest.importorskip("vllm", reason="needs vllm: run in the venv of scripts/make_vllm_venv.sh")
+    pytest.importorskip("deepspeed", reason="the training engines need deepspeed in this venv")
+    from cuda_agent.testing.tiny_lm import cached_tiny_lm
+
+    model = cached_tiny_lm()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+        cmd = [sys.executable, "-m", "cuda_agent.cli", "train", "-c", str(CONFIG), "-o", f"model={model}",
+               "-o", f"run_dir={tmp_path}"]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=1500)
+        assert p.returncode == 0, err[-4000:]
+    stage = tmp_path / STAGE
+    for suffix in ("", ".rank1"):
+        for tag, version in (("step_00001", 0), ("step_00002", 1)):
+            episodes = torch.load(stage / "rollouts" / f"{tag}{suffix}.pt", weights_only=False)
+            assert {e["meta"]["rollout_engine"] for e in episodes} == {"vllm"}, (tag, suffix)
+            assert {e["meta"]["weights_version"] for e in episodes} == {version}, (tag, suffix)
+    # Rank 1's engine started from the initial weights and served the updated actor after the push.
+    assert _answer_logprob_gap(model, torch.load(stage / "rollouts" / "step_00001.rank1.pt", weights_only=False)) < TOLERANCE
+    assert _answer_logprob_gap(model, torch.load(stage / "rollouts" / "step_00002.rank1.pt", weights_only=False)) > MOVED
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    gaps = [line["rollout_logp_gap_max"] for line in lines if "rollout_logp_gap_max" in line]
+    assert len(gaps) == 2 and max(gaps) < TOLERANCE  # both steps on-policy on rank 0

@@ -179,7 +179,8 @@ def make_source(rt: StageRuntime, env: str, *, mode: Literal["agent", "single_tu
         raise ConfigError(f"unknown environment {env!r}; valid: {', '.join(ENVIRONMENTS)}")
     vllm = None
     if rollout is not None and rollout.engine == "vllm":
-        vllm = VLLMActorRollout(rt.dir, rollout, rt.tokenizer_dir, seed=stable_seed(rt.config.seed, rt.dir.name, "vllm") % (2**31))
+        vllm = VLLMActorRollout(rt.dir, rollout, rt.tokenizer_dir, zero_stage=rt.config.engine.zero_stage,
+                                seed=stable_seed(rt.config.seed, rt.dir.name, "vllm", rt.rank) % (2**31))
         rt.on_close(vllm.close)
     if env in TOY_ENVS:
         return ToyEpisodeSource(env, temperature, vllm)

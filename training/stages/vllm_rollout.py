@@ -16,7 +16,9 @@ it was sampled).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +40,69 @@ VLLM_INSTALL_HINT = (
 )
 
 
-def check_rollout_engine(settings: RolloutSettings, where: str) -> None:
-    """Refuse, before any training, a rollout engine this process cannot run (vLLM absent, several ranks)."""
-    if settings.engine != "vllm":
-        return
-    if importlib.util.find_spec("vllm") is None:
-        raise ConfigError(f"{where}: engine 'vllm' needs the vllm package, which is not importable here: {VLLM_INSTALL_HINT}")
+def _world_size() -> int:
     import torch.distributed as dist
 
-    if dist.is_initialized() and dist.get_world_size() > 1:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def check_rollout_engine(
+    settings: RolloutSettings, where: str, zero_stage: int | None = None, world_size: int | None = None
+) -> None:
+    """Refuse, before any training, a rollout engine this process cannot run (ZeRO-3 over several ranks; vLLM absent).
+
+    :param world_size: training ranks; None = this process's process group (1 without one).
+    """
+    if settings.engine != "vllm":
+        return
+    world = _world_size() if world_size is None else world_size
+    if zero_stage == 3 and world > 1:
         raise ConfigError(
-            f"{where}: engine 'vllm' runs with one training process only (got {dist.get_world_size()} ranks: each "
-            "would start its own engine on the first visible GPU); use rollout.engine: hf under the deepspeed launcher"
+            f"{where}: engine 'vllm' with {world} ranks needs the full actor weights on every rank "
+            "(each rank runs its own engine on its own GPU); ZeRO-3 keeps them sharded: use engine.zero_stage 1 or 2"
         )
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError(f"{where}: engine 'vllm' needs the vllm package, which is not importable here: {VLLM_INSTALL_HINT}")
+
+
+def rank_device_env(world_size: int | None = None) -> dict[str, str]:
+    """Environment that makes a process started now see only this rank's GPU (``LOCAL_RANK`` among the visible ones).
+
+    vLLM's engine core is a spawned process; started with this it runs on the rank's own GPU (as its ``cuda:0``),
+    so every training rank samples with its own engine, beside its own training engine. Empty when this process
+    is alone or has no GPU.
+
+    :param world_size: training ranks; None = this process's process group (1 without one).
+    """
+    import os
+
+    world = _world_size() if world_size is None else world_size
+    if world <= 1 or not torch.cuda.is_available():
+        return {}
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if visible:
+        if local >= len(visible):
+            raise ConfigError(f"LOCAL_RANK {local} has no GPU among CUDA_VISIBLE_DEVICES={','.join(visible)}")
+        return {"CUDA_VISIBLE_DEVICES": visible[local]}
+    return {"CUDA_VISIBLE_DEVICES": str(local)}
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` updated with ``values`` inside the block, restored after it."""
+    import os
+
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def actor_version(actor: Any) -> int:
@@ -67,8 +119,9 @@ class VLLMActorRollout:
     :param seed: vLLM's engine seed (per-request seeds are drawn from the step's generator).
     """
 
-    def __init__(self, stage_dir: Path, settings: RolloutSettings, tokenizer_dir: str | Path | None, seed: int) -> None:
-        check_rollout_engine(settings, "rollout")
+    def __init__(self, stage_dir: Path, settings: RolloutSettings, tokenizer_dir: str | Path | None, seed: int,
+                 zero_stage: int | None = None) -> None:
+        check_rollout_engine(settings, "rollout", zero_stage)
         self.stage_dir = Path(stage_dir)
         self.settings = settings.vllm
         self.tokenizer_dir = tokenizer_dir
@@ -85,7 +138,7 @@ class VLLMActorRollout:
             self._start(actor)
         elif version != self.version:
             state = full_state_dict(actor)
-            if state is None:  # ZeRO-3 ranks > 0 hold no full copy; several ranks are refused in check_rollout_engine
+            if state is None:  # ZeRO-3 ranks > 0 hold no full copy; ZeRO-3 over several ranks is refused up front
                 raise RuntimeError("vLLM rollout: this rank has no gathered actor state dict")
             self.engine.update_weights({k: v.detach() for k, v in state.items()})
             self.pushes += 1
@@ -105,9 +158,11 @@ class VLLMActorRollout:
             kwargs["max_model_len"] = s.max_model_len
         if not (self.model_dir / "tokenizer_config.json").exists():
             kwargs.setdefault("skip_tokenizer_init", True)
-        self.engine = VLLMRolloutEngine(self.model_dir, checkpoint_dir=self.stage_dir / "rollout_weights",
-                                        weight_sync=s.weight_sync, **kwargs)
-        log.info("vllm rollout engine started", model=str(self.model_dir), version=actor_version(actor))
+        env = rank_device_env()
+        with _environ(env):  # the engine core process starts in here: on this rank's GPU
+            self.engine = VLLMRolloutEngine(self.model_dir, checkpoint_dir=self.stage_dir / "rollout_weights",
+                                            weight_sync=s.weight_sync, **kwargs)
+        log.info("vllm rollout engine started", model=str(self.model_dir), version=actor_version(actor), **env)
 
     def toy_sampler(self, gen: torch.Generator, temperature: float) -> TokenSampler:
         """A toy-environment policy: one token per row from vLLM, request seeds drawn from ``gen``."""
