@@ -118,7 +118,9 @@ class HarnessSettings(BaseModel):
         "right after a verify then finds its runner started), else 1.",
     )
     startup_timeout_s: float = Field(120.0, gt=0, description="Seconds a candidate process may take to import torch.")
-    load_timeout_s: float = Field(300.0, gt=0, description="Seconds to import model_new + cuda_extension and build ModelNew.")
+    load_timeout_s: float = Field(
+        300.0, gt=0, description="Seconds to make the seeded input sets, import model_new + cuda_extension and build ModelNew."
+    )
     call_timeout_s: float = Field(60.0, gt=0, description="Seconds one forward call may take.")
     request_timeout_s: float = Field(600.0, gt=0, description="Seconds one whole verify/profile request may take.")
     rss_limit_mb: int = Field(16384, ge=64, description="Candidate process-tree RSS limit (watchdog kill), MiB.")
