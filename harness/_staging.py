@@ -15,6 +15,7 @@ zeroing and faults (most of the cost of a fresh 256 MB file).
 from __future__ import annotations
 
 import errno
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -85,9 +86,7 @@ def read_tensor_file(path: Path, shape: list[int], dtype: Any) -> Any:
     """The tensor of ``shape`` and ``dtype`` stored in ``path`` (host memory, mapped privately)."""
     import torch
 
-    numel = 1
-    for s in shape:
-        numel *= int(s)
+    numel = math.prod(int(s) for s in shape)
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
     want = numel * torch.empty((), dtype=dtype).element_size()
@@ -124,11 +123,7 @@ class DeviceReader:
         """The tensor stored in ``path`` as ``shape``/``dtype``, on the device (C-contiguous)."""
         import torch
 
-        numel = 1
-        for s in shape:
-            numel *= int(s)
-        item = torch.empty((), dtype=dtype).element_size()
-        want = numel * item
+        want = math.prod(int(s) for s in shape) * torch.empty((), dtype=dtype).element_size()
         out = torch.empty(shape, dtype=dtype, device=self.device)
         if want == 0:
             return out

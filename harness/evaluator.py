@@ -360,10 +360,7 @@ class Evaluator:
             sess.sets[k] = self._make_set(sess, k, seed, stage=not seeded)
         if timing:
             for _ in range(self.extra_timing_sets(sess)):
-                k = len(sess.sets)
-                seed = secrets.randbits(31)
-                sess.seeds.append(seed)
-                sess.sets[k] = self._make_set(sess, k, seed, stage=not seeded)
+                self._fresh_set(sess, stage=not seeded)
         t = sess.tick("make_sets", t)
         specs = [o for o in sess.sets[0]["outputs"] if "shape" in o]
         ws_stage, so_stage = stage_candidate(sess.proc.stage, root, so_path)
@@ -396,6 +393,14 @@ class Evaluator:
     def _make_set(self, sess: _Session, k: int, seed: int, *, stage: bool) -> dict[str, Any]:
         return sess.ref.call("make_set", k, seed, str(sess.proc.exchange), self.transport(sess.proc), stage)
 
+    def _fresh_set(self, sess: _Session, *, stage: bool) -> int:
+        """One more set of the session from a fresh secret seed (made by the reference); returns its index."""
+        k = len(sess.sets)
+        seed = secrets.randbits(31)
+        sess.seeds.append(seed)
+        sess.sets[k] = self._make_set(sess, k, seed, stage=stage)
+        return k
+
     def extra_timing_sets(self, sess: _Session) -> int:
         """Sets beyond the verify sets that timed calls rotate over: ``timing_input_sets`` fresh ones when the
         working set is small, else enough for :data:`MIN_ROTATION_SETS` (device memory)."""
@@ -426,10 +431,7 @@ class Evaluator:
         new = []
         t = time.perf_counter()
         for _ in range(count):
-            k = len(sess.sets)
-            seed = secrets.randbits(31)
-            sess.seeds.append(seed)
-            sess.sets[k] = self._make_set(sess, k, seed, stage=True)
+            k = self._fresh_set(sess, stage=True)
             self.send_inputs(sess, k)
             new.append(k)
         sess.tick("extra_sets", t)

@@ -11,20 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandbox.conftest import HONEST_RELU_MODEL_NEW
+
 pytestmark = pytest.mark.slow
-
-HONEST = """
-import torch
-import torch.nn as nn
-import cuda_extension
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        out = torch.empty_like(x)
-        cuda_extension.relu_forward(x, out)
-        return out
-"""
 
 
 def _forward(body: str, prelude: str = "") -> str:
@@ -51,7 +40,7 @@ def fault_evaluator(settings_factory) -> Iterator[object]:  # type: ignore[no-un
 
 
 def _then_honest_passes(ev, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
-    r = ev.verify(tasks.relu, make_ws(HONEST), kit)
+    r = ev.verify(tasks.relu, make_ws(HONEST_RELU_MODEL_NEW), kit)
     assert r.status.value == "correct", r.summary_for_agent()
 
 
