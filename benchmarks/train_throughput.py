@@ -11,16 +11,23 @@ realistic mix of multi-turn episode lengths up to 16K tokens (the policy
 mask covers ~60% of each, the rest is prompt and observations); one PPO
 minibatch (= one optimizer step of actor and critic) per episode, no padding.
 
-Both engines run the *same* code, :class:`cuda_agent.training.ppo_update.Learner`:
+All engines run the *same* code, :class:`cuda_agent.training.ppo_update.Learner`:
 scoring passes (actor log-probs, critic values) then the clipped actor and
 critic updates. "deepspeed" wraps actor and critic with ``deepspeed.initialize``
-(ZeRO-2, bf16 with fp32 master weights, torch fused AdamW as client
-optimizer); "plain" is the bare module with bf16 weights and fused AdamW.
+(ZeRO-2, bf16 with fp32 master weights, gradients and Adam states: what
+training uses, torch fused AdamW as client optimizer); "deepspeed_bf16" is
+the same with bf16 master weights, gradients and Adam states
+(``engine.master_weights: bf16``), i.e. the plain step's arithmetic; "plain"
+is the bare module with bf16 weights and fused AdamW. The like-for-like
+comparison is deepspeed_bf16 vs plain; deepspeed vs plain adds the cost of
+fp32 masters. Each engine's time is split into forward, backward and
+optimizer step (device-synchronised around each call; 24 syncs per iteration).
 
 FLOP convention (ANCHORS.md): per token, training = 6 x parameters (LM head
 included, input embedding lookup excluded) + 6 x layers x hidden x sequence
 (causal attention); forward-only scoring passes count 2x instead of 6x;
 recomputation from checkpointing is not counted; non-padding tokens only.
+``--checkpoint-fraction F`` recomputes only that share of the decoder layers.
 Peak = 790 TFLOP/s (dense bf16, H200, measured). Writes JSON and prints a table.
 """
 
@@ -29,10 +36,13 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import time
 from typing import Any
 
-import torch
+# Long sequences of varying length fragment the caching allocator; expandable segments avoid the retries.
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+import torch  # noqa: E402
 
 QWEN2_1_5B = {
     "model_type": "qwen2",
@@ -50,6 +60,35 @@ QWEN2_1_5B = {
 PEAK_TFLOPS = 790.0
 #: Episode lengths of one PPO batch: long multi-turn trajectories with a tail of shorter ones.
 LENGTHS = [16384, 16384, 14336, 12288, 10240, 8192]
+
+
+class TimedEngine:
+    """Wraps an engine; adds device-synchronised seconds of forward, backward and step to ``phases``."""
+
+    def __init__(self, engine: Any, name: str, phases: dict[str, float]) -> None:
+        self._engine, self._name, self._phases = engine, name, phases
+        self.module = engine.module
+
+    def _timed(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        torch.cuda.synchronize()
+        key = f"{self._name}_{what}" if torch.is_grad_enabled() or what != "forward" else f"{self._name}_score"
+        self._phases[key] = self._phases.get(key, 0.0) + time.perf_counter() - t0
+        return out
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._timed("forward", self._engine, *args, **kwargs)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self._timed("backward", self._engine.backward, loss)
+
+    def step(self) -> None:
+        self._timed("step", self._engine.step)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
 
 
 class PlainEngine:
@@ -107,16 +146,18 @@ def flops_of_iteration(lengths: list[int], actor_params: int, critic_params: int
 def build(kind: str, settings: Any) -> tuple[Any, Any]:
     """Actor and critic engines of one kind ('deepspeed' or 'plain')."""
     from cuda_agent.training.engines.deepspeed_engine import build_train_engine
-    from cuda_agent.training.engines.models import CriticModel, load_causal_lm
+    from cuda_agent.training.engines.models import CriticModel, enable_gradient_checkpointing, load_causal_lm
 
     with torch.device("cuda"):
         actor_m = load_causal_lm(QWEN2_1_5B, dtype=torch.bfloat16, seed=0)
         critic_m = CriticModel(load_causal_lm(QWEN2_1_5B, dtype=torch.bfloat16, seed=0))
-    if kind == "deepspeed":
-        return build_train_engine(actor_m, 1e-6, settings), build_train_engine(critic_m, 1e-6, settings)
+    if kind.startswith("deepspeed"):
+        masters = "bf16" if kind == "deepspeed_bf16" else "fp32"
+        s = settings.model_copy(update={"master_weights": masters})
+        return build_train_engine(actor_m, 1e-6, s), build_train_engine(critic_m, 1e-6, s)
     for m in (actor_m, critic_m):
         if settings.gradient_checkpointing:
-            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            enable_gradient_checkpointing(m, settings.checkpoint_fraction)
         m.train()
     return PlainEngine(actor_m, 1e-6), PlainEngine(critic_m, 1e-6)
 
@@ -130,10 +171,13 @@ def measure(kind: str, batch: Any, iters: int, settings: Any) -> dict[str, Any]:
     actor, critic = build(kind, settings)
     n_actor = count_parameters(actor.module) - 0  # tied embeddings: the LM head is counted once
     n_critic = count_parameters(critic.module) - critic.module.backbone.embed_tokens.weight.numel()
-    learner = Learner(actor, critic, logit_chunk=2048)
+    phases: dict[str, float] = {}
+    learner = Learner(TimedEngine(actor, "actor", phases), TimedEngine(critic, "critic", phases), logit_chunk=2048)
+    per_iter: list[dict[str, float]] = []
     ppo = PPOSettings(minibatches=batch.size, ppo_epochs=1, kl_coef=0.0)
-    times = []
+    times: list[float] = []
     for i in range(iters + 1):
+        phases.clear()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         m = learner.ppo_step(batch, ppo)
@@ -141,14 +185,17 @@ def measure(kind: str, batch: Any, iters: int, settings: Any) -> dict[str, Any]:
         dt = time.perf_counter() - t0
         if i > 0:
             times.append(dt)
-        print(f"  {kind} iteration {i}: {dt:.2f} s (policy_loss {m['policy_loss']:.4f})", flush=True)
+            per_iter.append(dict(phases, other=dt - sum(phases.values())))
+        parts = " ".join(f"{k} {v:.2f}" for k, v in sorted(phases.items()))
+        print(f"  {kind} iteration {i}: {dt:.2f} s (policy_loss {m['policy_loss']:.4f}; {parts})", flush=True)
     peak_mem = torch.cuda.max_memory_allocated() / 2**30
     del learner, actor, critic
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     times.sort()
-    return {"seconds": times[len(times) // 2], "all_seconds": times, "actor_params": n_actor,
+    mid = sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]
+    return {"seconds": times[mid], "all_seconds": times, "actor_params": n_actor, "phase_s": per_iter[mid],
             "critic_params": n_critic, "peak_mem_gib": peak_mem}
 
 
@@ -161,7 +208,10 @@ def main() -> int:
     ap.add_argument("--zero-stage", type=int, default=2, choices=[1, 2, 3], help="DeepSpeed ZeRO stage")
     ap.add_argument("--no-checkpointing", action="store_true",
                     help="Train without gradient checkpointing (both engines; more memory, no recomputation).")
-    ap.add_argument("--engines", default="plain,deepspeed", help="Which engines to measure, comma-separated.")
+    ap.add_argument("--checkpoint-fraction", type=float, default=1.0,
+                    help="Share of decoder layers recomputed in backward when checkpointing (1.0 = all).")
+    ap.add_argument("--engines", default="plain,deepspeed_bf16,deepspeed",
+                    help="Engines to measure, comma-separated: plain, deepspeed (fp32 masters), deepspeed_bf16.")
     ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # from the deepspeed launcher
     args = ap.parse_args()
     from cuda_agent.training.engines.deepspeed_engine import ensure_distributed
@@ -171,30 +221,50 @@ def main() -> int:
     rank, world = ensure_distributed()  # under `deepspeed --num_gpus N`, every rank runs its own batch (data parallel)
     lengths = [int(x) for x in args.lengths.split(",")]
     batch = make_batch(lengths, QWEN2_1_5B["vocab_size"])
-    settings = EngineSettings(zero_stage=args.zero_stage, dtype="bf16", gradient_checkpointing=not args.no_checkpointing)
+    settings = EngineSettings(zero_stage=args.zero_stage, dtype="bf16", gradient_checkpointing=not args.no_checkpointing,
+                              checkpoint_fraction=args.checkpoint_fraction)
     engines = [e for e in args.engines.split(",") if e]
+    unknown = sorted(set(engines) - {"plain", "deepspeed", "deepspeed_bf16"})
+    if unknown:
+        ap.error(f"unknown engines {unknown}; valid: plain, deepspeed, deepspeed_bf16")
     results: dict[str, Any] = {"model": "qwen2-1.5b-shapes (random init)", "lengths": lengths,
                                "peak_tflops": PEAK_TFLOPS, "zero_stage": args.zero_stage,
                                "device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                "world_size": world, "note": "tokens/s and MFU are per GPU",
-                               "gradient_checkpointing": not args.no_checkpointing}
+                               "gradient_checkpointing": not args.no_checkpointing,
+                               "checkpoint_fraction": args.checkpoint_fraction,
+                               "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
     for kind in engines:
-        r = measure(kind, batch, args.iters, settings)
+        try:
+            r = measure(kind, batch, args.iters, settings)
+        except torch.OutOfMemoryError as e:  # report it and measure the other engines
+            print(f"  {kind}: out of GPU memory ({str(e).splitlines()[0]})", flush=True)
+            results[kind] = {"error": "out of memory"}
+            gc.collect()
+            torch.cuda.empty_cache()
+            continue
         f = flops_of_iteration(lengths, r["actor_params"], r["critic_params"], QWEN2_1_5B["num_hidden_layers"],
                                QWEN2_1_5B["hidden_size"])
         r.update({"tokens": f["tokens"], "tokens_per_s": f["tokens"] / r["seconds"],
                   "model_tflops": f["total"] / 1e12, "mfu": f["total"] / r["seconds"] / (PEAK_TFLOPS * 1e12)})
         results[kind] = r
-    if "deepspeed" in results and "plain" in results:
-        results["deepspeed_vs_plain"] = results["deepspeed"]["tokens_per_s"] / results["plain"]["tokens_per_s"]
+    ok = {k: r for k, r in results.items() if k in engines and "error" not in r}
+    for kind in ("deepspeed", "deepspeed_bf16"):
+        if kind in ok and "plain" in ok:
+            results[f"{kind}_vs_plain"] = ok[kind]["tokens_per_s"] / ok["plain"]["tokens_per_s"]
     if rank != 0:
         return 0
-    print(f"{'engine':<10} {'s/iter':>8} {'tokens/s':>10} {'MFU':>7} {'peak GiB':>9}")
+    print(f"{'engine':<15} {'s/iter':>8} {'tokens/s':>10} {'MFU':>7} {'peak GiB':>9}  phases (s)")
     for kind in engines:
         r = results[kind]
-        print(f"{kind:<10} {r['seconds']:8.2f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% {r['peak_mem_gib']:9.1f}")
-    if "deepspeed_vs_plain" in results:
-        print(f"deepspeed / plain throughput: {results['deepspeed_vs_plain']:.3f}")
+        if "error" in r:
+            print(f"{kind:<15} {r['error']}")
+            continue
+        parts = " ".join(f"{k} {v:.2f}" for k, v in sorted(r["phase_s"].items()))
+        print(f"{kind:<15} {r['seconds']:8.2f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% {r['peak_mem_gib']:9.1f}  {parts}")
+    for kind in ("deepspeed", "deepspeed_bf16"):
+        if f"{kind}_vs_plain" in results:
+            print(f"{kind} / plain throughput: {results[f'{kind}_vs_plain']:.3f}")
     with open(args.out, "w") as fh:
         json.dump(results, fh, indent=1)
     return 0

@@ -25,6 +25,20 @@ class EngineSettings(BaseModel):
     zero_stage: Literal[0, 1, 2, 3] = Field(2, description="ZeRO stage (2: shard optimizer+grads; 3: also parameters).")
     dtype: Literal["auto", "bf16", "fp32"] = Field("auto", description="'auto' = bf16 on GPU, fp32 on CPU.")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward (long contexts).")
+    checkpoint_fraction: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="With gradient_checkpointing: the share of decoder layers recomputed in backward, spread evenly "
+        "(1.0 = every layer; 0.5 = every other layer: half the recomputation for more activation memory).",
+    )
+    master_weights: Literal["fp32", "bf16"] = Field(
+        "fp32",
+        description="Precision of the optimizer's master weights, gradients and Adam states under bf16 (ZeRO 1-3). "
+        "'fp32' (default) keeps small updates: at lr 1e-6 a bf16 weight of magnitude 0.02 cannot move by less than "
+        "its 1e-4 step, so most PPO updates vanish. 'bf16' does the plain bf16 step's arithmetic (less memory, "
+        "less optimizer traffic); for benchmarks and large learning rates only.",
+    )
     zero_bucket_size: int = Field(
         500_000_000,
         ge=1_000_000,

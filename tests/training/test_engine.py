@@ -114,3 +114,63 @@ def test_ds_config_buckets_for_zero_1_and_2():
     assert cfg["reduce_bucket_size"] == cfg["allgather_bucket_size"] == 123_000_000
     assert cfg["contiguous_gradients"] is True
     assert "reduce_bucket_size" not in ds_config(EngineSettings(zero_stage=3))["zero_optimization"]
+
+
+def test_bf16_master_weights_keep_optimizer_state_in_bf16_and_train():
+    cfg = {"model_type": "qwen2", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
+           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1}
+    ids = _batch()
+    dtypes = {}
+    for masters in ("fp32", "bf16"):
+        engine = build_train_engine(load_causal_lm(cfg, seed=1), 1e-2, EngineSettings(zero_stage=2, dtype="bf16", master_weights=masters))
+        losses = []
+        for _ in range(6):
+            logits = engine(input_ids=ids).logits[:, :-1].float()
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 32), ids[:, 1:].reshape(-1))
+            engine.backward(loss)
+            engine.step()
+            losses.append(float(loss.detach()))
+        assert losses[-1] < losses[0] - 0.3, (masters, losses)
+        masters_dtype = {g.dtype for g in engine.optimizer.single_partition_of_fp32_groups}
+        adam_dtype = {s["exp_avg"].dtype for s in engine.optimizer.optimizer.state.values()}
+        dtypes[masters] = (masters_dtype, adam_dtype)
+    assert dtypes["fp32"] == ({torch.float32}, {torch.float32})
+    assert dtypes["bf16"] == ({torch.bfloat16}, {torch.bfloat16})
+
+
+def test_bf16_master_weights_need_a_zero_stage():
+    with pytest.raises(ValueError, match="ZeRO stage 1, 2 or 3"):
+        ds_config(EngineSettings(zero_stage=0, dtype="bf16", master_weights="bf16"))
+    # fp32 runs (the CPU default) are untouched by the setting
+    assert "bf16_master_weights_and_grads" not in ds_config(EngineSettings(zero_stage=2, dtype="fp32", master_weights="bf16"))["bf16"]
+
+
+@pytest.mark.parametrize("fraction,recomputed", [(1.0, [0, 1, 2, 3]), (0.5, [0, 2]), (0.25, [0])])
+def test_checkpoint_fraction_recomputes_only_chosen_layers_with_the_same_gradients(fraction, recomputed):
+    from cuda_agent.training.engines.models import enable_gradient_checkpointing
+
+    cfg = {"model_type": "qwen2", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
+           "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1}
+    ids = _batch()
+    grads = []
+    for ckpt in (False, True):
+        model = load_causal_lm(cfg, seed=3)
+        model.train()
+        if ckpt:
+            assert enable_gradient_checkpointing(model, fraction) == len(recomputed)
+        calls = [0] * 4
+        for i, layer in enumerate(model.model.layers):
+            layer.register_forward_pre_hook(lambda *_a, i=i: calls.__setitem__(i, calls[i] + 1))
+        _lm_loss(model, ids).backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        want = [2 if (ckpt and i in recomputed) else 1 for i in range(4)]  # a recomputed layer runs again in backward
+        assert calls == want, (ckpt, calls)
+    for n in grads[0]:
+        torch.testing.assert_close(grads[0][n], grads[1][n], rtol=1e-5, atol=1e-6, msg=n)
+
+
+def test_checkpoint_fraction_out_of_range_is_refused():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="checkpoint_fraction"):
+        EngineSettings(checkpoint_fraction=0)

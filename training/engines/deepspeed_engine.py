@@ -25,6 +25,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from cuda_agent.training.engines.models import enable_gradient_checkpointing
 from cuda_agent.training.settings import EngineSettings
 
 
@@ -104,6 +105,10 @@ def ds_config(settings: EngineSettings, *, micro_batch: int = 1, train: bool = T
                 "allgather_bucket_size": settings.zero_bucket_size,
             }
         )
+    if train and dtype == torch.bfloat16 and settings.master_weights == "bf16":
+        if stage == 0:
+            raise ValueError("engine.master_weights='bf16' needs ZeRO stage 1, 2 or 3 (DeepSpeed keeps fp32 masters at stage 0)")
+        cfg["bf16"].update({"bf16_master_weights_and_grads": True, "bf16_optimizer_states": True})
     if stage == 3:
         cfg["zero_optimization"].update({"stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 5e7})
     return cfg
@@ -124,7 +129,7 @@ def build_train_engine(model: nn.Module, lr: float, settings: EngineSettings, *,
     import deepspeed
 
     if settings.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_gradient_checkpointing(model, settings.checkpoint_fraction)
     dtype = resolve_dtype(settings)
     model = model.to(dtype=dtype, device=local_device())
     opt = client_optimizer(model, lr, settings)

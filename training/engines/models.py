@@ -69,6 +69,27 @@ class CriticModel(nn.Module):
         return self.value_head(hidden).squeeze(-1).float()
 
 
+def enable_gradient_checkpointing(model: nn.Module, fraction: float = 1.0) -> int:
+    """Recompute the activations of ``fraction`` of the decoder layers (spread evenly) in backward.
+
+    Uses transformers' per-layer switch (``GradientCheckpointingLayer.gradient_checkpointing``), non-reentrant.
+    Returns how many layers recompute. Layers left out keep their activations: less recomputation, more memory.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"checkpoint fraction must be in (0, 1], got {fraction}")
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    if not layers:
+        raise TypeError(f"{type(model).__name__} has no layers with a gradient-checkpointing switch")
+    keep = round(fraction * len(layers))
+    chosen = {int(i * len(layers) / keep) for i in range(keep)} if keep else set()
+    for i, layer in enumerate(layers):
+        layer.gradient_checkpointing = i in chosen
+    return len(chosen)
+
+
 def count_parameters(model: nn.Module) -> int:
     """Number of parameters (shared tensors counted once)."""
     seen: set[int] = set()
