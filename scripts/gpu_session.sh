@@ -58,8 +58,10 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     eval)        part "$s" "eval_throughput$tag" 330 python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 --out "$RES/eval_throughput.json" ;;
     eval_gpus)   part "$s" "eval_gpus$tag" 330 python3 benchmarks/eval_multi_gpu.py ${EVAL_GPUS_ARGS:-} --out "$RES/eval_gpus" ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
-    train)       part "$s" "train_throughput$tag" 300 python3 benchmarks/train_throughput.py ${TRAIN_ARGS:-} --out "$RES/train_throughput.json" ;;
-    train2)      part "$s" "train_throughput_2gpu$tag" 300 deepspeed --num_gpus 2 benchmarks/train_throughput.py --out "$RES/train_throughput_2gpu.json" ;;
+    train[A-Z]|train) # train, trainA, trainB ...: args from TRAIN_ARGS, TRAIN_ARGS_A, TRAIN_ARGS_B ... (one JSON each)
+                 local sfx=${what#train} var=TRAIN_ARGS; [ -n "$sfx" ] && var="TRAIN_ARGS_$sfx"
+                 part "$s" "train_throughput$sfx$tag" 300 python3 benchmarks/train_throughput.py ${!var:-} --out "$RES/train_throughput$sfx.json" ;;
+    train2)      part "$s" "train_throughput_2gpu$tag" 300 deepspeed --num_gpus 2 benchmarks/train_throughput.py ${TRAIN2_ARGS:-} --out "$RES/train_throughput_2gpu.json" ;;
     train_resume2) part "$s" "train_resume_2gpu$tag" 300 python3 benchmarks/multi_gpu_train.py --gpus 2 --out "$RES/train_resume_2gpu" ;;
     data)        # DATA_RESUME=DIR: continue the build in DIR's copy (the pipeline is resumable)
                  [ -n "${DATA_RESUME:-}" ] && [ -d "$DATA_RESUME" ] && cp -r "$DATA_RESUME" "$RES/data"
