@@ -68,6 +68,8 @@ class TimedEngine:
     def __init__(self, engine: Any, name: str, phases: dict[str, float]) -> None:
         self._engine, self._name, self._phases = engine, name, phases
         self.module = engine.module
+        #: When a list, ``step`` runs under torch.profiler and appends the profile (``--profile-steps``).
+        self.step_profiles: list[Any] | None = None
 
     def _timed(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         torch.cuda.synchronize()
@@ -85,7 +87,14 @@ class TimedEngine:
         self._timed("backward", self._engine.backward, loss)
 
     def step(self) -> None:
-        self._timed("step", self._engine.step)
+        if self.step_profiles is None:
+            self._timed("step", self._engine.step)
+            return
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            self._timed("step", self._engine.step)
+        self.step_profiles.append(prof)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
@@ -162,7 +171,16 @@ def build(kind: str, settings: Any) -> tuple[Any, Any]:
     return PlainEngine(actor_m, 1e-6), PlainEngine(critic_m, 1e-6)
 
 
-def measure(kind: str, batch: Any, iters: int, settings: Any) -> dict[str, Any]:
+def step_profile_table(profiles: list[Any], rows: int = 15) -> str:
+    """The optimizer steps' busiest operations (self CUDA time, then self CPU time), summed over ``profiles``."""
+    out = []
+    for sort in ("self_cuda_time_total", "self_cpu_time_total"):
+        for i, prof in enumerate(profiles[:2]):  # the actor's and the critic's first step are enough
+            out.append(f"-- step {i} by {sort}\n" + prof.key_averages().table(sort_by=sort, row_limit=rows, max_name_column_width=60))
+    return "\n".join(out)
+
+
+def measure(kind: str, batch: Any, iters: int, settings: Any, profile_steps: bool = False) -> dict[str, Any]:
     """Median seconds of ``iters`` PPO iterations after one warm-up."""
     from cuda_agent.training.engines.models import count_parameters
     from cuda_agent.training.ppo_update import Learner
@@ -172,23 +190,31 @@ def measure(kind: str, batch: Any, iters: int, settings: Any) -> dict[str, Any]:
     n_actor = count_parameters(actor.module) - 0  # tied embeddings: the LM head is counted once
     n_critic = count_parameters(critic.module) - critic.module.backbone.embed_tokens.weight.numel()
     phases: dict[str, float] = {}
-    learner = Learner(TimedEngine(actor, "actor", phases), TimedEngine(critic, "critic", phases), logit_chunk=2048)
+    timed = [TimedEngine(actor, "actor", phases), TimedEngine(critic, "critic", phases)]
+    learner = Learner(timed[0], timed[1], logit_chunk=2048)
+    profiles: list[Any] = []
     per_iter: list[dict[str, float]] = []
     ppo = PPOSettings(minibatches=batch.size, ppo_epochs=1, kl_coef=0.0)
     times: list[float] = []
     for i in range(iters + 1):
+        if profile_steps and i == iters:  # the last iteration: its phases then include the profiler's overhead
+            for t in timed:
+                t.step_profiles = profiles
         phases.clear()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         m = learner.ppo_step(batch, ppo)
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
-        if i > 0:
+        if i > 0 and not (profile_steps and i == iters):
             times.append(dt)
             per_iter.append(dict(phases, other=dt - sum(phases.values())))
         parts = " ".join(f"{k} {v:.2f}" for k, v in sorted(phases.items()))
         print(f"  {kind} iteration {i}: {dt:.2f} s (policy_loss {m['policy_loss']:.4f}; {parts})", flush=True)
     peak_mem = torch.cuda.max_memory_allocated() / 2**30
+    table = step_profile_table(profiles) if profiles else None
+    if table:
+        print(table, flush=True)
     del learner, actor, critic
     gc.collect()
     torch.cuda.empty_cache()
@@ -196,7 +222,7 @@ def measure(kind: str, batch: Any, iters: int, settings: Any) -> dict[str, Any]:
     times.sort()
     mid = sorted(range(len(times)), key=times.__getitem__)[len(times) // 2]
     return {"seconds": times[mid], "all_seconds": times, "actor_params": n_actor, "phase_s": per_iter[mid],
-            "critic_params": n_critic, "peak_mem_gib": peak_mem}
+            "critic_params": n_critic, "peak_mem_gib": peak_mem, "step_profile": table}
 
 
 def main() -> int:
@@ -205,9 +231,12 @@ def main() -> int:
     ap.add_argument("--out", default="train_throughput.json", help="JSON output file")
     ap.add_argument("--iters", type=int, default=3, help="timed PPO iterations per engine (after one warm-up)")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="episode lengths of the batch")
-    ap.add_argument("--zero-stage", type=int, default=2, choices=[1, 2, 3], help="DeepSpeed ZeRO stage")
+    ap.add_argument("--zero-stage", type=int, default=2, choices=[0, 1, 2, 3],
+                    help="DeepSpeed ZeRO stage (0: DeepSpeed's bf16 optimizer, fp32 masters only)")
     ap.add_argument("--no-checkpointing", action="store_true",
                     help="Train without gradient checkpointing (both engines; more memory, no recomputation).")
+    ap.add_argument("--profile-steps", action="store_true",
+                    help="One extra iteration whose optimizer steps run under torch.profiler (tables printed and saved).")
     ap.add_argument("--checkpoint-fraction", type=float, default=1.0,
                     help="Share of decoder layers recomputed in backward when checkpointing (1.0 = all).")
     ap.add_argument("--engines", default="plain,deepspeed_bf16,deepspeed",
@@ -236,10 +265,11 @@ def main() -> int:
                                "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
     for kind in engines:
         try:
-            r = measure(kind, batch, args.iters, settings)
-        except torch.OutOfMemoryError as e:  # report it and measure the other engines
-            print(f"  {kind}: out of GPU memory ({str(e).splitlines()[0]})", flush=True)
-            results[kind] = {"error": "out of memory"}
+            r = measure(kind, batch, args.iters, settings, profile_steps=args.profile_steps)
+        except (torch.OutOfMemoryError, ValueError) as e:  # report it and measure the other engines
+            oom = isinstance(e, torch.OutOfMemoryError)
+            print(f"  {kind}: {'out of GPU memory' if oom else 'refused'} ({str(e).splitlines()[0]})", flush=True)
+            results[kind] = {"error": "out of memory" if oom else str(e)}
             gc.collect()
             torch.cuda.empty_cache()
             continue

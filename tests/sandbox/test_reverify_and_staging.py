@@ -79,10 +79,9 @@ def test_spare_runners_follow_the_core_count(monkeypatch):
 
     assert HarnessSettings(pool_size=0).spare_runners() == 0
     assert HarnessSettings(pool_size=3).spare_runners() == 3
-    monkeypatch.setattr("os.cpu_count", lambda: 16)
-    assert HarnessSettings().spare_runners() == 2
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert HarnessSettings().spare_runners() == 1
+    for cores, spares in [(128, 6), (32, 6), (16, 5), (8, 2), (4, 1), (2, 1), (1, 1)]:
+        monkeypatch.setattr("os.cpu_count", lambda cores=cores: cores)
+        assert HarnessSettings().spare_runners() == spares, cores
 
 
 def test_slot_writer_rewrites_a_slot_in_place_and_remakes_it_when_needed(tmp_path):

@@ -175,3 +175,57 @@ def test_logprobs_and_entropy_from_logits():
     logp, ent = logprobs_and_entropy(logits, targets, chunk=1)
     close(logp, [[math.log(0.5), math.log(0.75)]])
     close(ent, [[math.log(2), -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))]])
+
+
+def _gae_by_recursion(rewards, values, mask, gamma, lam):
+    """The module docstring's recursion, one position at a time (the oracle for the vectorised version)."""
+    B, T = rewards.shape
+    adv = torch.zeros(B, T, dtype=torch.float64)
+    for b in range(B):
+        next_v = next_a = 0.0
+        for t in range(T - 1, -1, -1):
+            if mask[b, t]:
+                a = float(rewards[b, t]) + gamma * next_v - float(values[b, t]) + gamma * lam * next_a
+                adv[b, t] = a
+                next_a, next_v = a, float(values[b, t])
+    ret = torch.where(mask.bool(), adv + values.double(), torch.zeros_like(adv))
+    return adv, ret
+
+
+@pytest.mark.parametrize("gamma,lam", [(1.0, 1.0), (0.99, 0.95), (1.0, 0.9), (0.5, 0.0)])
+def test_vectorised_gae_matches_the_recursion_on_long_multi_turn_rows(gamma, lam):
+    from cuda_agent.training.algorithms.gae import compute_gae
+
+    g = torch.Generator().manual_seed(7)
+    B, T = 3, 700
+    mask = torch.rand(B, T, generator=g) < 0.6
+    mask[2] = False  # a row with no policy tokens
+    mask[1, :300] = False  # a long observation stretch
+    rewards = torch.randn(B, T, generator=g)  # also on observation positions: must be ignored
+    values = torch.randn(B, T, generator=g)
+    adv, ret = compute_gae(rewards, values, mask, gamma, lam)
+    want_adv, want_ret = _gae_by_recursion(rewards, values, mask, gamma, lam)
+    torch.testing.assert_close(adv.double(), want_adv, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(ret.double(), want_ret, rtol=1e-4, atol=1e-4)
+    assert adv.dtype == torch.float32 and bool((adv[~mask] == 0).all())
+
+
+@pytest.mark.parametrize("block", [1, 8, 128, 1024])
+def test_discounted_reverse_cumsum_is_exact_across_block_borders(block):
+    from cuda_agent.training.algorithms.gae import discounted_reverse_cumsum
+
+    x = torch.randn(2, 300, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    c = 0.97
+    want = torch.zeros_like(x)
+    acc = torch.zeros(2, dtype=torch.float64)
+    for t in range(299, -1, -1):
+        acc = x[:, t] + c * acc
+        want[:, t] = acc
+    torch.testing.assert_close(discounted_reverse_cumsum(x, c, block=block), want, rtol=1e-10, atol=1e-10)
+
+
+def test_turn_end_positions_are_the_last_token_of_each_policy_run():
+    from cuda_agent.training.algorithms.gae import turn_end_positions
+
+    mask = torch.tensor([[0, 1, 1, 0, 1, 0, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1], [0] * 8])
+    assert turn_end_positions(mask) == [[2, 4, 7], [7], []]

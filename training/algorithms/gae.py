@@ -28,12 +28,10 @@ def last_policy_positions(mask: Tensor) -> Tensor:
 
 def turn_end_positions(mask: Tensor) -> list[list[int]]:
     """Per row, the last position of every contiguous run of mask-1 tokens (one run = one turn)."""
-    out: list[list[int]] = []
-    m = mask.bool().tolist()
-    for row in m:
-        ends = [t for t in range(len(row)) if row[t] and (t + 1 == len(row) or not row[t + 1])]
-        out.append(ends)
-    return out
+    m = mask.bool()
+    after = torch.nn.functional.pad(m[:, 1:], (0, 1), value=False)  # is the next position a policy token?
+    ends = m & ~after
+    return [row.nonzero().flatten().tolist() for row in ends]
 
 
 def place_rewards(
@@ -69,27 +67,63 @@ def place_rewards(
 
 
 @torch.no_grad()
+def discounted_reverse_cumsum(x: Tensor, c: float, block: int = 128) -> Tensor:
+    """``y[:, t] = sum_{k >= t} c**(k - t) * x[:, k]`` along the last dimension, without a loop over positions.
+
+    ``c == 1`` is a reversed cumulative sum. Otherwise positions are cut into blocks of ``block``: one
+    float64 matmul with the ``block x block`` matrix of ``c**(k - t)`` gives every in-block sum (no
+    power beyond ``c**block``, so nothing underflows), then a loop over blocks (``T / block`` steps of
+    ``[B]``-sized work) carries each block's start value backwards.
+    """
+    B, T = x.shape
+    if T == 0:
+        return x.clone()
+    x64 = x.double()
+    if c == 1.0:
+        return (x64.flip(-1).cumsum(-1).flip(-1)).to(x.dtype)
+    nb = -(-T // block)
+    xp = torch.nn.functional.pad(x64, (0, nb * block - T)).view(B, nb, block)
+    k = torch.arange(block, device=x.device, dtype=torch.float64)
+    expo = k[None, :] - k[:, None]  # [t, k] = k - t
+    decay = torch.where(expo >= 0, torch.tensor(c, dtype=torch.float64, device=x.device) ** expo.clamp(min=0),
+                        torch.zeros((), dtype=torch.float64, device=x.device))
+    local = xp @ decay.T  # [B, nb, block]: sums inside each block
+    tail = c ** (block - k)  # weight of the next block's start value at in-block position t
+    out = torch.empty_like(local)
+    carry = torch.zeros(B, dtype=torch.float64, device=x.device)
+    for b in range(nb - 1, -1, -1):
+        out[:, b] = local[:, b] + tail[None, :] * carry[:, None]
+        carry = out[:, b, 0]
+    return out.reshape(B, nb * block)[:, :T].to(x.dtype)
+
+
 def compute_gae(
     rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 1.0
 ) -> tuple[Tensor, Tensor]:
     """Advantages and returns ``[B, T]`` (0 at mask-0 positions), skipping observation tokens.
 
-    Rewards at mask-0 positions are ignored (place rewards on policy tokens).
+    Rewards at mask-0 positions are ignored (place rewards on policy tokens). Vectorised: each row's
+    policy tokens are gathered in order into a dense ``[B, N]`` sequence (observations drop out, so
+    nothing decays through them), the TD errors are formed there, and
+    :func:`discounted_reverse_cumsum` with ``gamma * lam`` gives the advantages, scattered back.
     """
     rewards = rewards.float()
     values = values.float()
     m = mask.bool()
     B, T = rewards.shape
     adv = torch.zeros_like(rewards)
-    next_value = torch.zeros(B, dtype=rewards.dtype, device=rewards.device)
-    next_adv = torch.zeros_like(next_value)
-    for t in range(T - 1, -1, -1):
-        mt = m[:, t]
-        delta = rewards[:, t] + gamma * next_value - values[:, t]
-        a = delta + gamma * lam * next_adv
-        adv[:, t] = torch.where(mt, a, torch.zeros_like(a))
-        next_adv = torch.where(mt, a, next_adv)
-        next_value = torch.where(mt, values[:, t], next_value)
+    n = int(m.sum(-1).max()) if m.numel() else 0
+    if n == 0:
+        return adv, torch.zeros_like(adv)
+    # Policy positions first, in time order (stable sort on "is observation").
+    pos = torch.sort((~m).to(torch.int32), dim=-1, stable=True).indices[:, :n]
+    valid = torch.gather(m, 1, pos)
+    r = torch.where(valid, torch.gather(rewards, 1, pos), 0.0)
+    v = torch.where(valid, torch.gather(values, 1, pos), 0.0)
+    v_next = torch.nn.functional.pad(v[:, 1:], (0, 1))  # the value after the last policy token is 0
+    delta = r + gamma * v_next - v
+    a = discounted_reverse_cumsum(delta, gamma * lam)
+    adv.scatter_(1, pos, torch.where(valid, a, 0.0))  # invalid slots point at observation positions: they stay 0
     returns = torch.where(m, adv + values, torch.zeros_like(adv))
     return adv, returns
 
