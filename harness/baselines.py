@@ -66,6 +66,8 @@ def measure_baseline(
     """Time the eager or compiled reference in the reference process until the median is precise."""
     samples: list[float] = []
     wall_ms = 0.0
+    if which == "compile":  # torch.compile compiles on its first call: CPU work that must not hold the GPU's timing lock
+        ref.call("prepare_baseline", which, sets[0], settings.compile_mode)
     warmup = settings.warmup_calls + (2 if which == "compile" else 0)
     start: float | None = None  # the budget starts after the first batch (torch.compile's first call is not timing)
     while not precise_enough(

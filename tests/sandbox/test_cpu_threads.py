@@ -68,3 +68,46 @@ def test_thread_count_is_part_of_the_baseline_key() -> None:
     args = ("hash", "x86_64", "2.13.0", "compile", "ours", "default")
     assert baseline_key(*args, 1) != baseline_key(*args, 2)
     assert baseline_key(*args, 2) == baseline_key(*args, 2)
+
+
+class _LockWatch:
+    """A real TimingLock that records whether it is held, and a real reference process that records its calls."""
+
+    def __init__(self, lock, ref) -> None:  # type: ignore[no-untyped-def]
+        self.lock, self.ref, self.held, self.calls = lock, ref, False, []
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        self.lock.__enter__()
+        self.held = True
+        return self
+
+    def __exit__(self, *exc):  # type: ignore[no-untyped-def]
+        self.held = False
+        return self.lock.__exit__(*exc)
+
+    def call(self, op, *args):  # type: ignore[no-untyped-def]
+        out = self.ref.call(op, *args)
+        self.calls.append((op, self.held, out if op == "prepare_baseline" else None))
+        return out
+
+
+def test_torch_compile_compiles_before_the_timing_lock_is_taken(tmp_path: Path) -> None:
+    """The compile baseline's compilation (seconds of CPU work) runs outside the GPU's timing lock."""
+    from cuda_agent.harness.baselines import measure_baseline
+    from cuda_agent.harness.timing import TimingLock
+
+    settings = HarnessSettings(min_timed_calls=5, max_timed_calls=10, warmup_calls=1, max_timing_s=5.0)
+    ref = ReferenceProcess(TASK, "cpu", threads=settings.cpu_threads)
+    try:
+        ref.call("make_set", 0, 123, None, "file", False)
+        watch = _LockWatch(TimingLock("test-prepare", lock_dir=tmp_path), ref)
+        timing = measure_baseline(watch, "compile", [0], settings, watch, "host_sync")
+        assert timing.samples >= 5
+        prepare = [c for c in watch.calls if c[0] == "prepare_baseline"]
+        assert prepare == [("prepare_baseline", False, True)]  # compiled now, lock not held
+        assert watch.calls[0][0] == "prepare_baseline"
+        assert all(held for op, held, _ in watch.calls if op == "time_baseline")
+        assert ref.call("prepare_baseline", "compile", 0, settings.compile_mode) is False  # compiled once per process
+        assert ref.call("prepare_baseline", "eager", 0, settings.compile_mode) is False
+    finally:
+        ref.close()
