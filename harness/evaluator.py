@@ -542,6 +542,10 @@ class Evaluator:
         s = self.settings
         samples: list[float] = []
         offset = secrets.randbelow(s.spot_check_every)
+        # A fixed number of calls with a cap: the checked calls are a random subset of all of them (a cap on the
+        # every-k-th rule would check only the first calls, which a kernel could count).
+        drawn = (set(secrets.SystemRandom().sample(range(calls), min(max_checks, calls)))
+                 if calls is not None and max_checks is not None else None)
         checks = 0
         wall_ms = 0.0
         with self.lock:
@@ -557,8 +561,12 @@ class Evaluator:
                     or (len(samples) >= s.min_timed_calls and time.monotonic() - start > s.max_timing_s)
                 ):
                     break
-                check = j % s.spot_check_every == offset and (max_checks is None or checks < max_checks)
+                if drawn is not None:
+                    check = j in drawn
+                else:
+                    check = j % s.spot_check_every == offset and (max_checks is None or checks < max_checks)
                 checks += check
+                sess.extra["spot_checks"] = sess.extra.get("spot_checks", 0) + int(check)
                 t0 = time.perf_counter()
                 ms = self.call(sess, ks[(j + offset) % len(ks)], check=check)
                 wall_ms += (time.perf_counter() - t0) * 1e3

@@ -52,8 +52,11 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         method = "events_l2flush" if evaluator.kind == "cuda" else "host_sync"
         if settings.with_compile_baseline:  # compile (CPU work) before the timing lock is taken
             sess.ref.call("prepare_baseline", "compile", ks[0], settings.compile_mode)
+        cap = settings.grade_spot_checks
         for r in range(settings.grade_rounds):
-            samples, wall_ms = evaluator.time_candidate(sess, ks, calls=per_round)
+            # The cap spread over the rounds (the first rounds take the remainder).
+            checks = None if cap is None else cap // settings.grade_rounds + (r < cap % settings.grade_rounds)
+            samples, wall_ms = evaluator.time_candidate(sess, ks, calls=per_round, max_checks=checks)
             if sess.errors or sess.violations:
                 return
             cand += samples

@@ -79,6 +79,15 @@ class HarnessSettings(BaseModel):
         "The grading pass, which sets the reward, is never capped.",
     )
     grade_rounds: int = Field(3, ge=1, description="ABAB rounds of the grading pass (candidate, eager, compile).")
+    grade_spot_checks: int | None = Field(
+        12,
+        ge=1,
+        description="Spot checks over the grading pass's timed candidate calls, at positions drawn at random (secrets) "
+        "across every round; None = every spot_check_every-th call (about 25 whole outputs handed over at the "
+        "defaults: the largest cost of grading a big-output task). The reward uses the median, which a kernel wrong "
+        "on fewer than half of its timed calls cannot move; one wrong on half or more escapes 12 random checks with "
+        "probability <= 0.5**12 (0.02%).",
+    )
     cpu_threads: int = Field(
         1,
         ge=1,

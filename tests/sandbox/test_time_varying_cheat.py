@@ -52,3 +52,18 @@ def test_cheat_after_verify_is_caught_by_profile_spot_checks_and_by_grading(sett
         assert profiled.status.value == "incorrect", profiled.summary_for_agent()
         graded = ev.grade(tasks.relu, ws, lazy_kit)
         assert graded.status.value == "incorrect", graded.summary_for_agent()
+
+
+def test_grading_spot_checks_are_capped_and_drawn_across_the_rounds(settings_factory, make_ws, kit, tasks, honest_relu):
+    from cuda_agent.harness.evaluator import Evaluator
+
+    settings = settings_factory(n_input_sets=2, min_timed_calls=10, max_timed_calls=30, grade_rounds=3,
+                                grade_spot_checks=5, spot_check_every=2)
+    with Evaluator("cpu", settings) as ev:
+        graded = ev.grade(tasks.relu, make_ws(honest_relu), kit)
+        assert graded.status.value == "correct", graded.summary_for_agent()
+        assert graded.extra["spot_checks"] == 5  # not the 15 that every 2nd of 30 calls would be
+        uncapped = settings.model_copy(update={"grade_spot_checks": None})
+    with Evaluator("cpu", uncapped) as ev:
+        graded = ev.grade(tasks.relu, make_ws(honest_relu), kit)
+        assert graded.extra["spot_checks"] == 15
