@@ -3,10 +3,14 @@
 For every example task (``examples/tasks``) with its example solution
 (``examples/solutions/<backend>/<task>``), repeated ``--repeats`` times:
 
-- **ours**: probe the task, then ``backend.grade`` the solution: a fresh
-  build, verification with fresh seeds, eager + torch.compile baselines
-  (measured: the baseline cache is a fresh folder per repeat) and candidate
-  timing alternated with them. Time = probe + grade.
+- **ours**: the way ``cuda-agent eval`` runs at scale: one backend per
+  repeat (its runner pool and reference processes started inside the
+  measured time), ``--concurrency`` tasks in flight, each probed, built in
+  the shared build pool, then graded under the device's lock (the eval
+  runner's own ``DevicePool``): verification with fresh seeds, eager +
+  torch.compile baselines (measured: the baseline cache is a fresh folder
+  per repeat) and candidate timing alternated with them. Time = the
+  repeat's wall clock; the device lock's busy share is reported too.
 - **reference** (ANCHORS.md: the CUDA-Agent release's per-turn scripts,
   ≈ 64 tasks per GPU-hour there): three fresh processes per task -- a
   from-scratch ``torch.utils.cpp_extension`` build, verification on 5
@@ -14,12 +18,13 @@ For every example task (``examples/tasks``) with its example solution
   profiler-sum timing (5 warm-up + 10 profiled iterations of candidate,
   eager and compile). Needs CUDA.
 
-Tasks per GPU-hour = 3600 / mean seconds per task (one GPU, tasks run one
-after another, so wall seconds are GPU-seconds). Timing spread = for each
+Tasks per GPU-hour: ours = 3600 x tasks / wall seconds of the repeat (one
+GPU); reference = 3600 / mean seconds per task (tasks one after another, as
+the release runs them). Timing spread = for each
 task and quantity (candidate, eager, compile), (max - min) / min of the
 per-repeat medians; the maximum over tasks and quantities is reported.
 
-usage: python benchmarks/eval_throughput.py [--backend cuda] [--repeats 3] [--limit N]
+usage: python benchmarks/eval_throughput.py [--backend cuda] [--repeats 3] [--limit N] [--concurrency C]
        [--reference-repeats R] [--reference-limit M] [--out FILE.json]
 """
 
@@ -49,33 +54,53 @@ def copy_solution(ws_root: Path, solution: Path) -> None:
             dest.write_text(path.read_text())
 
 
-def run_ours(task_file: Path, backend_name: str, solution: Path, scratch: Path) -> dict[str, Any]:
-    """Probe + trusted grading of the example solution in this process's backend."""
+def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Path, concurrency: int,
+             build_workers: int, on_row: Any) -> dict[str, Any]:
+    """One repeat over every task: one backend, ``concurrency`` tasks in flight; returns the repeat's figures."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_agent.harness.evaluation.scheduling import DevicePool, EpisodeUsage, ScheduledBackend
     from cuda_agent.harness.tasks import load_task_file
     from cuda_agent.plugin_manager import PluginManager
 
-    t0 = time.perf_counter()
-    task = load_task_file(task_file, id=f"examples/{task_file.stem}")
-    probe_s = time.perf_counter() - t0
+    t_repeat = time.perf_counter()
     pm = PluginManager(load_entrypoints=False)
     backend = pm.registry.build("backend", backend_name, {"harness": {"baseline_cache_dir": str(scratch / "baselines")}})
+    pool = DevicePool({0: backend}, build_workers)
+
+    def one(task_file: Path) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        task = load_task_file(task_file, id=f"examples/{task_file.stem}")
+        probe_s = time.perf_counter() - t0
+        slot = pool.acquire()
+        usage = EpisodeUsage()
+        sb = ScheduledBackend(pool, slot, usage)
+        try:
+            ws = sb.prepare_workspace(task, scratch / "ws" / task_file.stem)
+            copy_solution(ws.root, solutions / task_file.stem)
+            built = sb.compile(ws, task)
+            result = sb.grade(ws, task) if built.status.value == "correct" else built
+        finally:
+            pool.release(slot)
+        b = result.baselines
+        return {
+            "task": task_file.stem, "status": result.status.value, "probe_s": probe_s, "build_s": usage.build_s,
+            "gpu_wait_s": usage.gpu_wait_s, "grade_s": usage.gpu_busy_s, "wall_s": time.perf_counter() - t0,
+            "candidate_ms": result.timing.median_ms if result.timing else None,
+            "eager_ms": b.eager.median_ms if b and b.eager else None,
+            "compile_ms": b.compile.median_ms if b and b.compile else None,
+            "spot_checks": result.extra.get("spot_checks"), "isolation": result.isolation, "flags": result.flags,
+        }
+
     try:
-        ws = backend.prepare_workspace(task, scratch / "ws")
-        copy_solution(ws.root, solution)
-        t1 = time.perf_counter()
-        result = backend.grade(ws, task)
-        grade_s = time.perf_counter() - t1
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as ex:
+            for row in ex.map(one, tasks):
+                on_row(row)
     finally:
-        backend.close()
-    b = result.baselines
-    return {
-        "task": task_file.stem, "status": result.status.value, "probe_s": probe_s, "grade_s": grade_s,
-        "wall_s": probe_s + grade_s,
-        "candidate_ms": result.timing.median_ms if result.timing else None,
-        "eager_ms": b.eager.median_ms if b and b.eager else None,
-        "compile_ms": b.compile.median_ms if b and b.compile else None,
-        "isolation": result.isolation, "flags": result.flags,
-    }
+        pool.close()
+    wall = time.perf_counter() - t_repeat
+    busy = sum(sl.busy_s for sl in pool.slots)
+    return {"tasks": len(tasks), "wall_s": wall, "device_busy_s": busy, "device_busy_share": busy / wall if wall else None}
 
 
 def run_reference(task_file: Path, backend_name: str, solution: Path, scratch: Path) -> dict[str, Any]:
@@ -118,14 +143,21 @@ def max_spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return worst
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    walls = [r["wall_s"] for r in rows if "error" not in r]
-    mean = statistics.fmean(walls) if walls else None
-    return {
-        "tasks_measured": len(walls), "failures": len(rows) - len(walls),
-        "mean_s_per_task": mean, "tasks_per_gpu_hour": 3600.0 / mean if mean else None,
-        "max_median_spread": max_spread(rows), "per_task": rows,
-    }
+def summarize(rows: list[dict[str, Any]], repeats: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Throughput and spread; with ``repeats`` (ours) from the repeats' wall clocks, else from per-task walls."""
+    ok = [r for r in rows if "error" not in r and r.get("status", "correct") not in ("error", "timeout")]
+    out: dict[str, Any] = {"tasks_measured": len(ok), "failures": len(rows) - len(ok),
+                           "max_median_spread": max_spread(rows), "per_task": rows}
+    if repeats:
+        done = sum(r["tasks"] for r in repeats)
+        wall = sum(r["wall_s"] for r in repeats)
+        out.update({"repeats": repeats, "mean_s_per_task": wall / done if done else None,
+                    "tasks_per_gpu_hour": 3600.0 * done / wall if wall else None})
+    else:
+        walls = [r["wall_s"] for r in ok]
+        mean = statistics.fmean(walls) if walls else None
+        out.update({"mean_s_per_task": mean, "tasks_per_gpu_hour": 3600.0 / mean if mean else None})
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="Repeats of the reference method (default: --repeats; it costs ~1 GPU-minute per task).")
     ap.add_argument("--reference-limit", type=int, default=None,
                     help="Run the reference method on the first N tasks only (its per-task cost is what matters).")
+    ap.add_argument("--concurrency", type=int, default=4, help="Tasks in flight in our evaluation (one GPU).")
+    ap.add_argument("--build-workers", type=int, default=4, help="Builds at once in our evaluation.")
     ap.add_argument("--out", default="eval_throughput.json", help="JSON output path.")
     args = ap.parse_args(argv)
 
@@ -150,13 +184,15 @@ def main(argv: list[str] | None = None) -> int:
     solutions = REPO / "examples" / "solutions" / args.backend
     with_ref = not args.no_reference and args.backend == "cuda" and torch.cuda.is_available()
     ours_rows: list[dict[str, Any]] = []
+    ours_repeats: list[dict[str, Any]] = []
     ref_rows: list[dict[str, Any]] = []
     ref_reps = args.repeats if args.reference_repeats is None else args.reference_repeats
     ref_tasks = tasks if args.reference_limit is None else tasks[: args.reference_limit]
     t_start = time.perf_counter()
 
     def build_report(partial: bool) -> dict[str, Any]:
-        ours = summarize(ours_rows)
+        ours = summarize(ours_rows, ours_repeats)
+        ours["concurrency"] = args.concurrency
         report: dict[str, Any] = {
             "benchmark": "eval_throughput",
             "partial": partial,
@@ -187,14 +223,24 @@ def main(argv: list[str] | None = None) -> int:
     with Progress(disable=not sys.stdout.isatty()) as progress, tempfile.TemporaryDirectory(prefix="eval-throughput-") as tmp:
         bar = progress.add_task("tasks x repeats", total=len(tasks) * args.repeats)
         for rep in range(args.repeats):
-            for task_file in tasks:
-                scratch = Path(tmp) / f"r{rep}" / task_file.stem
-                scratch.mkdir(parents=True)
-                record(ours_rows, {**run_ours(task_file, args.backend, solutions / task_file.stem, scratch), "repeat": rep}, "ours")
-                if with_ref and rep < ref_reps and task_file in ref_tasks:
-                    row = run_reference(task_file, args.backend, solutions / task_file.stem, scratch)
-                    record(ref_rows, {**row, "repeat": rep}, "reference")
+            scratch = Path(tmp) / f"r{rep}"
+            scratch.mkdir(parents=True)
+
+            def on_row(row: dict[str, Any], rep: int = rep) -> None:
+                record(ours_rows, {**row, "repeat": rep}, "ours")
                 progress.advance(bar)
+
+            rep_figures = run_ours(tasks, args.backend, solutions, scratch, args.concurrency, args.build_workers, on_row)
+            ours_repeats.append({**rep_figures, "repeat": rep})
+            print(f"[{time.perf_counter() - t_start:7.1f} s] ours      repeat {rep}: {rep_figures['tasks']} tasks in "
+                  f"{rep_figures['wall_s']:.1f} s (device lock busy {rep_figures['device_busy_share']:.0%})", flush=True)
+            Path(args.out).write_text(json.dumps(build_report(partial=True), indent=2, default=str))
+            for task_file in tasks:
+                if with_ref and rep < ref_reps and task_file in ref_tasks:
+                    ref_scratch = scratch / "ref" / task_file.stem
+                    ref_scratch.mkdir(parents=True)
+                    row = run_reference(task_file, args.backend, solutions / task_file.stem, ref_scratch)
+                    record(ref_rows, {**row, "repeat": rep}, "reference")
     report = build_report(partial=False)
     ours = report["ours"]
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))

@@ -1,6 +1,7 @@
 """The H200 run: scripted eval over the example tasks on the ``cuda`` backend, and the throughput benchmark smoke.
 
-Written on a CPU machine (not run there); the lead runs ``pytest -m gpu``.
+Written on a CPU machine; the GPU tests run with ``pytest -m gpu`` on the H200. The last test is a CPU smoke of the
+throughput benchmark (ours only: the reference method needs CUDA).
 """
 
 from __future__ import annotations
@@ -71,3 +72,22 @@ def test_throughput_benchmark_smoke(tmp_path):
     assert data["ours"]["tasks_measured"] == 2 and data["ours"]["tasks_per_gpu_hour"] > 0
     assert data["reference"]["tasks_measured"] == 1, data["reference"]["per_task"]
     assert data["speedup_vs_reference"] > 0
+
+
+@pytest.mark.slow
+def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
+    """Ours through the eval runner's device pool (the CPU backend; no reference method there)."""
+    out = tmp_path / "tp.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_throughput.py"), "--backend", "cpu",
+                           "--repeats", "1", "--limit", "2", "--concurrency", "2", "--build-workers", "2", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    ours = data["ours"]
+    assert ours["tasks_measured"] == 2 and ours["failures"] == 0, ours["per_task"]
+    assert {r["status"] for r in ours["per_task"]} == {"correct"}
+    [rep] = ours["repeats"]
+    assert rep["tasks"] == 2 and 0 < rep["device_busy_share"] <= 1
+    assert ours["tasks_per_gpu_hour"] == pytest.approx(3600 * 2 / rep["wall_s"])
+    assert all(r["spot_checks"] == 12 and r["grade_s"] > 0 and r["build_s"] > 0 for r in ours["per_task"])
+    assert data["reference"] is None
