@@ -45,6 +45,13 @@ class EngineSettings(BaseModel):
         description="ZeRO-1/2 gradient reduce and all-gather bucket size in elements (bigger: fewer, larger copies and "
         "collectives; DeepSpeed's own default, 5e8, is what keeps one GPU at the plain step's speed).",
     )
+    overflow_check: bool = Field(
+        True,
+        description="bf16 under ZeRO: DeepSpeed scans every gradient tensor for inf/NaN before each step and skips a "
+        "step that has one. Under torch.profiler on the H200 the scan (a few reductions and element-wise kernels "
+        "per parameter tensor) was about a third of a ZeRO-2 step's host time for a 1.5B model; off, a non-finite "
+        "gradient is applied, as in a plain PyTorch step.",
+    )
     grad_clip: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")

@@ -174,3 +174,17 @@ def test_checkpoint_fraction_out_of_range_is_refused():
 
     with pytest.raises(ValidationError, match="checkpoint_fraction"):
         EngineSettings(checkpoint_fraction=0)
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_overflow_check_skips_a_non_finite_step_only_when_on(check):
+    cfg = {"model_type": "qwen2", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
+           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1}
+    engine = build_train_engine(load_causal_lm(cfg, seed=1), 1e-2, EngineSettings(zero_stage=2, dtype="bf16", overflow_check=check))
+    before = {n: p.detach().clone() for n, p in engine.module.named_parameters()}
+    loss = engine(input_ids=_batch()).logits.float().sum() * float("nan")
+    engine.backward(loss)
+    engine.step()
+    finite = all(bool(torch.isfinite(p).all()) for p in engine.module.parameters())
+    unchanged = all(torch.equal(before[n], p) for n, p in engine.module.named_parameters())
+    assert (finite and unchanged) if check else not finite

@@ -89,7 +89,7 @@ def ds_config(settings: EngineSettings, *, micro_batch: int = 1, train: bool = T
         "train_micro_batch_size_per_gpu": micro_batch,
         "gradient_accumulation_steps": 1,
         "zero_optimization": {"stage": stage},
-        "bf16": {"enabled": dtype == torch.bfloat16},
+        "bf16": {"enabled": dtype == torch.bfloat16, "check_grad_overflow": settings.overflow_check},
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
