@@ -37,16 +37,19 @@ TASKS = ["swish", "row_sum", "softmax", "gemm_bias_relu", "conv2d_relu"]
 ANCHOR_TURN_S = (55.0, 60.0)
 
 
-def _backend(kind: str):
+def _backend(kind: str, preroll_us: float = 0.0):
+    from cuda_agent.harness.settings import HarnessSettings
     from cuda_agent.plugins.backends._common import KernelBackendConfig
+
+    config = KernelBackendConfig(harness=HarnessSettings(timing_preroll_us=preroll_us))
 
     if kind == "cpu":
         from cuda_agent.plugins.backends.cpu import CpuBackend
 
-        return CpuBackend(KernelBackendConfig())
+        return CpuBackend(config)
     from cuda_agent.plugins.backends.cuda import CudaBackend
 
-    return CudaBackend(KernelBackendConfig())
+    return CudaBackend(config)
 
 
 def _task(name: str, kind: str):
@@ -170,12 +173,14 @@ def main() -> int:
     parser.add_argument("--spread-times", type=int, default=5, help="Profiles per task for the spread figure.")
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--skip-spread", action="store_true")
+    parser.add_argument("--preroll-us", type=float, default=0.0,
+                        help="harness.timing_preroll_us for our environment (0 = launch latency inside the events).")
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write.")
     args = parser.parse_args()
 
-    backend = _backend(args.backend)
+    backend = _backend(args.backend, args.preroll_us)
     base = Path(tempfile.mkdtemp(prefix="env-latency-"))
-    report: dict = {"backend": args.backend, "task": args.task, "device": backend.device_facts()}
+    report: dict = {"backend": args.backend, "task": args.task, "device": backend.device_facts(), "preroll_us": args.preroll_us}
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every phase, so a run cut short still leaves what it measured

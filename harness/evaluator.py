@@ -199,7 +199,8 @@ class Evaluator:
         if ref is None or not ref.alive:
             if ref is not None:
                 ref.close()
-            ref = ReferenceProcess(task.code, self.device, self.settings.init_seed, threads=self.settings.cpu_threads)
+            ref = ReferenceProcess(task.code, self.device, self.settings.init_seed, threads=self.settings.cpu_threads,
+                                   preroll_us=self.settings.timing_preroll_us)
         self._refs[task.code_hash] = ref  # most recent last
         while len(self._refs) > WARM_REFERENCES:
             self._refs.pop(next(iter(self._refs))).close()

@@ -403,15 +403,21 @@ class ReferenceProcess:
     """
 
     def __init__(
-        self, code: str, device: str, init_seed: int = 42, start_timeout_s: float = 300.0, threads: int | None = None
+        self, code: str, device: str, init_seed: int = 42, start_timeout_s: float = 300.0, threads: int | None = None,
+        preroll_us: float = 0.0,
     ) -> None:
-        """:param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default."""
+        """:param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
+        :param preroll_us: the timer's pre-call GPU spin (``HarnessSettings.timing_preroll_us``), as the candidate's.
+        """
         self.device = device
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         env = dict(os.environ, CUDA_AGENT_REFERENCE_FDS=f"{to_child_r},{from_child_w}")
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
+        from cuda_agent.harness.timing import PREROLL_ENV
+
+        env[PREROLL_ENV] = str(preroll_us)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.harness.reference"],
             pass_fds=(to_child_r, from_child_w),

@@ -33,6 +33,7 @@ import structlog
 
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness.timing import PREROLL_ENV
 from cuda_agent.harness._bwrap import BwrapSpec, Isolation, IsolationUnavailable
 from cuda_agent.harness._bwrap import resolve_isolation as _resolve
 
@@ -64,7 +65,7 @@ def resolve_isolation(settings: HarnessSettings) -> Isolation:
     return iso
 
 
-def _candidate_env(device: str, fds: tuple[int, int], threads: int) -> dict[str, str]:
+def _candidate_env(device: str, fds: tuple[int, int], threads: int, preroll_us: float = 0.0) -> dict[str, str]:
     keep = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("NVIDIA_")}
     env.update(
@@ -77,6 +78,7 @@ def _candidate_env(device: str, fds: tuple[int, int], threads: int) -> dict[str,
         CUDA_AGENT_DEVICE=device,
         OMP_NUM_THREADS=str(threads),  # the reference process uses the same count (settings.cpu_threads)
     )
+    env[PREROLL_ENV] = str(preroll_us)  # the reference process gets the same value
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env
@@ -140,7 +142,7 @@ class CandidateProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             pass_fds=(req_r, resp_w),
-            env=_candidate_env(device, (req_r, resp_w), settings.cpu_threads),
+            env=_candidate_env(device, (req_r, resp_w), settings.cpu_threads, settings.timing_preroll_us),
             start_new_session=True,
             cwd="/tmp" if isolation.level == "bwrap" else str(exchange),
         )

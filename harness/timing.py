@@ -39,6 +39,10 @@ DEVICE_PEAKS: dict[str, tuple[float, float]] = {
 }
 
 
+#: Environment variable through which the harness hands ``timing_preroll_us`` to its child processes.
+PREROLL_ENV = "CUDA_AGENT_TIMING_PREROLL_US"
+
+
 class TimingLock:
     """Exclusive per-device lock held around every timed batch (``flock`` under /tmp).
 
@@ -142,10 +146,13 @@ class DeviceTimer:
     :param flush_bytes: size of the cache-flush buffer; default twice the L2 (CUDA) or 32 MiB (CPU).
     """
 
-    def __init__(self, device: str, flush_bytes: int | None = None) -> None:
+    def __init__(self, device: str, flush_bytes: int | None = None, preroll_us: float | None = None) -> None:
         import torch
 
         self.device = torch.device(device)
+        if preroll_us is None:  # set by the harness for its child processes (HarnessSettings.timing_preroll_us)
+            preroll_us = float(os.environ.get(PREROLL_ENV, "0") or 0)
+        self.preroll_us = preroll_us
         self.is_cuda = self.device.type == "cuda"
         self.flags: list[str] = []
         if self.is_cuda:
@@ -158,8 +165,23 @@ class DeviceTimer:
         else:
             self.flush_buf = torch.empty((flush_bytes or 32 * 2**20) // 4, dtype=torch.int32)
             self._rt = None
+        self._preroll_cycles = self._spin_cycles(preroll_us) if self.is_cuda and preroll_us > 0 else 0
         self._sync = torch.cuda.synchronize if self.is_cuda else (lambda *a, **k: None)
         self._perf = time.perf_counter
+
+    def _spin_cycles(self, us: float) -> int:
+        """GPU clock cycles of ``torch.cuda._sleep`` that last about ``us`` microseconds (calibrated once)."""
+        import torch
+
+        probe = 1_000_000
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(probe)  # the first launch pays the kernel's load
+        start.record()
+        torch.cuda._sleep(probe)
+        end.record()
+        end.synchronize()
+        ms = max(start.elapsed_time(end), 1e-3)
+        return max(1, int(probe * (us / 1e3) / ms))
 
     def flush(self) -> None:
         """Evict caches: reset persisting L2 lines, then overwrite a buffer larger than the L2 (T20)."""
@@ -182,6 +204,8 @@ class DeviceTimer:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             after_sync = torch.cuda.Event(enable_timing=True)
+            if self._preroll_cycles:
+                torch.cuda._sleep(self._preroll_cycles)  # the device spins while the host enqueues the call below
             t0 = self._perf()
             start.record()
             out = fn()

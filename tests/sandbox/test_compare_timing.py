@@ -140,3 +140,27 @@ def test_baseline_time_budget_starts_after_the_first_batch(tmp_path) -> None:
     ref = SlowFirstBatch()
     timing = measure_baseline(ref, "compile", [0], settings, TimingLock("test-budget", lock_dir=tmp_path), "host_sync")
     assert timing.samples == 60 and ref.batches == 6  # ran to the call cap, not stopped after the compile batch
+
+
+def test_timing_preroll_reaches_both_child_processes(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``timing_preroll_us`` goes to the candidate's and the reference's timers alike (same protocol for both)."""
+    from pathlib import Path
+
+    from cuda_agent.harness.reference import ReferenceProcess
+    from cuda_agent.harness.sandbox import _candidate_env
+    from cuda_agent.harness.timing import PREROLL_ENV
+
+    assert _candidate_env("cpu", (3, 4), 1, 40.0)[PREROLL_ENV] == "40.0"
+    ref = ReferenceProcess("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                           "def get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n",
+                           "cpu", threads=1, preroll_us=40.0)
+    try:
+        environ = Path(f"/proc/{ref.proc.pid}/environ").read_bytes().split(b"\0")
+        assert f"{PREROLL_ENV}=40.0".encode() in environ
+    finally:
+        ref.close()
+    monkeypatch.setenv(PREROLL_ENV, "40")
+    assert DeviceTimer("cpu", flush_bytes=1 << 20).preroll_us == 40.0  # read by the child's timer; CPU ignores it
+    assert DeviceTimer("cpu", flush_bytes=1 << 20, preroll_us=0).preroll_us == 0
+    with pytest.raises(Exception, match="timing_preroll_us"):
+        HarnessSettings(timing_preroll_us=-1)

@@ -255,3 +255,30 @@ def test_sanitizer_gate_memcheck(task, cuda_kit, tmp_path, tmp_path_factory) -> 
         ok = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
         assert ok.status.value == "correct", ok.summary_for_agent() + str(ok.extra.get("sanitizer"))
         assert ok.extra["sanitizer"]["exit_code"] == 0
+
+
+def test_preroll_times_device_work_but_still_sees_long_host_work() -> None:
+    """With a pre-call spin the events time the kernel, not its launch; host work longer than the spin still counts."""
+    import statistics
+    import time
+
+    import torch
+
+    from cuda_agent.harness.timing import DeviceTimer
+
+    x = torch.ones(1024, device="cuda")
+    plain = DeviceTimer("cuda:0", preroll_us=0)
+    spun = DeviceTimer("cuda:0", preroll_us=50)
+    assert spun._preroll_cycles > 0
+
+    def med(timer: DeviceTimer, fn) -> float:  # type: ignore[no-untyped-def]
+        return statistics.median(timer.time_call(fn)[1] for _ in range(30))
+
+    tiny = lambda: x.add(1)  # noqa: E731
+    assert med(spun, tiny) <= med(plain, tiny)  # launch latency is outside the events now
+
+    def host_then_kernel():  # type: ignore[no-untyped-def]
+        time.sleep(0.002)  # 2 ms of host work (T8-style), 40x the spin
+        return x.add(1)
+
+    assert med(spun, host_then_kernel) > 1.5  # the GPU idled waiting for the launch: still timed
