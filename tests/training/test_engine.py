@@ -15,6 +15,23 @@ def _batch(seed: int = 0) -> torch.Tensor:
     return torch.randint(0, 32, (4, 6), generator=torch.Generator().manual_seed(seed))
 
 
+def _train(engine, ids, steps: int) -> list[float]:
+    """``steps`` language-model steps on ``ids``; the losses."""
+    losses = []
+    for _ in range(steps):
+        loss = _lm_loss(engine, ids)
+        engine.backward(loss)
+        engine.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def _tiny_qwen2(layers: int) -> dict:
+    """A Qwen2 config small enough for CPU steps in milliseconds (vocabulary 32, hidden 32)."""
+    return {"model_type": "qwen2", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": layers, "num_attention_heads": 2, "num_key_value_heads": 1}
+
+
 def _lm_loss(engine, ids):
     logits = engine(input_ids=ids).logits[:, :-1].float()
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
@@ -27,13 +44,7 @@ def test_zero2_engine_trains_on_cpu_with_client_adamw(toy_config):
     assert isinstance(engine, deepspeed.DeepSpeedEngine)
     assert engine.zero_optimization_stage() == 2
     assert isinstance(engine.optimizer.optimizer, torch.optim.AdamW)  # ZeRO wraps the client optimizer
-    ids = _batch()
-    losses = []
-    for _ in range(8):
-        loss = _lm_loss(engine, ids)
-        engine.backward(loss)
-        engine.step()
-        losses.append(float(loss))
+    losses = _train(engine, _batch(), 8)
     assert losses[-1] < losses[0] - 0.5, losses
 
 
@@ -95,13 +106,7 @@ def test_bf16_zero_gpu_engine_trains_and_exports(stage, tmp_path):
     assert next(engine.module.parameters()).dtype == torch.bfloat16
     assert engine.optimizer.optimizer.defaults.get("fused") is True
     ids = torch.randint(0, 512, (2, 64), device="cuda")
-    losses = []
-    for _ in range(6):
-        logits = engine(input_ids=ids).logits[:, :-1].float()
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 512), ids[:, 1:].reshape(-1))
-        engine.backward(loss)
-        engine.step()
-        losses.append(float(loss))
+    losses = _train(engine, ids, 6)
     assert losses[-1] < losses[0]
     out = export_actor_hf(engine, tmp_path / "hf")
     back = AutoModelForCausalLM.from_pretrained(out)
@@ -117,19 +122,12 @@ def test_ds_config_buckets_for_zero_1_and_2():
 
 
 def test_bf16_master_weights_keep_optimizer_state_in_bf16_and_train():
-    cfg = {"model_type": "qwen2", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
-           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1}
+    cfg = _tiny_qwen2(layers=2)
     ids = _batch()
     dtypes = {}
     for masters in ("fp32", "bf16"):
         engine = build_train_engine(load_causal_lm(cfg, seed=1), 1e-2, EngineSettings(zero_stage=2, dtype="bf16", master_weights=masters))
-        losses = []
-        for _ in range(6):
-            logits = engine(input_ids=ids).logits[:, :-1].float()
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 32), ids[:, 1:].reshape(-1))
-            engine.backward(loss)
-            engine.step()
-            losses.append(float(loss.detach()))
+        losses = _train(engine, ids, 6)
         assert losses[-1] < losses[0] - 0.3, (masters, losses)
         masters_dtype = {g.dtype for g in engine.optimizer.single_partition_of_fp32_groups}
         adam_dtype = {s["exp_avg"].dtype for s in engine.optimizer.optimizer.state.values()}
@@ -149,8 +147,7 @@ def test_bf16_master_weights_need_a_zero_stage():
 def test_checkpoint_fraction_recomputes_only_chosen_layers_with_the_same_gradients(fraction, recomputed):
     from cuda_agent.training.engines.models import enable_gradient_checkpointing
 
-    cfg = {"model_type": "qwen2", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
-           "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1}
+    cfg = _tiny_qwen2(layers=4)
     ids = _batch()
     grads = []
     for ckpt in (False, True):
@@ -178,8 +175,7 @@ def test_checkpoint_fraction_out_of_range_is_refused():
 
 @pytest.mark.parametrize("check", [True, False])
 def test_overflow_check_skips_a_non_finite_step_only_when_on(check):
-    cfg = {"model_type": "qwen2", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64,
-           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1}
+    cfg = _tiny_qwen2(layers=2)
     engine = build_train_engine(load_causal_lm(cfg, seed=1), 1e-2, EngineSettings(zero_stage=2, dtype="bf16", overflow_check=check))
     before = {n: p.detach().clone() for n, p in engine.module.named_parameters()}
     loss = engine(input_ids=_batch()).logits.float().sum() * float("nan")
