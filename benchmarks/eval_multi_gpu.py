@@ -82,10 +82,18 @@ def main() -> int:
         raise SystemExit(f"needs at least 2 visible GPUs, found {n} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')})")
     args.out.mkdir(parents=True, exist_ok=True)
     all_dev = list(range(n))
+    partial: dict[str, Any] = {"benchmark": "eval_multi_gpu", "gpus": n, "partial": True}
+
+    def keep(key: str, value: dict[str, Any]) -> None:  # a run cut short keeps what it measured
+        partial[key] = value
+        (args.out / "result.json").write_text(json.dumps(partial, indent=1))
+
     print(f"warm-up on GPUs {all_dev} ...", flush=True)
     warm = eval_run(base, args.out / "warmup", all_dev, 1, args.concurrency * n, args.build_workers * n)
+    keep("warmup", warm)
     print(f"  {warm['episodes']} episodes in {warm['session_wall_s']:.1f} s", flush=True)
     one = eval_run(base, args.out / "gpu1", [0], args.seeds, args.concurrency, args.build_workers)
+    keep("one_gpu", one)
     print(f"1 GPU : {one['episodes']} episodes in {one['session_wall_s']:.1f} s -> {one['episodes_per_gpu_hour']:.0f} /GPU-hour "
           f"{one['best_status_counts']}", flush=True)
     many = eval_run(base, args.out / f"gpu{n}", all_dev, args.seeds * n, args.concurrency * n, args.build_workers * n)
