@@ -18,6 +18,7 @@ import platform
 import secrets
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,6 +129,7 @@ class Evaluator:
         self.lock = TimingLock(f"{kind}{device_index}")
         self.cache = BaselineCache(self.settings.resolved_baseline_cache())
         self._refs: dict[str, ReferenceProcess] = {}
+        self._refs_lock = threading.Lock()
         self._provenance: Provenance | None = None
         #: Seeds of every evaluation so far; the grading pass never reuses one.
         self.used_seeds: set[int] = set()
@@ -195,16 +197,30 @@ class Evaluator:
 
     def reference(self, task: TaskManifest) -> ReferenceProcess:
         """The warm reference process of ``task`` (the :data:`WARM_REFERENCES` most recently used stay warm)."""
-        ref = self._refs.pop(task.code_hash, None)
-        if ref is None or not ref.alive:
-            if ref is not None:
-                ref.close()
-            ref = ReferenceProcess(task.code, self.device, self.settings.init_seed, threads=self.settings.cpu_threads,
-                                   preroll_us=self.settings.timing_preroll_us)
-        self._refs[task.code_hash] = ref  # most recent last
-        while len(self._refs) > WARM_REFERENCES:
-            self._refs.pop(next(iter(self._refs))).close()
-        return ref
+        with self._refs_lock:
+            ref = self._refs.pop(task.code_hash, None)
+            if ref is None or not ref.alive:
+                if ref is not None:
+                    ref.close()
+                ref = ReferenceProcess(task.code, self.device, self.settings.init_seed, threads=self.settings.cpu_threads,
+                                       preroll_us=self.settings.timing_preroll_us)
+            self._refs[task.code_hash] = ref  # most recent last
+            while len(self._refs) > WARM_REFERENCES:
+                self._refs.pop(next(iter(self._refs))).close()
+            return ref
+
+    def prepare(self, task: TaskManifest) -> bool:
+        """Start ``task``'s reference process and warm its baselines (torch.compile included) now.
+
+        Meant to run before a caller takes a device slot (the eval runner's scheduler does): the seconds of process
+        start and compilation then hold no lock. Idempotent per reference process; returns True when it did work.
+        """
+        ref = self.reference(task)
+        if ref.warmed:
+            return False
+        ref.call("warm_baselines", self.settings.compile_mode, self.settings.with_compile_baseline)
+        ref.warmed = True
+        return True
 
     def tolerance_table(self, task: TaskManifest) -> dict[str, tuple[float, float]]:
         """dtype -> (atol, rtol) for this task (settings preset, task overrides, settings overrides)."""

@@ -23,12 +23,16 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 import types
 from pathlib import Path
 from multiprocessing.connection import Connection
 from typing import Any
 
 from cuda_agent.errors import CudaAgentError
+
+#: Seed of the warm-up inputs (:meth:`ReferenceServer.warm_baselines`): public, never used to check a candidate.
+WARM_SEED = 0
 
 
 class ReferenceError_(CudaAgentError):
@@ -260,6 +264,23 @@ class ReferenceServer:
             torch.cuda.synchronize(self.device)
         return first
 
+    def warm_baselines(self, compile_mode: str, with_compile: bool) -> bool:
+        """Run the eager (and compiled) reference once on inputs from a public seed: imports, CUDA kernels and
+        ``torch.compile``'s compilation happen now, before any timing lock or device slot is held.
+
+        Nothing of it is kept but the compiled module. Returns True when this call compiled.
+        """
+        torch = self.torch
+        inputs = generate_inputs(torch, self.module.get_inputs, WARM_SEED, self.device)
+        first = with_compile and self.compiled is None
+        with torch.no_grad():
+            for which in ("eager", "compile") if with_compile else ("eager",):
+                self._baseline_fn(which, compile_mode)(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        del inputs
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return first
+
     def time_baseline(self, which: str, sets: list[int], n_calls: int, warmup: int, compile_mode: str) -> list[float]:
         """Per-call ms of the eager or compiled reference over rotated sets, same protocol as the candidate."""
         torch = self.torch
@@ -410,6 +431,9 @@ class ReferenceProcess:
         :param preroll_us: the timer's pre-call GPU spin (``HarnessSettings.timing_preroll_us``), as the candidate's.
         """
         self.device = device
+        #: The baselines were warmed (:meth:`ReferenceServer.warm_baselines`) in this process.
+        self.warmed = False
+        self._call_lock = threading.Lock()  # one request at a time on the pipe, whatever thread asks
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         env = dict(os.environ, CUDA_AGENT_REFERENCE_FDS=f"{to_child_r},{from_child_w}")
@@ -446,13 +470,14 @@ class ReferenceProcess:
 
     def call(self, method: str, *args: Any, timeout_s: float = 600.0, **kwargs: Any) -> Any:
         """Run ``ReferenceServer.<method>`` in the child and return its result."""
-        if not self.alive:
-            raise ReferenceError_("reference process is not running")
-        try:
-            self._conn.send((method, args, kwargs))
-        except OSError as exc:
-            raise ReferenceError_(f"reference process is gone: {exc}") from exc
-        return self._recv(timeout_s)
+        with self._call_lock:
+            if not self.alive:
+                raise ReferenceError_("reference process is not running")
+            try:
+                self._conn.send((method, args, kwargs))
+            except OSError as exc:
+                raise ReferenceError_(f"reference process is gone: {exc}") from exc
+            return self._recv(timeout_s)
 
     @property
     def alive(self) -> bool:

@@ -7,6 +7,8 @@ and talks to it through :class:`ScheduledBackend`, which
 - runs ``compile`` inside the shared build pool (``build_workers`` at once),
 - runs ``verify``/``profile``/``grade`` while holding the slot's timing lock,
   so nothing else runs on that device during a timed call (the GPU queue),
+  after the backend's optional ``warm(task)`` (the task's reference process
+  started and its torch.compile baseline compiled) without the lock,
 - accounts build seconds, queue waits and lock-held seconds per episode and
   per device (GPU-queue utilisation in the report).
 """
@@ -139,9 +141,16 @@ class ScheduledBackend:
         """Delegated."""
         return self._slot.backend.prepare_workspace(task, root)
 
-    def _timed(self, fn: Callable[..., CandidateResult], *args: Any) -> CandidateResult:
+    def warm(self, task: TaskManifest) -> None:
+        """The backend's optional warm-up for ``task`` (reference process, compiled baselines), no lock held."""
+        warm = getattr(self._slot.backend, "warm", None)
+        if warm is not None:
+            warm(task)
+
+    def _timed(self, fn: Callable[..., CandidateResult], workspace: Any, task: TaskManifest) -> CandidateResult:
+        self.warm(task)  # seconds of process start and torch.compile, before the device is ours
         with self._pool.on_device(self._slot, self.usage):
-            return fn(*args)
+            return fn(workspace, task)
 
     def compile(self, workspace: Any, task: TaskManifest) -> CandidateResult:
         """Built inside the build pool."""

@@ -15,6 +15,7 @@ import importlib
 import platform
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -96,6 +97,7 @@ class KernelBackend:
         self.kernel_suffix = KERNEL_SUFFIX[self.kind]
         self._builds: dict[Path, BuildOutcome] = {}
         self._evaluator: Any = None
+        self._evaluator_lock = threading.Lock()
 
     # ------------------------------------------------------------------ facts
     def availability(self) -> tuple[bool, str]:  # pragma: no cover - overridden
@@ -118,11 +120,19 @@ class KernelBackend:
 
     def evaluator(self) -> Any:
         """The evaluator of this backend (created on first use)."""
-        if self._evaluator is None:
-            from cuda_agent.harness.evaluator import Evaluator
+        with self._evaluator_lock:  # episodes on several threads share one backend per device
+            if self._evaluator is None:
+                from cuda_agent.harness.evaluator import Evaluator
 
-            self._evaluator = Evaluator(self.kind, self.config.harness, device_index=self.config.device_index)
-        return self._evaluator
+                self._evaluator = Evaluator(self.kind, self.config.harness, device_index=self.config.device_index)
+            return self._evaluator
+
+    def warm(self, task: TaskManifest) -> None:
+        """Start the task's reference process and compile its baselines (optional backend method).
+
+        The eval runner's scheduler calls it before it takes the device slot for verify, profile or grade.
+        """
+        self.evaluator().prepare(self.task_for(task))
 
     def build(self, root: Path, build_dir: Path) -> BuildOutcome:
         """Build ``root`` into ``build_dir``; harness state is hidden from the compiler."""

@@ -82,6 +82,21 @@ def test_timed_calls_hold_the_device_lock_and_compiles_do_not(pool):
     assert slot.calls == 3 and slot.busy_s >= 0 and usage.gpu_busy_s == pytest.approx(slot.busy_s)
 
 
+def test_a_backends_warm_up_runs_before_each_timed_call_without_the_lock(pool):
+    class WarmingProbe(LockProbeBackend):
+        def warm(self, task):
+            self.seen.append(("warm", self.slot.lock.locked()))
+
+    slot = pool.acquire()
+    slot.backend = WarmingProbe()
+    slot.backend.slot = slot
+    be = ScheduledBackend(pool, slot, EpisodeUsage())
+    for phase in ("compile", "verify", "profile", "grade"):
+        getattr(be, phase)(None, None)
+    assert slot.backend.seen == [("compile", False), ("warm", False), ("verify", True), ("warm", False),
+                                 ("profile", True), ("warm", False), ("grade", True)]
+
+
 def test_devices_queue_independently(pool):
     s0, s1 = pool.acquire(), pool.acquire()
     b0, b1 = ScheduledBackend(pool, s0, EpisodeUsage()), ScheduledBackend(pool, s1, EpisodeUsage())

@@ -111,3 +111,39 @@ def test_torch_compile_compiles_before_the_timing_lock_is_taken(tmp_path: Path) 
         assert ref.call("prepare_baseline", "eager", 0, settings.compile_mode) is False
     finally:
         ref.close()
+
+
+def test_reference_warm_up_compiles_once_and_calls_from_threads_do_not_mix() -> None:
+    import threading
+
+    ref = ReferenceProcess(TASK, "cpu", threads=1)
+    try:
+        assert ref.call("warm_baselines", "default", True) is True  # compiled now
+        assert ref.call("warm_baselines", "default", True) is False  # kept for the process
+        answers: list[object] = []
+
+        def ask(n: int) -> None:
+            for _ in range(n):
+                answers.append(ref.call("threads"))
+
+        workers = [threading.Thread(target=ask, args=(40,)) for _ in range(3)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=120)
+        assert answers == [1] * 120  # one request at a time on the pipe: every answer is the right one
+    finally:
+        ref.close()
+
+
+def test_evaluator_prepare_warms_a_task_once_per_reference_process(tmp_path: Path) -> None:
+    from cuda_agent.harness.evaluator import Evaluator
+    from cuda_agent.harness.tasks import load_task_file
+
+    task_file = tmp_path / "double.py"
+    task_file.write_text(TASK)
+    task = load_task_file(task_file, id="double")
+    with Evaluator("cpu", HarnessSettings(pool_size=0, scratch_dir=tmp_path)) as ev:
+        assert ev.prepare(task) is True
+        assert ev.prepare(task) is False
+        assert ev.reference(task).call("warm_baselines", "default", True) is False  # compiled by prepare
