@@ -23,8 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from cuda_agent.schemas.result import CandidateResult
 from cuda_agent.schemas.task import TaskManifest
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass
@@ -142,10 +146,18 @@ class ScheduledBackend:
         return self._slot.backend.prepare_workspace(task, root)
 
     def warm(self, task: TaskManifest) -> None:
-        """The backend's optional warm-up for ``task`` (reference process, compiled baselines), no lock held."""
+        """The backend's optional warm-up for ``task`` (reference process, compiled baselines), no lock held.
+
+        A failure is only logged: the call that follows meets the same problem under the lock and reports it in
+        its result, as it would without a warm-up.
+        """
         warm = getattr(self._slot.backend, "warm", None)
-        if warm is not None:
+        if warm is None:
+            return
+        try:
             warm(task)
+        except Exception as exc:  # noqa: BLE001 - reported by the evaluation that follows
+            log.warning("warm_up.failed", task=getattr(task, "id", None), error=f"{type(exc).__name__}: {exc}"[:300])
 
     def _timed(self, fn: Callable[..., CandidateResult], workspace: Any, task: TaskManifest) -> CandidateResult:
         self.warm(task)  # seconds of process start and torch.compile, before the device is ours

@@ -97,6 +97,18 @@ def test_a_backends_warm_up_runs_before_each_timed_call_without_the_lock(pool):
                                  ("profile", True), ("warm", False), ("grade", True)]
 
 
+def test_a_failing_warm_up_leaves_the_call_to_report(pool):
+    class BrokenWarm(LockProbeBackend):
+        def warm(self, task):
+            raise RuntimeError("reference process died")
+
+    slot = pool.acquire()
+    slot.backend = BrokenWarm()
+    slot.backend.slot = slot
+    assert ScheduledBackend(pool, slot, EpisodeUsage()).verify(None, None).status is Status.correct
+    assert slot.backend.seen == [("verify", True)]
+
+
 def test_devices_queue_independently(pool):
     s0, s1 = pool.acquire(), pool.acquire()
     b0, b1 = ScheduledBackend(pool, s0, EpisodeUsage()), ScheduledBackend(pool, s1, EpisodeUsage())
