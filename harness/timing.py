@@ -22,6 +22,7 @@ import math
 import os
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,28 +48,34 @@ class TimingLock:
     """Exclusive per-device lock held around every timed batch (``flock`` under /tmp).
 
     Any process on the machine that times on the same device takes the same
-    file lock, so two timed batches never overlap on one GPU.
+    file lock, so two timed batches never overlap on one GPU. Re-entrant per
+    thread; threads of one process sharing the object exclude each other too
+    (each holds the lock through its own open file, and ``flock`` locks belong
+    to open files, not processes).
     """
 
     def __init__(self, device_key: str, lock_dir: Path | None = None) -> None:
         safe = "".join(c if c.isalnum() else "_" for c in device_key)
         self.path = Path(lock_dir or tempfile.gettempdir()) / f"cuda-agent-timing-{safe}.lock"
-        self._fd: int | None = None
-        self._depth = 0
+        self._mine = threading.local()  # this thread's fd and depth
 
     def __enter__(self) -> TimingLock:
-        if self._depth == 0:
-            self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-        self._depth += 1
+        mine = self._mine
+        if getattr(mine, "depth", 0) == 0:
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            mine.fd = fd
+            mine.depth = 0
+        mine.depth += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._depth -= 1
-        if self._depth == 0 and self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        mine = self._mine
+        mine.depth -= 1
+        if mine.depth == 0:
+            fcntl.flock(mine.fd, fcntl.LOCK_UN)
+            os.close(mine.fd)
+            mine.fd = None
 
 
 def median_rel_ci(samples: Sequence[float]) -> float:

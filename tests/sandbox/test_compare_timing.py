@@ -102,6 +102,34 @@ def test_timing_lock_is_reentrant_in_process(tmp_path) -> None:  # type: ignore[
         assert lock.path.exists()
 
 
+def test_timing_lock_excludes_threads_sharing_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Two threads with one TimingLock object: the second waits until the first has left (re-entrant per thread only)."""
+    import threading
+
+    lock = TimingLock("test-threads", lock_dir=tmp_path)
+    inside, release, second_in = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with lock, lock:  # nested in one thread: fine
+            inside.set()
+            release.wait(timeout=30)
+
+    def second() -> None:
+        with lock:
+            second_in.set()
+
+    t1 = threading.Thread(target=first)
+    t1.start()
+    assert inside.wait(timeout=30)
+    t2 = threading.Thread(target=second)
+    t2.start()
+    assert not second_in.wait(timeout=0.5)  # blocked while the first thread holds the device
+    release.set()
+    t1.join(timeout=30)
+    assert second_in.wait(timeout=30)
+    t2.join(timeout=30)
+
+
 def test_cpu_timer_measures_a_call() -> None:
     timer = DeviceTimer("cpu", flush_bytes=1 << 20)
     out, ms, host_ms = timer.time_call(lambda: torch.ones(10).sum())
