@@ -552,7 +552,8 @@ class Evaluator:
     def time_candidate(
         self, sess: _Session, ks: list[int], *, calls: int | None = None, max_checks: int | None = None
     ) -> tuple[list[float], float]:
-        """Timed calls (warm-up first) rotating over ``ks``, every k-th spot-checked (at most ``max_checks``).
+        """Timed calls (warm-up first) rotating over ``ks``, spot-checked: every k-th from a secret offset (at most
+        ``max_checks``), or, with a fixed number of ``calls`` and a cap, ``max_checks`` calls drawn at random.
 
         Returns (ms samples, wall ms).
         """
