@@ -185,7 +185,8 @@ def main() -> int:
 
     def save() -> None:  # after every phase, so a run cut short still leaves what it measured
         args.out.write_text(json.dumps(report, indent=2, default=str))
-        print(json.dumps({k: v for k, v in report.items() if k != "device"}, default=str)[:3000], flush=True)
+        done = [k for k in ("ours", "reference", "spread") if k in report]
+        print(f"saved {args.out} ({', '.join(done) or 'device facts'})", flush=True)
 
     try:
         task = _task(args.task, args.backend)
