@@ -172,7 +172,8 @@ def build(kind: str, settings: Any) -> tuple[Any, Any]:
 
 
 def step_profile_table(profiles: list[Any], rows: int = 15) -> str:
-    """The optimizer steps' busiest operations (self CUDA time, then self CPU time), summed over ``profiles``."""
+    """The busiest operations of the first two profiled optimizer steps (the actor's and the critic's), by self
+    CUDA time, then by self CPU time."""
     out = []
     for sort in ("self_cuda_time_total", "self_cpu_time_total"):
         for i, prof in enumerate(profiles[:2]):  # the actor's and the critic's first step are enough

@@ -249,20 +249,24 @@ class ReferenceServer:
             return self.compiled
         return self.model
 
+    def _untimed_calls(self, whiches: tuple[str, ...], compile_mode: str, inputs: list[Any]) -> bool:
+        """One untimed forward per baseline kind on copies of ``inputs`` (torch.compile compiles on its first);
+        returns True when this call compiled."""
+        torch = self.torch
+        first = "compile" in whiches and self.compiled is None
+        with torch.no_grad():
+            for which in whiches:
+                self._baseline_fn(which, compile_mode)(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return first
+
     def prepare_baseline(self, which: str, k: int, compile_mode: str) -> bool:
         """One untimed call on set ``k`` so that ``torch.compile`` compiles now, outside any timing lock.
 
         Returns True when this call compiled (the first compile-baseline call of the process).
         """
-        torch = self.torch
-        first = which == "compile" and self.compiled is None
-        fn = self._baseline_fn(which, compile_mode)
-        args = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.sets[k]["inputs"]]
-        with torch.no_grad():
-            fn(*args)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return first
+        return self._untimed_calls((which,), compile_mode, self.sets[k]["inputs"])
 
     def warm_baselines(self, compile_mode: str, with_compile: bool) -> bool:
         """Run the eager (and compiled) reference once on inputs from a public seed: imports, CUDA kernels and
@@ -270,16 +274,8 @@ class ReferenceServer:
 
         Nothing of it is kept but the compiled module. Returns True when this call compiled.
         """
-        torch = self.torch
-        inputs = generate_inputs(torch, self.module.get_inputs, WARM_SEED, self.device)
-        first = with_compile and self.compiled is None
-        with torch.no_grad():
-            for which in ("eager", "compile") if with_compile else ("eager",):
-                self._baseline_fn(which, compile_mode)(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-        del inputs
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return first
+        inputs = generate_inputs(self.torch, self.module.get_inputs, WARM_SEED, self.device)
+        return self._untimed_calls(("eager", "compile") if with_compile else ("eager",), compile_mode, inputs)
 
     def time_baseline(self, which: str, sets: list[int], n_calls: int, warmup: int, compile_mode: str) -> list[float]:
         """Per-call ms of the eager or compiled reference over rotated sets, same protocol as the candidate."""
