@@ -43,6 +43,23 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CHILD = Path(__file__).with_name("_reference_turn.py")
+#: Separates a task's name from its copy number in ``--copies`` task files (``swish__copy2``).
+COPY_MARK = "__copy"
+
+
+def task_copies(tasks: list[Path], copies: int, folder: Path) -> list[Path]:
+    """``copies`` distinct task files per task in ``folder``: the same code plus a comment naming the copy, so
+    each has its own code hash (own reference process, own baselines: nothing measured is shared)."""
+    if copies <= 1:
+        return tasks
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for c in range(copies):
+        for t in tasks:
+            dest = folder / f"{t.stem}{COPY_MARK}{c}.py"
+            dest.write_text(t.read_text().rstrip("\n") + f"\n# eval_throughput copy {c}\n")
+            out.append(dest)
+    return out
 
 
 def copy_solution(ws_root: Path, solution: Path) -> None:
@@ -77,7 +94,7 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
         sb = ScheduledBackend(pool, slot, usage)
         try:
             ws = sb.prepare_workspace(task, scratch / "ws" / task_file.stem)
-            copy_solution(ws.root, solutions / task_file.stem)
+            copy_solution(ws.root, solutions / task_file.stem.split(COPY_MARK)[0])
             built = sb.compile(ws, task)
             result = sb.grade(ws, task) if built.status.value == "correct" else built
         finally:
@@ -173,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="Run the reference method on the first N tasks only (its per-task cost is what matters).")
     ap.add_argument("--concurrency", type=int, default=4, help="Tasks in flight in our evaluation (one GPU).")
     ap.add_argument("--build-workers", type=int, default=4, help="Builds at once in our evaluation.")
+    ap.add_argument("--copies", type=int, default=1,
+                    help="Score each task this many times per repeat as distinct tasks (own code hash, reference "
+                    "process and baselines): enough tasks in flight to measure the steady state, not start-up.")
     ap.add_argument("--out", default="eval_throughput.json", help="JSON output path.")
     args = ap.parse_args(argv)
 
@@ -193,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     def build_report(partial: bool) -> dict[str, Any]:
         ours = summarize(ours_rows, ours_repeats)
         ours["concurrency"] = args.concurrency
+        ours["copies"] = args.copies
         report: dict[str, Any] = {
             "benchmark": "eval_throughput",
             "partial": partial,
@@ -221,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(build_report(partial=True), indent=2, default=str))
 
     with Progress(disable=not sys.stdout.isatty()) as progress, tempfile.TemporaryDirectory(prefix="eval-throughput-") as tmp:
-        bar = progress.add_task("tasks x repeats", total=len(tasks) * args.repeats)
+        bar = progress.add_task("tasks x repeats", total=len(tasks) * max(1, args.copies) * args.repeats)
         for rep in range(args.repeats):
             scratch = Path(tmp) / f"r{rep}"
             scratch.mkdir(parents=True)
@@ -230,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                 record(ours_rows, {**row, "repeat": rep}, "ours")
                 progress.advance(bar)
 
-            rep_figures = run_ours(tasks, args.backend, solutions, scratch, args.concurrency, args.build_workers, on_row)
+            ours_tasks = task_copies(tasks, args.copies, scratch / "task_copies")
+            rep_figures = run_ours(ours_tasks, args.backend, solutions, scratch, args.concurrency, args.build_workers, on_row)
             ours_repeats.append({**rep_figures, "repeat": rep})
             print(f"[{time.perf_counter() - t_start:7.1f} s] ours      repeat {rep}: {rep_figures['tasks']} tasks in "
                   f"{rep_figures['wall_s']:.1f} s (device lock busy {rep_figures['device_busy_share']:.0%})", flush=True)

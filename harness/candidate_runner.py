@@ -16,8 +16,9 @@ Requests (``op``):
   transport on CUDA, IPC handles) kept pristine here.
 - ``call``: copy an input set, poison output-sized memory with NaN, flush caches, time one forward,
   describe the outputs (type, dtype, shape, aliasing, fingerprint) and re-fingerprint the inputs.
-- ``export``: hand the last outputs over (raw files; CUDA with the 'ipc' transport: IPC handles); the parent then stops
-  this process before the trusted side reads them.
+- ``export``: hand the last outputs over (raw files; CUDA with the 'ipc' transport: IPC handles; with 'vmm': device
+  buffers whose file descriptors go over the socket ``CUDA_AGENT_FD_SOCKET``); the parent then stops this process
+  before the trusted side reads them.
 - ``guard``: compare the integrity guard snapshot taken before load with now.
 - ``exit``.
 """
@@ -28,6 +29,7 @@ import base64
 import importlib.util
 import json
 import os
+import socket
 import sys
 import time
 import traceback
@@ -61,6 +63,10 @@ class _Runner:
         self.device = "cpu"
         self.inputs: dict[int, list[Any]] = {}
         self._slots: Any = None  # SlotWriter of exported outputs (files in the exchange folder)
+        self._vmm: Any = None  # VmmExporter of exported outputs ('vmm' transport)
+        self._vmm_error: str | None = None
+        fd = os.environ.get("CUDA_AGENT_FD_SOCKET")
+        self.fd_sock = socket.socket(fileno=int(fd)) if fd else None  # descriptors to the trusted side
         self._reader: Any = None  # DeviceReader of staged inputs (CUDA)
         self.staging: dict[int, Any] = {}
         self.so_path: Path | None = None
@@ -324,12 +330,21 @@ class _Runner:
 
     def op_export(self, req: dict[str, Any]) -> None:
         torch = self.torch
-        descs = []
+        descs: list[Any] = []
+        fds: list[int] = []
         for i, o in enumerate(self.last):
             if type(o) is not torch.Tensor:
                 descs.append(None)
                 continue
             o = o.detach()
+            if o.device.type == "cuda" and req.get("transport") == "vmm" and o.numel() and self._vmm_ready():
+                try:
+                    desc = self._vmm.stage(i, _raw_bytes(o))
+                    fds.append(desc.pop("fd"))
+                    descs.append(desc)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - reported; this output goes through a file instead
+                    self._vmm_error = f"{type(exc).__name__}: {exc}"[:500]
             if o.device.type == "cuda" and req.get("transport", "ipc") == "ipc":
                 from torch.multiprocessing.reductions import reduce_tensor
 
@@ -344,7 +359,25 @@ class _Runner:
                 # One file per output position, rewritten in place: one device-to-host copy into mapped pages.
                 path = self._slots.write(f"out_{i}.bin", o)
                 descs.append({"file": str(path)})
-        self.send(ok=True, outputs=descs)
+        if fds:  # the descriptors travel first: they are queued on the socket before the answer is read
+            from cuda_agent.harness._vmm import send_fds
+
+            send_fds(self.fd_sock, fds)
+        self.send(ok=True, outputs=descs, vmm_error=self._vmm_error)
+
+    def _vmm_ready(self) -> bool:
+        """The 'vmm' transport can be used here (socket present, driver calls worked so far)."""
+        if self._vmm_error is not None or self.fd_sock is None:
+            return False
+        if self._vmm is None:
+            try:
+                from cuda_agent.harness._vmm import VmmExporter
+
+                self._vmm = VmmExporter(self.torch, self.device)
+            except Exception as exc:  # noqa: BLE001 - reported; files are used instead
+                self._vmm_error = f"{type(exc).__name__}: {exc}"[:500]
+                return False
+        return True
 
     def op_guard(self, req: dict[str, Any]) -> None:
         violations = self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot())
@@ -367,6 +400,13 @@ class _Runner:
         if isinstance(excused, set):
             excused.update(set(_native_thread_ids()) - before)
         self.send(**result)
+
+
+def _raw_bytes(t: Any) -> Any:
+    """``t`` as a flat C-contiguous uint8 tensor (same device)."""
+    from cuda_agent.harness._staging import _raw_bytes as raw
+
+    return raw(t)
 
 
 def _storage_range(t: Any) -> tuple[int, int]:

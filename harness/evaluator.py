@@ -14,6 +14,7 @@ and integrity violations become statuses with messages the agent can act on.
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import secrets
 import shutil
@@ -135,6 +136,8 @@ class Evaluator:
         self.used_seeds: set[int] = set()
         #: Builds (see :func:`build_key`) that passed verify or profile here, oldest first (an ordered set).
         self._verified: dict[str, None] = {}
+        #: Why the 'vmm' output transport failed here (None: not failed); 'host' is used from then on.
+        self.vmm_failure: str | None = None
 
     # ------------------------------------------------------------------ public API
     def verify(self, task: TaskManifest, workspace_root: Path, so_path: Path | None) -> CandidateResult:
@@ -339,12 +342,16 @@ class Evaluator:
         except ReferenceError_ as exc:
             return self._finish(result, start, sess=sess, status=Status.error, message=f"harness reference failed: {exc}")
         finally:
+            t_end = time.perf_counter()
             if sess is not None:
                 self.used_seeds.update(sess.seeds)
             if proc is not None:
                 self.pool.release(proc)
+            if sess is not None:
+                t_end = sess.tick("release", t_end)
             if sess is not None and sess.ref.alive:
                 self._release_sets(sess)
+                sess.tick("drop_sets", t_end)
         return self._finish(result, start, sess=sess, root=root, before=before)
 
     def _release_sets(self, sess: _Session) -> None:
@@ -434,8 +441,17 @@ class Evaluator:
         """
         mode = self.settings.cuda_transport
         if mode == "auto":
-            return "host" if getattr(proc, "isolation", "process") == "bwrap" else "ipc"
+            mode = "vmm" if getattr(proc, "isolation", "process") == "bwrap" else "ipc"
+        if mode == "vmm" and self.vmm_failure is not None:
+            return "host"
         return mode
+
+    def _vmm_failed(self, sess: _Session, why: str) -> None:
+        """The 'vmm' transport does not work here: 'host' from now on for this evaluator (logged once)."""
+        if self.vmm_failure is None:
+            self.vmm_failure = why
+            log.warning("transport.vmm_unavailable", reason=why[:300], fallback="host")
+        sess.extra["transport_note"] = f"vmm unavailable ({why[:200]}); host files used"
 
     def send_inputs(self, sess: _Session, k: int) -> None:
         """Give the runner input set ``k`` (it keeps it pristine and copies it per call)."""
@@ -480,20 +496,40 @@ class Evaluator:
             )
         if not metas_ok or not check or sess.violations:
             return ms
-        t = time.perf_counter()
-        exported = sess.proc.request(self.settings.call_timeout_s, op="export", id=sess.calls, transport=self.transport(sess.proc))
-        t = sess.tick("export", t)
-        if not exported.get("ok"):
-            raise _CandidateFailed(f"handing over outputs failed: {exported.get('error')}", exported.get("traceback", ""))
-        sess.proc.freeze()  # the candidate cannot touch its outputs while the trusted side reads them
-        try:
-            verdict = sess.ref.call("check", k, exported.get("outputs", []), metas, self.tolerance_table(sess.task))
-        finally:
-            sess.proc.thaw()
-            sess.tick("check", t)
+        verdict = self._export_and_check(sess, k, metas, self.transport(sess.proc))
+        if verdict.get("transport_failed"):  # the driver refused 'vmm' on the trusted side: files from now on
+            self._vmm_failed(sess, str(verdict["transport_failed"]))
+            verdict = self._export_and_check(sess, k, metas, "host")
         sess.errors += [CheckError.model_validate(e) for e in verdict["errors"]]
         sess.violations += verdict["violations"]
         return ms
+
+    def _export_and_check(self, sess: _Session, k: int, metas: list[dict[str, Any]], transport: str) -> dict[str, Any]:
+        """Have the runner hand its last outputs over by ``transport``; the reference's verdict on them."""
+        t = time.perf_counter()
+        exported = sess.proc.request(self.settings.call_timeout_s, op="export", id=sess.calls, transport=transport)
+        if not exported.get("ok"):
+            raise _CandidateFailed(f"handing over outputs failed: {exported.get('error')}", exported.get("traceback", ""))
+        if exported.get("vmm_error") and transport == "vmm":
+            self._vmm_failed(sess, f"runner: {exported['vmm_error']}")
+        outputs = exported.get("outputs", [])
+        n_vmm = sum(1 for d in outputs if isinstance(d, dict) and d.get("vmm"))
+        fds: list[int] = []
+        if n_vmm:
+            try:
+                fds = sess.proc.recv_fds(n_vmm, self.settings.call_timeout_s)
+            except ValueError as exc:
+                raise _CandidateFailed(f"handing over outputs failed: {exc}") from exc
+        sess.extra["transport"] = "vmm" if n_vmm else transport if transport != "vmm" else "host"
+        t = sess.tick("export", t)
+        sess.proc.freeze()  # the candidate cannot touch its outputs while the trusted side reads them
+        try:
+            return sess.ref.call("check", k, outputs, metas, self.tolerance_table(sess.task), pass_fds=fds)
+        finally:
+            sess.proc.thaw()
+            for fd in fds:
+                os.close(fd)
+            sess.tick("check", t)
 
     def _check_metas(self, sess: _Session, k: int, metas: list[dict[str, Any]]) -> bool:
         """Type/count/dtype/shape/device/alias checks on what the runner described; True = export it."""
@@ -612,10 +648,12 @@ class Evaluator:
                 return
             result.timing = summarize(samples, "events_l2flush" if self.kind == "cuda" else "host_sync", wall_ms=wall_ms)
         if self.kind == "cuda" and self.settings.per_kernel_breakdown:
+            t = time.perf_counter()
             answer = sess.proc.request(self.settings.request_timeout_s, op="kernels", set=ks[0], breakdown=True)
             if answer.get("ok"):
                 result.timing.per_kernel = answer.get("per_kernel", [])
                 sess.violations += answer.get("violations", [])
+            sess.tick("kernel_breakdown", t)
         t = time.perf_counter()
         baselines, cached = cached_baselines(
             sess.ref,

@@ -51,7 +51,9 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         wall = 0.0
         method = "events_l2flush" if evaluator.kind == "cuda" else "host_sync"
         if settings.with_compile_baseline:  # compile (CPU work) before the timing lock is taken
+            t = time.perf_counter()
             sess.ref.call("prepare_baseline", "compile", ks[0], settings.compile_mode)
+            sess.tick("prepare_baseline", t)
         cap = settings.grade_spot_checks
         for r in range(settings.grade_rounds):
             # The cap spread over the rounds (the first rounds take the remainder).
@@ -62,12 +64,14 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             cand += samples
             wall += wall_ms
             warm = settings.warmup_calls if r == 0 else 1
+            t = time.perf_counter()
             with evaluator.lock:
                 eager += sess.ref.call("time_baseline", "eager", ks, per_round, warm, settings.compile_mode)
                 if settings.with_compile_baseline:
                     compiled += sess.ref.call(
                         "time_baseline", "compile", ks, per_round, warm + (2 if r == 0 else 0), settings.compile_mode
                     )
+            sess.tick("baselines", t)
         result.timing = summarize(cand, method, wall_ms=wall)
         result.baselines = Baselines(
             eager=summarize(eager, method),

@@ -19,8 +19,10 @@ from __future__ import annotations
 import base64
 import ctypes
 import inspect
+import math
 import os
 import pickle
+import socket
 import subprocess
 import sys
 import threading
@@ -61,8 +63,22 @@ def _jsonable(value: Any) -> Any:
     )
 
 
+#: Environment variable naming the reference child's end of the descriptor socket.
+FD_SOCKET_ENV = "CUDA_AGENT_REFERENCE_FD_SOCKET"
+
+
+class _Unreadable:
+    """An exported output whose description does not fit its metadata (reported as an export error)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
 class ReferenceServer:
     """Everything the reference process does; lives in the trusted child (or in-process for tests)."""
+
+    #: The child's end of the descriptor socket ('vmm' transport); set by :func:`main`, None in-process.
+    fd_sock: socket.socket | None = None
 
     def __init__(self, code: str, device: str, init_seed: int = 42, threads: int | None = None) -> None:
         import torch
@@ -84,6 +100,7 @@ class ReferenceServer:
         self.compiled: Any = None
         self.timer: Any = None
         self.reader: Any = None  # DeviceReader of outputs staged by candidates (CUDA)
+        self._vmm_driver: Any = None  # driver calls of the 'vmm' transport (made on first use)
         self.baseline_bytes: int | None = None
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -199,11 +216,31 @@ class ReferenceServer:
         expected = self.sets[k]["expected"]
         errors: list[dict[str, Any]] = []
         violations: list[dict[str, Any]] = []
+        n_vmm = sum(1 for d in exports if isinstance(d, dict) and d.get("vmm"))
+        fds: list[int] = []
+        if n_vmm:
+            from cuda_agent.harness._vmm import close_fds, recv_fds
+
+            if self.fd_sock is None:
+                return {"errors": [], "violations": [], "transport_failed": "no descriptor socket"}
+            try:
+                fds = recv_fds(self.fd_sock, n_vmm, 30.0)
+            except ValueError as exc:
+                return {"errors": [], "violations": [], "transport_failed": str(exc)}
+        try:
+            opened = self._open_vmm(exports, metas, fds) if fds else {}
+        except Exception as exc:  # noqa: BLE001 - the driver refused: the caller falls back to files
+            return {"errors": [], "violations": [], "transport_failed": f"{type(exc).__name__}: {exc}"[:500]}
+        finally:
+            if fds:
+                close_fds(fds)
         for i, (e, desc, meta) in enumerate(zip(expected, exports, metas)):
             if desc is None:
                 continue
             try:
-                actual = self._open_output(desc, meta)
+                actual = opened.pop(i) if i in opened else self._open_output(desc, meta)
+                if isinstance(actual, _Unreadable):
+                    raise ValueError(actual.message)
             except Exception as exc:  # noqa: BLE001 - malformed candidate data
                 errors.append({"check": "export", "message": f"output {i}: could not read it: {exc}", "input_set": k, "output": i})
                 continue
@@ -221,6 +258,38 @@ class ReferenceServer:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return {"errors": errors, "violations": violations}
+
+    def _open_vmm(self, exports: list[Any], metas: list[dict[str, Any]], fds: list[int]) -> dict[int, Any]:
+        """The 'vmm' outputs, copied into this process's memory, by output position.
+
+        Driver failures raise (the transport does not work here); a description that does not fit its metadata
+        gives a ValueError stored for that output (reported as an export error of the candidate).
+        """
+        from cuda_agent.harness._vmm import Driver, import_copy
+
+        torch = self.torch
+        if self._vmm_driver is None:
+            self._vmm_driver = Driver(self.device.index if self.device.index is not None else torch.cuda.current_device())
+        out: dict[int, Any] = {}
+        j = 0
+        for i, (desc, meta) in enumerate(zip(exports, metas)):
+            if not (isinstance(desc, dict) and desc.get("vmm")):
+                continue
+            fd = fds[j]
+            j += 1
+            dtype = getattr(torch, str(meta.get("dtype")), None)
+            if not isinstance(dtype, torch.dtype):
+                out[i] = _Unreadable(f"unknown dtype {meta.get('dtype')!r}")
+                continue
+            shape = [int(x) for x in meta.get("shape", [])]
+            want = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+            nbytes, alloc = int(desc.get("nbytes", -1)), int(desc.get("alloc", -1))
+            if nbytes != want:
+                out[i] = _Unreadable(f"buffer holds {nbytes} bytes, shape {shape} of {dtype} needs {want}")
+                continue
+            raw = import_copy(torch, self._vmm_driver, fd, nbytes, alloc, self.device)
+            out[i] = (raw.view(torch.bool) if dtype == torch.bool else raw.view(dtype)).view(shape)
+        return out
 
     def _open_output(self, desc: dict[str, Any], meta: dict[str, Any]) -> Any:
         torch = self.torch
@@ -407,6 +476,8 @@ def main() -> int:
     """Entry point of the reference child (``python -m cuda_agent.harness.reference``)."""
     read_fd, write_fd = (int(x) for x in os.environ["CUDA_AGENT_REFERENCE_FDS"].split(","))
     conn = _PipePair(read_fd, write_fd)
+    fd = os.environ.get(FD_SOCKET_ENV)
+    ReferenceServer.fd_sock = socket.socket(fileno=int(fd)) if fd else None
     code, device, init_seed, threads = conn.recv()
     _serve(conn, code, device, init_seed, threads)
     return 0
@@ -432,7 +503,10 @@ class ReferenceProcess:
         self._call_lock = threading.Lock()  # one request at a time on the pipe, whatever thread asks
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        # Descriptors of the candidate's exported device buffers ('vmm' transport) are relayed over this socket.
+        self._fd_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = dict(os.environ, CUDA_AGENT_REFERENCE_FDS=f"{to_child_r},{from_child_w}")
+        env[FD_SOCKET_ENV] = str(child_sock.fileno())
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
         from cuda_agent.harness.timing import PREROLL_ENV
@@ -440,12 +514,13 @@ class ReferenceProcess:
         env[PREROLL_ENV] = str(preroll_us)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.harness.reference"],
-            pass_fds=(to_child_r, from_child_w),
+            pass_fds=(to_child_r, from_child_w, child_sock.fileno()),
             env=env,
             stdin=subprocess.DEVNULL,
         )
         os.close(to_child_r)
         os.close(from_child_w)
+        child_sock.close()
         self._conn = _PipePair(from_child_r, to_child_w)
         self._conn.send((code, device, init_seed, threads))
         self.info = self._recv(start_timeout_s)
@@ -464,12 +539,19 @@ class ReferenceProcess:
             raise ReferenceError_(f"reference process: {value}")
         return value
 
-    def call(self, method: str, *args: Any, timeout_s: float = 600.0, **kwargs: Any) -> Any:
-        """Run ``ReferenceServer.<method>`` in the child and return its result."""
+    def call(self, method: str, *args: Any, timeout_s: float = 600.0, pass_fds: list[int] | tuple[int, ...] = (), **kwargs: Any) -> Any:
+        """Run ``ReferenceServer.<method>`` in the child and return its result.
+
+        ``pass_fds``: descriptors to hand over with the request (the child receives copies; ours stay open).
+        """
         with self._call_lock:
             if not self.alive:
                 raise ReferenceError_("reference process is not running")
             try:
+                if pass_fds:
+                    from cuda_agent.harness._vmm import send_fds
+
+                    send_fds(self._fd_sock, list(pass_fds))
                 self._conn.send((method, args, kwargs))
             except OSError as exc:
                 raise ReferenceError_(f"reference process is gone: {exc}") from exc
@@ -495,6 +577,7 @@ class ReferenceProcess:
             self._conn.close()
         except OSError:
             pass
+        self._fd_sock.close()
 
 
 if __name__ == "__main__":

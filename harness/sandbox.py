@@ -19,6 +19,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,9 @@ def resolve_isolation(settings: HarnessSettings) -> Isolation:
     return iso
 
 
-def _candidate_env(device: str, fds: tuple[int, int], threads: int, preroll_us: float = 0.0) -> dict[str, str]:
+def _candidate_env(
+    device: str, fds: tuple[int, int], threads: int, preroll_us: float = 0.0, fd_socket: int | None = None
+) -> dict[str, str]:
     keep = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("NVIDIA_")}
     env.update(
@@ -79,6 +82,8 @@ def _candidate_env(device: str, fds: tuple[int, int], threads: int, preroll_us: 
         OMP_NUM_THREADS=str(threads),  # the reference process uses the same count (settings.cpu_threads)
     )
     env[PREROLL_ENV] = str(preroll_us)  # the reference process gets the same value
+    if fd_socket is not None:
+        env["CUDA_AGENT_FD_SOCKET"] = str(fd_socket)
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env
@@ -115,6 +120,11 @@ class CandidateProcess:
         self._log_chars = 0
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
+        # Descriptors of exported device buffers ('vmm' transport) come back over this socket (CUDA only).
+        self.fd_sock: socket.socket | None = None
+        child_sock: socket.socket | None = None
+        if device.startswith("cuda"):
+            self.fd_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._req_w = req_w
         self._resp_r = resp_r
         self._buf = b""
@@ -141,13 +151,16 @@ class CandidateProcess:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            pass_fds=(req_r, resp_w),
-            env=_candidate_env(device, (req_r, resp_w), settings.cpu_threads, settings.timing_preroll_us),
+            pass_fds=(req_r, resp_w) + ((child_sock.fileno(),) if child_sock else ()),
+            env=_candidate_env(device, (req_r, resp_w), settings.cpu_threads, settings.timing_preroll_us,
+                               child_sock.fileno() if child_sock else None),
             start_new_session=True,
             cwd="/tmp" if isolation.level == "bwrap" else str(exchange),
         )
         os.close(req_r)
         os.close(resp_w)
+        if child_sock is not None:
+            child_sock.close()
         self.started_at = time.monotonic()
         self._stop = threading.Event()
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
@@ -309,6 +322,11 @@ class CandidateProcess:
         """The process is still running."""
         return self.popen.poll() is None
 
+    def kill(self) -> None:
+        """SIGKILL the process tree now (no wait; :meth:`close` waits and releases the pipes)."""
+        if self.popen.poll() is None:
+            self._kill(self.dead_reason or "closed", self.dead_message or "closed by the harness")
+
     def close(self) -> None:
         """Kill the process tree and release the pipes."""
         self._stop.set()
@@ -323,6 +341,16 @@ class CandidateProcess:
                 os.close(fd)
             except OSError:
                 pass
+        if self.fd_sock is not None:
+            self.fd_sock.close()
+
+    def recv_fds(self, count: int, timeout_s: float) -> list[int]:
+        """Exactly ``count`` descriptors the runner sent with its last export (ValueError otherwise)."""
+        from cuda_agent.harness._vmm import recv_fds
+
+        if self.fd_sock is None:
+            raise ValueError("this runner has no descriptor socket")
+        return recv_fds(self.fd_sock, count, timeout_s)
 
 
 def _nvml_handle(device: str) -> Any | None:
@@ -380,6 +408,7 @@ class CandidatePool:
         base.mkdir(parents=True, exist_ok=True)
         self._base = base
         self._spare: deque[CandidateProcess] = deque()
+        self._reapers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self.fill()
 
@@ -410,6 +439,7 @@ class CandidatePool:
 
     def acquire(self) -> CandidateProcess:
         """A fresh, ready runner; a replacement starts at once in the background."""
+        dead = []
         with self._lock:
             proc = None
             while self._spare:
@@ -417,7 +447,9 @@ class CandidatePool:
                 if cand.alive:
                     proc = cand
                     break
-                self.release(cand)
+                dead.append(cand)
+        for cand in dead:
+            self.release(cand)
         if proc is None:
             proc = self._start_one()
         self.fill()
@@ -425,13 +457,33 @@ class CandidatePool:
         return proc
 
     def release(self, proc: CandidateProcess) -> None:
-        """Kill a used runner and delete its exchange folder."""
+        """Kill a used runner now; wait for it and delete its folders in the background.
+
+        SIGKILL stops the whole tree at once (nothing of the candidate runs after this returns); the wait for the
+        driver to tear its CUDA context down and the removal of its exchange folder (hundreds of MB of staged sets)
+        are left to a reaper thread, so a caller holding the device's timing lock does not wait for them.
+        :meth:`close` joins the reapers.
+        """
+        proc.kill()
+        reaper = threading.Thread(target=self._reap, args=(proc,), name="cuda-agent-reaper", daemon=True)
+        with self._lock:
+            self._reapers = [t for t in self._reapers if t.is_alive()]
+            self._reapers.append(reaper)
+        reaper.start()
+
+    @staticmethod
+    def _reap(proc: CandidateProcess) -> None:
         proc.close()
         shutil.rmtree(proc.exchange, ignore_errors=True)
         shutil.rmtree(proc.stage, ignore_errors=True)
 
     def close(self) -> None:
-        """Kill every spare runner."""
+        """Kill every spare runner and wait for every released one to be gone."""
         with self._lock:
-            while self._spare:
-                self.release(self._spare.popleft())
+            spare, self._spare = list(self._spare), deque()
+        for proc in spare:
+            self.release(proc)
+        with self._lock:
+            reapers, self._reapers = self._reapers, []
+        for t in reapers:
+            t.join(timeout=30)

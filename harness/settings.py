@@ -153,13 +153,15 @@ class HarnessSettings(BaseModel):
         "off", description="Run one verify pass under compute-sanitizer with this tool (CUDA; slow)."
     )
 
-    cuda_transport: Literal["auto", "ipc", "host"] = Field(
+    cuda_transport: Literal["auto", "ipc", "host", "vmm"] = Field(
         "auto",
-        description="How CUDA inputs and outputs cross between the trusted reference and the candidate: 'ipc' "
-        "(CUDA IPC handles, no copies; measured on the H200: they do not open inside bubblewrap's user namespace), "
-        "'host' (staged through files in the "
-        "exchange folder and copied to the device on each side; works across sandbox namespaces), or 'auto' "
-        "('host' when the candidate runs under bubblewrap, 'ipc' otherwise). Timing never includes the copies.",
+        description="How CUDA outputs (and staged inputs) cross between the candidate and the trusted reference: "
+        "'ipc' (CUDA IPC handles, no copies; measured on the H200: they do not open inside bubblewrap's user "
+        "namespace), 'vmm' (outputs copied into driver VMM buffers whose file descriptors pass over a Unix socket, "
+        "then copied device to device into the trusted process; works across sandbox namespaces; inputs that must "
+        "be handed over go as with 'host'), 'host' (staged through files in the exchange folder and copied to the "
+        "device on each side; works everywhere), or 'auto' ('vmm' when the candidate runs under bubblewrap, with "
+        "'host' from then on if the driver refuses it, 'ipc' otherwise). Timing never includes the copies.",
     )
     input_transport: Literal["seeded", "staged"] = Field(
         "seeded",

@@ -55,7 +55,7 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                      --timeout "${GPU_TEST_TIMEOUT:-280}" --basetemp "/tmp/bt_$(basename "$f" .py)" -o addopts="--import-mode=importlib -ra --durations=5" "$f"
                  done ;;
     env_latency) part "$s" "env_latency$tag" 300 python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
-    eval)        part "$s" "eval_throughput$tag" 330 python3 benchmarks/eval_throughput.py ${EVAL_ARGS:---concurrency 5 --build-workers 5} --repeats 2 --reference-repeats 1 --reference-limit 3 --out "$RES/eval_throughput.json" ;;
+    eval)        part "$s" "eval_throughput$tag" 330 python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 ${EVAL_ARGS:---concurrency 5 --build-workers 5} --out "$RES/eval_throughput.json" ;;
     eval_gpus)   part "$s" "eval_gpus$tag" "${EVAL_GPUS_CAP_S:-330}" python3 benchmarks/eval_multi_gpu.py ${EVAL_GPUS_ARGS:-} --out "$RES/eval_gpus" ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
     train[A-Z]|train) # train, trainA, trainB ...: args from TRAIN_ARGS, TRAIN_ARGS_A, TRAIN_ARGS_B ... (one JSON each)

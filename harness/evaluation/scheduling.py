@@ -5,10 +5,13 @@ One backend per device slot; an episode is placed on the least-loaded slot
 and talks to it through :class:`ScheduledBackend`, which
 
 - runs ``compile`` inside the shared build pool (``build_workers`` at once),
-- runs ``verify``/``profile``/``grade`` while holding the slot's timing lock,
-  so nothing else runs on that device during a timed call (the GPU queue),
-  after the backend's optional ``warm(task)`` (the task's reference process
-  started and its torch.compile baseline compiled) without the lock,
+- splits ``verify``/``profile``/``grade`` of a backend with ``build_for`` /
+  ``evaluate_built`` into the build (in the build pool: grade's rebuild from
+  scratch and verify's incremental rebuild need no device) and the device
+  step, which alone holds the slot's timing lock, so nothing else runs on that
+  device during a timed call (the GPU queue); before the lock, the backend's
+  optional ``warm(task)`` starts the task's reference process and compiles its
+  torch.compile baseline,
 - accounts build seconds, queue waits and lock-held seconds per episode and
   per device (GPU-queue utilisation in the report).
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,10 +162,26 @@ class ScheduledBackend:
         except Exception as exc:  # noqa: BLE001 - reported by the evaluation that follows
             log.warning("warm_up.failed", task=getattr(task, "id", None), error=f"{type(exc).__name__}: {exc}"[:300])
 
-    def _timed(self, fn: Callable[..., CandidateResult], workspace: Any, task: TaskManifest) -> CandidateResult:
-        self.warm(task)  # seconds of process start and torch.compile, before the device is ours
-        with self._pool.on_device(self._slot, self.usage):
-            return fn(workspace, task)
+    def _timed(self, phase: str, workspace: Any, task: TaskManifest) -> CandidateResult:
+        """Build in the build pool, warm up without the lock, then only the device step under the timing lock.
+
+        A backend without the split protocol (``build_for``/``evaluate_built``) runs its whole call under the lock.
+        """
+        inner = self._slot.backend
+        if not (hasattr(inner, "build_for") and hasattr(inner, "evaluate_built")):
+            self.warm(task)
+            with self._pool.on_device(self._slot, self.usage):
+                return getattr(inner, phase)(workspace, task)
+        with self._pool.building(self.usage):
+            prepared = inner.build_for(phase, workspace, task)
+        try:
+            if prepared.outcome is None:  # did not build: nothing for the device to do
+                return inner.evaluate_built(prepared)
+            self.warm(task)  # seconds of process start and torch.compile, before the device is ours
+            with self._pool.on_device(self._slot, self.usage):
+                return inner.evaluate_built(prepared)
+        finally:
+            prepared.close()
 
     def compile(self, workspace: Any, task: TaskManifest) -> CandidateResult:
         """Built inside the build pool."""
@@ -170,16 +189,16 @@ class ScheduledBackend:
             return self._slot.backend.compile(workspace, task)
 
     def verify(self, workspace: Any, task: TaskManifest) -> CandidateResult:
-        """Run under the device's timing lock."""
-        return self._timed(self._slot.backend.verify, workspace, task)
+        """Rebuild (if needed) in the build pool, then the checks under the device's timing lock."""
+        return self._timed("verify", workspace, task)
 
     def profile(self, workspace: Any, task: TaskManifest) -> CandidateResult:
-        """Run under the device's timing lock."""
-        return self._timed(self._slot.backend.profile, workspace, task)
+        """Rebuild (if needed) in the build pool, then checks and timing under the device's timing lock."""
+        return self._timed("profile", workspace, task)
 
     def grade(self, workspace: Any, task: TaskManifest) -> CandidateResult:
-        """Run under the device's timing lock (the rebuild inside grade holds it too)."""
-        return self._timed(self._slot.backend.grade, workspace, task)
+        """The from-scratch rebuild in the build pool, then the grading pass under the device's timing lock."""
+        return self._timed("grade", workspace, task)
 
     def close(self) -> None:
         """No-op: the pool closes the shared backend."""

@@ -85,6 +85,25 @@ def _violation_result(task: TaskManifest, phase: str, violations: list[Any], sta
     )
 
 
+class PreparedEvaluation:
+    """A built candidate waiting for its device step (:meth:`KernelBackend.build_for`)."""
+
+    def __init__(self, phase: Literal["verify", "profile", "grade"], workspace: Workspace, task: TaskManifest,
+                 cleanup: Path | None = None) -> None:
+        self.phase = phase
+        self.workspace = workspace
+        self.task = task
+        self.compiled: CandidateResult | None = None  # the build's result (its failure result when outcome is None)
+        self.outcome: BuildOutcome | None = None
+        self._cleanup = cleanup
+
+    def close(self) -> None:
+        """Remove a build folder made only for this evaluation (grade's)."""
+        if self._cleanup is not None:
+            shutil.rmtree(self._cleanup, ignore_errors=True)
+            self._cleanup = None
+
+
 class KernelBackend:
     """A backend building release-layout workspaces with our ninja build and evaluating them."""
 
@@ -222,45 +241,72 @@ class KernelBackend:
             self._builds.pop(root, None)
         return result
 
-    def _evaluate(self, phase: Literal["verify", "profile"], workspace: Workspace, task: TaskManifest) -> CandidateResult:
+    def build_for(self, phase: Literal["verify", "profile", "grade"], workspace: Workspace, task: TaskManifest) -> PreparedEvaluation:
+        """The build step of ``verify``/``profile``/``grade`` alone (no device needed): an incremental rebuild of the
+        workspace for verify/profile, a rebuild from scratch in a fresh folder for grade.
+
+        The eval runner's scheduler runs it in the CPU build pool and only :meth:`evaluate_built` under the device's
+        timing lock; ``verify``/``profile``/``grade`` are the two steps back to back. Always ``close()`` the result
+        (it removes grade's build folder).
+        """
         root = Path(workspace.root)
         task = self.task_for(task)
-        compiled, outcome = self._compile(root, task, phase, self.build_dir_for(root))
-        if outcome is None:
-            self._builds.pop(root, None)
-            return compiled
-        self._builds[root] = outcome
+        if phase == "grade":
+            base = self.config.build_root or Path(tempfile.gettempdir()) / "cuda-agent-grade"
+            build_dir = base / f"grade-{uuid.uuid4().hex[:12]}"
+            prepared = PreparedEvaluation(phase, workspace, task, cleanup=build_dir)
+        else:
+            build_dir = self.build_dir_for(root)
+            prepared = PreparedEvaluation(phase, workspace, task)
+        try:
+            compiled, outcome = self._compile(root, task, phase, build_dir)
+        except BaseException:
+            prepared.close()
+            raise
+        prepared.compiled, prepared.outcome = compiled, outcome
+        if phase != "grade":
+            if outcome is None:
+                self._builds.pop(root, None)
+            else:
+                self._builds[root] = outcome
+        return prepared
+
+    def evaluate_built(self, prepared: PreparedEvaluation) -> CandidateResult:
+        """The device step: the evaluator's verify/profile/grade on the build :meth:`build_for` made (or the build's
+        failure result, without touching the device)."""
+        if prepared.outcome is None:
+            assert prepared.compiled is not None
+            return prepared.compiled
         evaluator = self.evaluator()
-        run = evaluator.verify if phase == "verify" else evaluator.profile
-        result = run(task, root, outcome.so_path)
-        if result.snapshot_id is None:
+        root = Path(prepared.workspace.root)
+        run = {"verify": evaluator.verify, "profile": evaluator.profile, "grade": evaluator.grade}[prepared.phase]
+        result = run(prepared.task, root, prepared.outcome.so_path)
+        result.extra["build_s"] = round(prepared.compiled.duration_s, 3) if prepared.compiled else None
+        if prepared.phase != "grade" and result.snapshot_id is None:
             try:
-                result = result.model_copy(update={"snapshot_id": workspace.snapshot()})
+                result = result.model_copy(update={"snapshot_id": prepared.workspace.snapshot()})
             except Exception:  # a workspace without a store: the record stays without an id
                 pass
         return result
 
+    def _run_phase(self, phase: Literal["verify", "profile", "grade"], workspace: Workspace, task: TaskManifest) -> CandidateResult:
+        prepared = self.build_for(phase, workspace, task)
+        try:
+            return self.evaluate_built(prepared)
+        finally:
+            prepared.close()
+
     def verify(self, workspace: Workspace, task: TaskManifest) -> CandidateResult:
         """Rebuild if needed, then verify with the evaluator (N input sets, every check)."""
-        return self._evaluate("verify", workspace, task)
+        return self._run_phase("verify", workspace, task)
 
     def profile(self, workspace: Workspace, task: TaskManifest) -> CandidateResult:
         """Rebuild if needed, then verify + time against cached baselines."""
-        return self._evaluate("profile", workspace, task)
+        return self._run_phase("profile", workspace, task)
 
     def grade(self, workspace: Workspace, task: TaskManifest) -> CandidateResult:
         """Trusted final pass: rebuild from scratch in a fresh folder, then the evaluator's grade."""
-        root = Path(workspace.root)
-        task = self.task_for(task)
-        base = self.config.build_root or Path(tempfile.gettempdir()) / "cuda-agent-grade"
-        build_dir = base / f"grade-{uuid.uuid4().hex[:12]}"
-        try:
-            compiled, outcome = self._compile(root, task, "grade", build_dir)
-            if outcome is None:
-                return compiled
-            return self.evaluator().grade(task, root, outcome.so_path)
-        finally:
-            shutil.rmtree(build_dir, ignore_errors=True)
+        return self._run_phase("grade", workspace, task)
 
     def last_build(self, root: Path) -> BuildOutcome | None:
         """The last successful build of workspace ``root`` (None if none or the last failed)."""

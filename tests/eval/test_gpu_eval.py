@@ -79,13 +79,16 @@ def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     """Ours through the eval runner's device pool (the CPU backend; no reference method there)."""
     out = tmp_path / "tp.json"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_throughput.py"), "--backend", "cpu",
-                           "--repeats", "1", "--limit", "2", "--concurrency", "2", "--build-workers", "2", "--out", str(out)],
+                           "--repeats", "1", "--limit", "1", "--copies", "2", "--concurrency", "2", "--build-workers", "2",
+                           "--out", str(out)],
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     ours = data["ours"]
     assert ours["tasks_measured"] == 2 and ours["failures"] == 0, ours["per_task"]
     assert {r["status"] for r in ours["per_task"]} == {"correct"}
+    # --copies: the one task scored twice as two distinct tasks
+    assert sorted(r["task"] for r in ours["per_task"]) == ["conv2d_relu__copy0", "conv2d_relu__copy1"]
     [rep] = ours["repeats"]
     assert rep["tasks"] == 2 and 0 < rep["device_busy_share"] <= 1
     assert ours["tasks_per_gpu_hour"] == pytest.approx(3600 * 2 / rep["wall_s"])

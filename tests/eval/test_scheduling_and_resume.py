@@ -158,3 +158,110 @@ def test_episode_markers(tmp_path: Path):
                                          "started_at": 0.0, "ended_at": 1.0, "runner_error": "boom"})
     assert is_done(ep) and not is_done(ep, retry_errors=True)
     assert [p.name for p in ep.iterdir()] == ["eval.json"]  # no temporary file left behind
+
+
+class SplitProbeBackend(LockProbeBackend):
+    """A backend with the split protocol: the build step must run without the device lock, the device step with it."""
+
+    def __init__(self, build_fails: bool = False) -> None:
+        super().__init__()
+        self.build_fails = build_fails
+        self.closed: list[str] = []
+
+    def warm(self, task):
+        self.seen.append(("warm", self.slot.lock.locked()))
+
+    def build_for(self, phase, ws, task):
+        self.seen.append((f"build:{phase}", self.slot.lock.locked()))
+        outer = self
+
+        class Prepared:
+            def __init__(self):
+                self.phase = phase
+                self.compiled = CandidateResult(task_id="t", phase=phase, status=Status.compile_error) if outer.build_fails else None
+                self.outcome = None if outer.build_fails else object()
+
+            def close(self):
+                outer.closed.append(phase)
+
+        return Prepared()
+
+    def evaluate_built(self, prepared):
+        if prepared.outcome is None:
+            self.seen.append((f"failed:{prepared.phase}", self.slot.lock.locked()))
+            return prepared.compiled
+        return self._call(prepared.phase)
+
+
+def test_split_backends_build_outside_the_lock_and_evaluate_inside(pool):
+    slot = pool.acquire()
+    slot.backend = SplitProbeBackend()
+    slot.backend.slot = slot
+    usage = EpisodeUsage()
+    be = ScheduledBackend(pool, slot, usage)
+    for phase in ("verify", "profile", "grade"):
+        assert getattr(be, phase)(None, None).status is Status.correct
+    assert slot.backend.seen == [
+        ("build:verify", False), ("warm", False), ("verify", True),
+        ("build:profile", False), ("warm", False), ("profile", True),
+        ("build:grade", False), ("warm", False), ("grade", True),
+    ]
+    assert slot.backend.closed == ["verify", "profile", "grade"]
+    assert slot.calls == 3
+
+
+def test_a_build_that_fails_never_takes_the_device(pool):
+    slot = pool.acquire()
+    slot.backend = SplitProbeBackend(build_fails=True)
+    slot.backend.slot = slot
+    be = ScheduledBackend(pool, slot, EpisodeUsage())
+    assert be.grade(None, None).status is Status.compile_error
+    assert slot.backend.seen == [("build:grade", False), ("failed:grade", False)]
+    assert slot.calls == 0 and slot.backend.closed == ["grade"]
+
+
+@pytest.mark.slow
+def test_a_real_cpu_grade_rebuilds_from_scratch_outside_the_device_lock(tmp_path):
+    """The cpu backend's grade through the scheduler: its fresh-folder build sees the lock free, the evaluation
+    holds it, the result is the honest solution's and the grade's build folder is gone afterwards."""
+    from cuda_agent.harness.build import default_cache_dir
+    from cuda_agent.harness.tasks import load_task_file
+    from cuda_agent.plugins.backends._common import KernelBackendConfig
+    from cuda_agent.plugins.backends.cpu import CpuBackend
+    from tests.backends.conftest import SOLUTIONS, TASKS
+
+    class RecordingCpu(CpuBackend):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.slot = None
+            self.builds: list[tuple[Path, bool]] = []
+            self.evaluations: list[bool] = []
+
+        def build(self, root, build_dir):
+            self.builds.append((Path(build_dir), self.slot.lock.locked()))
+            return super().build(root, build_dir)
+
+        def evaluate_built(self, prepared):
+            self.evaluations.append(self.slot.lock.locked())
+            return super().evaluate_built(prepared)
+
+    backend = RecordingCpu(KernelBackendConfig(build_cache=default_cache_dir(), build_root=tmp_path / "builds"))
+    p = DevicePool({0: backend}, build_workers=1)
+    slot = p.acquire()
+    backend.slot = slot
+    try:
+        task = load_task_file(TASKS / "swish.py", id="examples/swish", sizes="cpu")
+        ws = backend.prepare_workspace(task, tmp_path / "ws")
+        import shutil
+
+        shutil.copytree(SOLUTIONS / "cpu" / "swish", ws.root, dirs_exist_ok=True)
+        graded = ScheduledBackend(p, slot, EpisodeUsage()).grade(ws, task)
+        assert graded.phase == "grade" and graded.status is Status.correct, graded.summary_for_agent()
+        assert graded.timing is not None and graded.baselines is not None
+        (grade_dir, locked), = backend.builds
+        assert grade_dir.name.startswith("grade-") and locked is False
+        assert not grade_dir.exists()
+        assert backend.evaluations == [True]  # the device step alone holds the lock
+        assert slot.calls == 1
+    finally:
+        p.close()

@@ -148,6 +148,8 @@ def test_cuda_verify_and_profile(gpu_evaluator, task, cuda_kit, tmp_path) -> Non
     assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
     # input_transport 'seeded': the runner's sets, made on the GPU from the same seeds, match the trusted ones.
     assert v.extra["input_sets"]["staged"] == 0 and v.extra["input_sets"]["seeded"] >= 1, v.extra
+    if v.isolation == "bwrap":  # outputs crossed the sandbox as device buffers, not through host files
+        assert v.extra.get("transport") == "vmm" and "transport_note" not in v.extra, v.extra
     p = gpu_evaluator.profile(task, ws, cuda_kit)
     assert p.status.value == "correct", p.summary_for_agent() + str(p.extra)
     assert p.timing is not None and p.timing.method == "events_l2flush"
@@ -168,6 +170,30 @@ def test_cuda_ipc_transport_without_bubblewrap(task, cuda_kit, tmp_path) -> None
     try:
         v = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
         assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
+        bad = tmp_path / "bad"
+        bad.mkdir()
+        (bad / "model.py").write_text(TASK)
+        (bad / "model_new.py").write_text(_model_new("        out = torch.empty_like(x)\n        cuda_extension.noop_forward(out)\n        return out"))
+        r = ev.verify(task, bad, cuda_kit)
+        assert r.status.value == "incorrect" and any(e.check == "nan" for e in r.errors), r.summary_for_agent()
+    finally:
+        ev.close()
+
+
+@pytest.mark.parametrize("transport", ["vmm", "host"])
+def test_outputs_cross_the_sandbox_by_each_transport_with_the_same_verdicts(task, cuda_kit, tmp_path, transport) -> None:  # type: ignore[no-untyped-def]
+    """'vmm' (device buffers passed as file descriptors) and 'host' (files) judge alike: honest correct, an
+    unwritten output NaN, a kernel that changes its output after returning caught (T10)."""
+    from cuda_agent.harness.evaluator import Evaluator
+    from cuda_agent.harness.settings import HarnessSettings
+
+    settings = HarnessSettings(cuda_transport=transport, n_input_sets=2, min_timed_calls=5, max_timed_calls=10,
+                               with_compile_baseline=False, baseline_cache_dir=tmp_path / "b")
+    ev = Evaluator("cuda", settings)
+    try:
+        v = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
+        assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
+        assert v.extra.get("transport") == transport and ev.vmm_failure is None, (v.extra, ev.vmm_failure)
         bad = tmp_path / "bad"
         bad.mkdir()
         (bad / "model.py").write_text(TASK)

@@ -1,0 +1,89 @@
+"""The descriptor channel of the 'vmm' output transport (CPU parts: sockets, counts, driver absence)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from cuda_agent.harness import _vmm
+
+
+def _pair() -> tuple[socket.socket, socket.socket]:
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+
+def test_descriptors_cross_a_socket_and_point_at_the_same_file(tmp_path):
+    a, b = _pair()
+    files = [tmp_path / f"f{i}" for i in range(3)]
+    fds = []
+    for i, f in enumerate(files):
+        f.write_bytes(bytes([i]) * 4)
+        fds.append(os.open(f, os.O_RDONLY))
+    try:
+        _vmm.send_fds(a, fds)
+        got = _vmm.recv_fds(b, 3, timeout_s=5)
+        assert len(got) == 3 and not set(got) & set(fds)  # copies, not the sender's numbers
+        assert [os.read(fd, 4) for fd in got] == [bytes([i]) * 4 for i in range(3)]
+        _vmm.close_fds(got)
+    finally:
+        _vmm.close_fds(fds)
+        a.close()
+        b.close()
+
+
+def test_a_count_other_than_announced_is_refused_and_the_extra_descriptors_closed(tmp_path):
+    a, b = _pair()
+    f = tmp_path / "f"
+    f.write_bytes(b"x")
+    fds = [os.open(f, os.O_RDONLY) for _ in range(2)]
+    try:
+        _vmm.send_fds(a, fds)
+        before = set(os.listdir("/proc/self/fd"))
+        with pytest.raises(ValueError, match="2 descriptors arrived, 1 announced"):
+            _vmm.recv_fds(b, 1, timeout_s=5)
+        assert set(os.listdir("/proc/self/fd")) <= before  # nothing received stays open
+    finally:
+        _vmm.close_fds(fds)
+        a.close()
+        b.close()
+
+
+def test_missing_descriptors_time_out_as_an_error():
+    a, b = _pair()
+    try:
+        with pytest.raises(ValueError, match="no descriptors arrived"):
+            _vmm.recv_fds(b, 1, timeout_s=0.2)
+        with pytest.raises(ValueError, match="at most"):
+            _vmm.recv_fds(b, _vmm.MAX_FDS + 1, timeout_s=0.2)
+        assert _vmm.recv_fds(b, 0, timeout_s=0.2) == []
+    finally:
+        a.close()
+        b.close()
+
+
+def test_without_a_cuda_driver_the_transport_fails_with_its_own_error():
+    """What the runner and the reference catch to fall back to host files."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        with pytest.raises(_vmm.VmmError, match="libcuda"):
+            _vmm.Driver(0)
+    else:
+        pytest.skip("a CUDA driver is installed here")
+
+
+def test_a_buffer_description_that_does_not_fit_is_refused_before_any_driver_call():
+    class NoDriver:
+        granularity = 2 << 20
+
+        def __getattr__(self, name):
+            raise AssertionError(f"driver call {name} made for a bad description")
+
+    with pytest.raises(_vmm.VmmError, match="bad buffer description"):
+        _vmm.import_copy(None, NoDriver(), 0, 100, 50, "cuda:0")  # allocation smaller than the bytes claimed
+    with pytest.raises(_vmm.VmmError, match="bad buffer description"):
+        _vmm.import_copy(None, NoDriver(), 0, 100, (2 << 20) + 1, "cuda:0")  # not a granularity multiple
