@@ -107,6 +107,7 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
             "eager_ms": b.eager.median_ms if b and b.eager else None,
             "compile_ms": b.compile.median_ms if b and b.compile else None,
             "spot_checks": result.extra.get("spot_checks"), "isolation": result.isolation, "flags": result.flags,
+            "phase_s": result.extra.get("phase_s"), "transport": result.extra.get("transport"),
         }
 
     try:

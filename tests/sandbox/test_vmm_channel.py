@@ -1,4 +1,5 @@
-"""The descriptor channel of the 'vmm' output transport (CPU parts: sockets, counts, driver absence)."""
+"""The descriptor channel of the 'vmm' output transport (CPU parts: sockets, counts, driver absence) and the
+process-tree walk the sandbox freezes, kills and watches by."""
 
 from __future__ import annotations
 
@@ -87,3 +88,42 @@ def test_a_buffer_description_that_does_not_fit_is_refused_before_any_driver_cal
         _vmm.import_copy(None, NoDriver(), 0, 100, 50, "cuda:0")  # allocation smaller than the bytes claimed
     with pytest.raises(_vmm.VmmError, match="bad buffer description"):
         _vmm.import_copy(None, NoDriver(), 0, 100, (2 << 20) + 1, "cuda:0")  # not a granularity multiple
+
+
+def test_descendants_are_found_without_scanning_every_process(tmp_path):
+    """The tree walk behind freeze/kill/watchdog: a grandchild is found, an unrelated process is not."""
+    import subprocess
+    import sys
+    import time
+
+    from cuda_agent.harness import sandbox
+
+    if not sandbox._HAS_PROC_CHILDREN:
+        pytest.skip("no /proc/<pid>/task/<tid>/children on this kernel")
+    ready = tmp_path / "ready"
+    code = (
+        "import subprocess, sys, time, pathlib;"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+        f"pathlib.Path({str(ready)!r}).write_text(str(c.pid)); time.sleep(60)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() or not ready.read_text():
+            assert time.monotonic() < deadline, "child never started"
+            time.sleep(0.05)
+        grandchild = int(ready.read_text())
+        pids = sandbox.descendant_pids(parent.pid)
+        assert pids[0] == parent.pid and grandchild in pids and other.pid not in pids
+    finally:
+        for p in (parent, other):
+            p.kill()
+            p.wait()
+        import os
+        import signal
+
+        try:
+            os.kill(grandchild, signal.SIGKILL)
+        except (ProcessLookupError, NameError, UnboundLocalError):
+            pass
