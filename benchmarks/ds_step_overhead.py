@@ -38,7 +38,10 @@ class PlainStep:
 
     def __init__(self, module: torch.nn.Module, lr: float) -> None:
         self.module = module
-        self.optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr, fused=True)
+        # The DeepSpeed engines' client AdamW (EngineSettings: weight_decay 0, betas (0.9, 0.999), eps 1e-8); torch's
+        # AdamW default weight_decay is 0.01.
+        self.optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr, fused=True,
+                                           weight_decay=0.0)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.module(*args, **kwargs)
