@@ -7,9 +7,10 @@ Usage::
 
 Each engine gets a fresh model (Qwen2 shapes, random init, bf16), a few warm-up steps, then ``--steps`` timed
 optimizer steps: forward and backward of a short batch run untimed, then the step alone between two device
-synchronisations (median and minimum reported). One more step runs under torch.profiler to count the aten
-operators (and, on CUDA, kernel launches and device time) of a step. "plain" is ``benchmarks/train_throughput.py``'s baseline:
-``clip_grad_norm_(1.0)`` + fused AdamW + ``zero_grad``; the DeepSpeed engines are built by
+synchronisations (median and minimum wall time, median process CPU time: host work, less disturbed by other
+processes on a shared machine). One more step runs under torch.profiler to count the aten operators (and, on
+CUDA, kernel launches and device time) of a step. "plain" is ``benchmarks/train_throughput.py``'s baseline:
+``clip_grad_norm_(1.0)`` + fused AdamW (no weight decay, like the engines') + ``zero_grad``; the DeepSpeed engines are built by
 ``build_train_engine`` (clip 1.0, torch AdamW as client optimizer, the overflow check on) and named
 ``ds_z<stage>_<masters>[_fused]``. On CPU the milliseconds are mostly host overhead, the thing the fused step
 removes; on a GPU both host and device time count. Writes JSON and prints a table.
@@ -89,15 +90,16 @@ def measure(name: str, cfg: dict, steps: int, warmup: int, tokens: int) -> dict[
         loss = engine(input_ids=ids).logits.float().mean()
         engine.backward(loss)
 
-    times = []
+    times, cpu_times = [], []
     for i in range(warmup + steps):
         forward_backward()
         _sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         engine.step()
         _sync()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
+            cpu_times.append(time.process_time() - c0)
     forward_backward()
     _sync()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -109,6 +111,7 @@ def measure(name: str, cfg: dict, steps: int, warmup: int, tokens: int) -> dict[
     launches = sum(e.count for e in events if e.key in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC"))
     device_ms = sum(getattr(e, "self_device_time_total", 0.0) for e in events) / 1e3
     out = {"step_ms": 1e3 * statistics.median(times), "step_ms_min": 1e3 * min(times),
+           "step_cpu_ms": 1e3 * statistics.median(cpu_times),
            "step_ms_all": [1e3 * t for t in times], "aten_ops": aten_ops,
            "kernel_launches": launches if device.type == "cuda" else None,
            "device_ms": device_ms if device.type == "cuda" else None,
@@ -143,7 +146,7 @@ def main() -> int:
     results: dict[str, Any] = {"model": "qwen2-1.5b shapes" if args.big else f"qwen2 28 tiny layers, hidden {cfg['hidden_size']}", "config": cfg,
                                "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                                "torch": torch.__version__, "steps": args.steps, "engines": {}}
-    print(f"{'engine':<20} {'step ms':>9} {'min ms':>8} {'aten ops':>9} {'launches':>9} {'device ms':>10}  optimizer")
+    print(f"{'engine':<20} {'step ms':>9} {'min ms':>8} {'cpu ms':>8} {'aten ops':>9} {'launches':>9} {'device ms':>10}  optimizer")
     for name in [e for e in args.engines.split(",") if e]:
         r = measure(name, cfg, args.steps, args.warmup, args.tokens)
         gc.collect()  # the engine of the last measurement goes before the next is built
@@ -152,7 +155,7 @@ def main() -> int:
         results["engines"][name] = r
         launches = "-" if r["kernel_launches"] is None else str(r["kernel_launches"])
         dev = "-" if r["device_ms"] is None else f"{r['device_ms']:.2f}"
-        print(f"{name:<20} {r['step_ms']:9.2f} {r['step_ms_min']:8.2f} {r['aten_ops']:9d} {launches:>9} {dev:>10}  {r['optimizer']}", flush=True)
+        print(f"{name:<20} {r['step_ms']:9.2f} {r['step_ms_min']:8.2f} {r['step_cpu_ms']:8.2f} {r['aten_ops']:9d} {launches:>9} {dev:>10}  {r['optimizer']}", flush=True)
     import deepspeed
 
     results["deepspeed"] = deepspeed.__version__
