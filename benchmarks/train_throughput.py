@@ -105,7 +105,10 @@ class PlainEngine:
 
     def __init__(self, module: torch.nn.Module, lr: float) -> None:
         self.module = module
-        self.optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr, fused=True)
+        # The DeepSpeed engines' client AdamW (EngineSettings: weight_decay 0, betas (0.9, 0.999), eps 1e-8); torch's
+        # AdamW default weight_decay is 0.01.
+        self.optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr, fused=True,
+                                           weight_decay=0.0)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.module(*args, **kwargs)
@@ -238,6 +241,9 @@ def main() -> int:
                     help="Train without gradient checkpointing (both engines; more memory, no recomputation).")
     ap.add_argument("--no-overflow-check", action="store_true",
                     help="DeepSpeed engines skip the per-tensor inf/NaN scan before each step (engine.overflow_check).")
+    ap.add_argument("--no-fused-zero-step", action="store_true",
+                    help="DeepSpeed engines run DeepSpeed's own ZeRO-1/2 step, per-tensor loops included "
+                         "(engine.fused_zero_step off; for before/after comparisons).")
     ap.add_argument("--profile-steps", action="store_true",
                     help="One extra iteration whose optimizer steps run under torch.profiler (tables printed and saved).")
     ap.add_argument("--checkpoint-fraction", type=float, default=1.0,
@@ -254,7 +260,8 @@ def main() -> int:
     lengths = [int(x) for x in args.lengths.split(",")]
     batch = make_batch(lengths, QWEN2_1_5B["vocab_size"])
     settings = EngineSettings(zero_stage=args.zero_stage, dtype="bf16", gradient_checkpointing=not args.no_checkpointing,
-                              checkpoint_fraction=args.checkpoint_fraction, overflow_check=not args.no_overflow_check)
+                              checkpoint_fraction=args.checkpoint_fraction, overflow_check=not args.no_overflow_check,
+                              fused_zero_step=not args.no_fused_zero_step)
     engines = [e for e in args.engines.split(",") if e]
     unknown = sorted(set(engines) - {"plain", "deepspeed", "deepspeed_bf16"})
     if unknown:
@@ -265,6 +272,7 @@ def main() -> int:
                                "world_size": world, "note": "tokens/s and MFU are per GPU",
                                "gradient_checkpointing": not args.no_checkpointing,
                                "checkpoint_fraction": args.checkpoint_fraction, "overflow_check": not args.no_overflow_check,
+                               "fused_zero_step": not args.no_fused_zero_step,
                                "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
     for kind in engines:
         try:

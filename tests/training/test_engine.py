@@ -184,3 +184,102 @@ def test_overflow_check_skips_a_non_finite_step_only_when_on(check):
     finite = all(bool(torch.isfinite(p).all()) for p in engine.module.parameters())
     unchanged = all(torch.equal(before[n], p) for n, p in engine.module.named_parameters())
     assert (finite and unchanged) if check else not finite
+
+
+def _fused_vs_deepspeed_run(fused: bool, stage: int, masters: str, clip: float, device: str = "cpu") -> dict:
+    """Six steps of a tiny bf16 Qwen2 on DeepSpeed: a NaN loss at step 3, an inf in one gradient element at step 4."""
+    cfg = _tiny_qwen2(layers=2)
+    s = EngineSettings(zero_stage=stage, dtype="bf16", master_weights=masters, grad_clip=clip, fused_zero_step=fused)
+    engine = build_train_engine(load_causal_lm(cfg, seed=1), 1e-2, s)
+    ids = _batch().to(device)
+    weight = engine.module.model.layers[0].mlp.down_proj.weight
+    norms = []
+    for k in range(6):
+        loss = _lm_loss(engine, ids)
+        if k == 3:
+            loss = loss * float("nan")
+        hook = weight.register_hook(lambda g: g.index_fill(0, torch.tensor([0], device=g.device), float("inf"))) if k == 4 else None
+        engine.backward(loss)
+        if hook is not None:
+            hook.remove()
+        engine.step()
+        norms.append(float(engine.get_global_grad_norm()))
+    state = [v.clone() for st in engine.optimizer.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+    return {"class": type(engine.optimizer).__name__, "norms": norms, "skipped": engine.skipped_steps, "state": state,
+            "masters": [g.detach().clone() for g in engine.optimizer.single_partition_of_fp32_groups],
+            "params": {n: p.detach().clone() for n, p in engine.module.named_parameters()}}
+
+
+def _assert_same_run(a: dict, b: dict) -> None:
+    assert a["norms"] == b["norms"]  # inf on the two skipped steps
+    assert a["skipped"] == b["skipped"] == 2
+    assert all(torch.equal(x, y) for x, y in zip(a["masters"], b["masters"]))
+    assert len(a["state"]) == len(b["state"]) and all(torch.equal(x, y) for x, y in zip(a["state"], b["state"]))
+    for n in a["params"]:
+        assert torch.equal(a["params"][n], b["params"][n]), n
+
+
+@pytest.mark.parametrize("stage,masters,clip", [(1, "fp32", 0.05), (1, "bf16", 0.05), (2, "fp32", 0.05),
+                                                (2, "bf16", 0.05), (2, "fp32", 1e3)])
+def test_fused_zero_step_matches_deepspeed_step_bit_for_bit(stage, masters, clip):
+    # clip 0.05: every applied step is clipped (norms ~2); clip 1e3: none is (the multiply is skipped)
+    plain = _fused_vs_deepspeed_run(False, stage, masters, clip)
+    fused = _fused_vs_deepspeed_run(True, stage, masters, clip)
+    assert (plain["class"], fused["class"]) == ("DeepSpeedZeroOptimizer", "FusedStepZeroOptimizer")
+    assert fused["norms"][3] == fused["norms"][4] == float("inf")
+    assert all(0 < n < float("inf") for i, n in enumerate(fused["norms"]) if i not in (3, 4))
+    _assert_same_run(plain, fused)
+
+
+def test_fused_zero_step_matches_on_fp32_without_bf16():
+    a, b = (build_train_engine(load_causal_lm(_tiny_qwen2(layers=2), seed=1), 1e-2,
+                               EngineSettings(zero_stage=2, dtype="fp32", grad_clip=0.05, fused_zero_step=f)) for f in (False, True))
+    ids = _batch()
+    assert _train(a, ids, 4) == _train(b, ids, 4)
+    assert all(torch.equal(p, q) for p, q in zip(a.module.parameters(), b.module.parameters()))
+
+
+def test_fused_zero_step_issues_a_fraction_of_deepspeeds_operators():
+    from torch.profiler import ProfilerActivity, profile
+
+    counts = {}
+    for fused in (False, True):
+        engine = build_train_engine(load_causal_lm(_tiny_qwen2(layers=8), seed=1), 1e-2,
+                                    EngineSettings(zero_stage=2, dtype="bf16", fused_zero_step=fused))
+        _train(engine, _batch(), 1)
+        engine.backward(_lm_loss(engine, _batch()))
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            engine.step()
+        counts[fused] = sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
+    # 99 tensors: DeepSpeed ~55 ops per tensor (overflow scan, fp64 copy + norm), fused ~11 (CPU's foreach_norm loop)
+    assert counts[True] < counts[False] / 3, counts
+
+
+def test_fused_zero_step_repoints_parameters_that_moved():
+    engine = build_train_engine(load_causal_lm(_tiny_qwen2(layers=2), seed=1), 1e-2,
+                                EngineSettings(zero_stage=2, dtype="bf16", fused_zero_step=True))
+    flat = engine.optimizer.bit16_groups_flat[0]
+    _train(engine, _batch(), 1)
+    p = engine.optimizer.bit16_groups[0][1]
+    p.data = p.data.clone()  # no longer a view of the flat buffer: the next step must re-point it
+    _train(engine, _batch(), 1)
+    start, end = flat.data_ptr(), flat.data_ptr() + flat.numel() * flat.element_size()
+    assert all(start <= q.data_ptr() < end for q in engine.optimizer.bit16_groups[0])
+
+
+def test_fused_zero_step_applies_to_zero_1_and_2_only():
+    from cuda_agent.training.engines.zero_step import install
+
+    assert install(torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))])) is False
+    off = build_train_engine(load_causal_lm(_tiny_qwen2(layers=1), seed=1), 1e-2,
+                             EngineSettings(zero_stage=2, dtype="bf16", fused_zero_step=False))
+    assert type(off.optimizer).__name__ == "DeepSpeedZeroOptimizer"
+    assert ds_config(EngineSettings())["timers"] == {"throughput": {"enabled": False}}  # no device sync per forward
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stage,masters", [(1, "fp32"), (2, "bf16")])
+def test_fused_zero_step_matches_deepspeed_step_on_cuda(stage, masters):
+    # CUDA runs the fused kernels (multi-tensor norm and multiply) the CPU tests cannot reach
+    _assert_same_run(_fused_vs_deepspeed_run(False, stage, masters, 0.05, "cuda"),
+                     _fused_vs_deepspeed_run(True, stage, masters, 0.05, "cuda"))

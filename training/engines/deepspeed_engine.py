@@ -92,6 +92,9 @@ def ds_config(settings: EngineSettings, *, micro_batch: int = 1, train: bool = T
         "bf16": {"enabled": dtype == torch.bfloat16, "check_grad_overflow": settings.overflow_check},
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
+        # The throughput timer (on by default) synchronises the device at every forward and step to time them for
+        # a log line we never print (steps_per_print); off, forward and step stay asynchronous.
+        "timers": {"throughput": {"enabled": False}},
     }
     if train:
         cfg["gradient_clipping"] = settings.grad_clip
@@ -134,6 +137,10 @@ def build_train_engine(model: nn.Module, lr: float, settings: EngineSettings, *,
     model = model.to(dtype=dtype, device=local_device())
     opt = client_optimizer(model, lr, settings)
     engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=ds_config(settings, micro_batch=micro_batch))
+    if settings.fused_zero_step and settings.zero_stage in (1, 2):
+        from cuda_agent.training.engines.zero_step import install
+
+        install(engine.optimizer)
     return engine
 
 
