@@ -92,11 +92,13 @@ done
 for pid in "${pids[@]}"; do wait "$pid"; done
 s="$OUT/summary_main.txt"; : > "$s"
 for what in "${fg[@]}"; do run_part "$s" "$what"; done
-summary=$OUT/summary.txt
+# A second session in the same call (OUT kept) gets its own summary and tarball instead of replacing the first's.
+summary=$OUT/summary.txt; tarball=$OUT/results.tar.gz; n=1
+while [ -e "$tarball" ]; do n=$((n + 1)); summary=$OUT/summary-$n.txt; tarball=$OUT/results-$n.tar.gz; done
 cat "$OUT"/summary_gpu*.txt "$OUT/summary_main.txt" > "$summary" 2>/dev/null
 rm -f "$OUT"/summary_gpu*.txt "$OUT/summary_main.txt"
 # Build outputs and model weights stay behind (16 MiB per returned file); logs and JSON come back.
-tar czf "$OUT/results.tar.gz" --exclude=.compile_cache --exclude=.locks --exclude="*.so" --exclude="*.o" \
+tar czf "$tarball" --exclude=.compile_cache --exclude=.locks --exclude="*.so" --exclude="*.o" \
   --exclude="*.pt" --exclude="*.safetensors" --exclude="*.bin" --exclude="global_step*" --exclude="checkpoint*" \
   -C "$RES" . 2>/dev/null
 rm -rf "$RES"
