@@ -182,12 +182,17 @@ class DeviceTimer:
 
         probe = 1_000_000
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(probe)  # the first launch pays the kernel's load
-        start.record()
-        torch.cuda._sleep(probe)
-        end.record()
-        end.synchronize()
-        ms = max(start.elapsed_time(end), 1e-3)
+        torch.cuda._sleep(probe)  # the first launch pays the kernel's load (and the clock ramps up)
+        ms = float("inf")
+        # The fastest of several probes: cycles per microsecond at the highest clock seen, so the spin lasts at
+        # least ``us`` whatever clock the GPU runs at later (one probe taken while the clock was still ramping
+        # up gave a spin shorter than asked: short kernels' medians then jumped between processes).
+        for _ in range(5):
+            start.record()
+            torch.cuda._sleep(probe)
+            end.record()
+            end.synchronize()
+            ms = min(ms, max(start.elapsed_time(end), 1e-3))
         return max(1, int(probe * (us / 1e3) / ms))
 
     def flush(self) -> None:
