@@ -114,7 +114,7 @@ def _timed_compile(backend, ws, task, log: NinjaLog) -> dict:
     build = result.extra.get("build", {})
     return {
         "tool_s": total,
-        "child_cpu_s": cpu,  # CPU time of the compilers, linker, nm...: steadier than wall time on a busy machine
+        "helper_cpu_s": cpu,  # CPU of unsandboxed helpers (nm, c++filt, stand-in links); the sandboxed compilers are not counted
         "build_s": build.get("seconds", 0.0),  # build_extension's own wall time
         "after_build_s": total - build.get("seconds", 0.0),  # integrity rules, result, Python
         "translation_units": build.get("steps"),
@@ -214,7 +214,7 @@ def main() -> int:
             rows.append(_timed_compile(backend, ws, task, log))
         targets = sorted({t for r in rows for t in r["ninja_ms"]})
         report[label] = {
-            "median_s": {k: _median(rows, k) for k in ("tool_s", "build_s", "after_build_s", "child_cpu_s")},
+            "median_s": {k: _median(rows, k) for k in ("tool_s", "build_s", "after_build_s", "helper_cpu_s")},
             "median_ninja_ms": {t: statistics.median(r["ninja_ms"].get(t, 0) for r in rows) for t in targets},
             "runs": rows,
         }
@@ -223,7 +223,7 @@ def main() -> int:
     for label in (*edits, "noop"):
         med = report[label]["median_s"]
         print(f"{label:13s} compile tool {med['tool_s']:.3f} s  build {med['build_s']:.3f} s  "
-              f"after build {med['after_build_s']:.3f} s  child CPU {med['child_cpu_s']:.3f} s  | ninja ms: "
+              f"after build {med['after_build_s']:.3f} s  helper CPU {med['helper_cpu_s']:.3f} s  | ninja ms: "
               + "  ".join(f"{t} {v:.0f}" for t, v in report[label]["median_ninja_ms"].items()))
     if "nvcc_phases_ms" in report:
         print("nvcc phases ms: " + "  ".join(f"{k} {v:.0f}" for k, v in report["nvcc_phases_ms"].items()))
