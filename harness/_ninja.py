@@ -3,7 +3,8 @@
 One compile edge per kernel source (``.cu`` through nvcc, ``.cpp`` through
 the C++ compiler) with depfiles, so ninja recompiles exactly the translation
 units whose source or included headers changed; one link edge adds the
-shared, prebuilt binding object.
+shared, prebuilt binding object. Binding TUs (``*_binding.cpp``) get the
+toolchain's ``binding_flags`` after the common flags.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def ninja_text(
         f"ldflags = {_shell_join(toolchain.ld_flags)}",
         "",
         "rule cxx",
-        "  command = $cxx -MMD -MF $out.d $cxxflags $pch -c $in -o $out",
+        "  command = $cxx -MMD -MF $out.d $cxxflags $extra $pch -c $in -o $out",
         "  depfile = $out.d",
         "  deps = gcc",
         "  description = CXX $rel",
@@ -91,6 +92,8 @@ def ninja_text(
         rule = "nvcc" if src.suffix == ".cu" else "cxx"
         lines.append(f"build {_escape(str(obj))}: {rule} {_escape(str(src))}")
         lines.append(f"  rel = {str(src.relative_to(workspace_root)).replace('$', '$$')}")
+        if rule == "cxx" and src.name.endswith("_binding.cpp") and toolchain.binding_flags:
+            lines.append(f"  extra = {_shell_join(toolchain.binding_flags)}")
         if pch_header is not None and src.name.endswith("_binding.cpp"):
             lines.append(f"  pch = {_shell_join(['-include', str(pch_header)])}")
     all_objs = " ".join(_escape(str(o)) for o in [*objects, binding_object])

@@ -12,8 +12,10 @@ import functools
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,15 @@ MODULE_NAME = "cuda_extension"
 ARCH_ENV = "CUDA_AGENT_CUDA_ARCH"
 #: Arch used when there is no device and no configuration (the H200's).
 DEFAULT_ARCH = "sm_90a"
+
+#: Environment variable naming the linker (``-fuse-ld=<value>``); ``default`` = the compiler's own.
+#: Unset: gold when the compiler can use it (links against the torch libraries about 3x faster than bfd).
+LINKER_ENV = "CUDA_AGENT_LINKER"
+#: torch libraries the module links; the link reads only tiny stand-ins of them (see ``build.link_stub_flags``).
+TORCH_LIBS = ("c10", "torch", "torch_cpu", "torch_python", "c10_cuda", "torch_cuda")
+#: Optimisation of ``kernels/*_binding.cpp`` on the cuda backend: host-side glue (argument checks, one
+#: launch call), about 0.7 s faster to compile than -O3; device code is nvcc's and unaffected.
+BINDING_OPT_FLAGS = ["-O1"]
 
 #: nvcc defines torch's own extensions use (release-style sources rely on them).
 TORCH_NVCC_DEFINES = [
@@ -46,6 +57,10 @@ class Toolchain:
     cxx_flags: list[str] = field(default_factory=list)
     nvcc_flags: list[str] = field(default_factory=list)
     ld_flags: list[str] = field(default_factory=list)
+    binding_flags: list[str] = field(default_factory=list)
+    """Extra flags of ``kernels/*_binding.cpp`` edges (after ``cxx_flags``: a later ``-O`` wins)."""
+    lib_dirs: list[str] = field(default_factory=list)
+    """Folders the ``-l`` libraries of ``ld_flags`` are searched in (for link stand-ins)."""
     arch: str | None = None
     torch_version: str = ""
 
@@ -104,12 +119,35 @@ def normalize_arch(arch: str) -> str:
     return f"sm_{text}"
 
 
+@functools.lru_cache(maxsize=None)
+def linker_flags(cxx: str) -> tuple[str, ...]:
+    """``-fuse-ld=...`` for ``cxx``: ``$CUDA_AGENT_LINKER``, else gold when a probe link with it works, else none."""
+    choice = os.environ.get(LINKER_ENV, "").strip()
+    if choice in ("default", "none"):
+        return ()
+    candidates = [choice] if choice else ["gold"]
+    for linker in candidates:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                proc = subprocess.run(
+                    [cxx, f"-fuse-ld={linker}", "-shared", "-fPIC", "-x", "c", os.devnull, "-o", str(Path(tmp) / "probe.so")],
+                    capture_output=True, timeout=60,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if proc.returncode == 0:
+                return (f"-fuse-ld={linker}",)
+    return ()
+
+
+@functools.lru_cache(maxsize=None)
 def device_arch(index: int = 0) -> str | None:
     """Arch of GPU ``index`` via NVML (does not initialise CUDA in this process); None without a GPU.
 
     Hopper and Blackwell datacenter parts get the arch-specific target
     (``sm_90a``, ``sm_100a``) so Hopper-only instructions (wgmma, TMA) compile;
     it runs on exactly that capability, which is the device we build for.
+    Cached per index (every build asks; NVML start-up costs tens of ms).
     """
     try:
         import pynvml
@@ -164,10 +202,12 @@ def make_toolchain(kind: str, arch: str | None = None, device_index: int = 0) ->
     ]
     inc_flags = [f"-isystem{p}" for p in [*includes, py_include]]
     cxx_flags = ["-O3", "-std=c++20", "-fPIC", *defines, *inc_flags]
-    ld_flags = [*(f"-L{d}" for d in libdirs), *(f"-Wl,-rpath,{d}" for d in libdirs)]
+    ld_flags = [*linker_flags(cxx), *(f"-L{d}" for d in libdirs), *(f"-Wl,-rpath,{d}" for d in libdirs)]
     ld_flags += ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"]
     nvcc = None
     nvcc_flags: list[str] = []
+    binding_flags: list[str] = []
+    lib_dirs = list(libdirs)
     resolved_arch = None
     if kind == "cpu":
         cxx_flags += ["-fopenmp", "-march=native"]
@@ -190,6 +230,8 @@ def make_toolchain(kind: str, arch: str | None = None, device_index: int = 0) ->
             *gencode_flags(resolved_arch),
         ]
         lib64 = home / "lib64"
+        lib_dirs.append(str(lib64))
+        binding_flags = list(BINDING_OPT_FLAGS)
         ld_flags += [f"-L{lib64}", f"-Wl,-rpath,{lib64}", "-lc10_cuda", "-ltorch_cuda", *shared_cudart_flags([lib64, *libdirs])]
     return Toolchain(
         kind=kind,
@@ -200,6 +242,8 @@ def make_toolchain(kind: str, arch: str | None = None, device_index: int = 0) ->
         cxx_flags=cxx_flags,
         nvcc_flags=nvcc_flags,
         ld_flags=ld_flags,
+        binding_flags=binding_flags,
+        lib_dirs=lib_dirs,
         arch=resolved_arch,
         torch_version=torch_version,
     )

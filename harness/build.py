@@ -20,9 +20,11 @@ Import the result by putting ``so_path.parent`` first on ``sys.path`` and
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -36,7 +38,7 @@ from cuda_agent.harness._binding_sources import BINDING_CPP, BINDING_REGISTRY_H
 from cuda_agent.harness._build_log import BuildError, parse_errors, relativize, trim_log
 from cuda_agent.harness._build_sandbox import run_sandboxed
 from cuda_agent.harness._ninja import count_compile_steps, ninja_text, write_if_changed
-from cuda_agent.harness._toolchain import MODULE_NAME, Toolchain, make_toolchain, python_tag
+from cuda_agent.harness._toolchain import MODULE_NAME, TORCH_LIBS, Toolchain, make_toolchain, python_tag
 from cuda_agent.harness.layout import KERNELS_DIR, binding_sources, kernel_sources
 
 log = structlog.get_logger(__name__)
@@ -150,6 +152,72 @@ def shared_pch(toolchain: Toolchain, cache_dir: Path | None = None) -> Path | No
     return header if gch.is_file() else None
 
 
+_SONAME = re.compile(r"\(SONAME\)\s+Library soname: \[(.+)\]")
+
+
+def _soname(lib: Path) -> str:
+    """DT_SONAME of a shared library (``readelf -d``); its file name when it has none."""
+    proc = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True, timeout=60)
+    match = _SONAME.search(proc.stdout) if proc.returncode == 0 else None
+    return match.group(1) if match else lib.name
+
+
+def link_stub_flags(toolchain: Toolchain, cache_dir: Path | None = None) -> tuple[list[str], Path | None]:
+    """``toolchain.ld_flags`` with the torch libraries swapped for empty stand-ins of the same SONAME.
+
+    Reading the symbol tables of ``libtorch_cpu``/``libtorch_cuda`` (hundreds of MB) is most of
+    the link's time. A shared object may leave symbols undefined (``-shared`` without
+    ``-z defs``), so linking against an empty library with the real one's SONAME records the
+    same ``DT_NEEDED`` entry and the same undefined symbols (torch's own symbols carry no
+    versions): the loader finds the real library through the rpath and binds as before. The
+    stand-ins are built once per set of real libraries into ``<cache>/linkstubs/<key>``.
+    Returns ``(ld_flags, stub folder)``; the flags are unchanged (folder None) when no torch library
+    is found, the stand-ins cannot be built or ``CUDA_AGENT_NO_LINK_STUBS=1``.
+    """
+    if os.environ.get("CUDA_AGENT_NO_LINK_STUBS", "") in ("1", "true", "yes"):
+        return list(toolchain.ld_flags), None
+    wanted = [flag[2:] for flag in toolchain.ld_flags if flag.startswith("-l") and flag[2:] in TORCH_LIBS]
+    real: dict[str, Path] = {}
+    for name in wanted:
+        found = next((Path(d) / f"lib{name}.so" for d in toolchain.lib_dirs if (Path(d) / f"lib{name}.so").is_file()), None)
+        if found is not None:  # one not found stays ``-l``: the linker looks for it (and reports it) as before
+            real[name] = found.resolve()
+    if not real:
+        return list(toolchain.ld_flags), None
+    blob = "\n".join([toolchain.cxx, *(f"{n}={p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for n, p in sorted(real.items()))])
+    folder = Path(cache_dir or default_cache_dir()) / "linkstubs" / hashlib.sha256(blob.encode()).hexdigest()[:20]
+    done = folder / "DONE"
+
+    def build() -> None:
+        for name, path in real.items():
+            tmp = folder / f"lib{name}.so.tmp{os.getpid()}"
+            cmd = [toolchain.cxx, "-shared", "-fPIC", "-x", "c", os.devnull, f"-Wl,-soname,{_soname(path)}", "-o", str(tmp)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if proc.returncode != 0:
+                log.warning("link_stubs_unavailable", reason=trim_log(proc.stdout + proc.stderr)[:300])
+                return
+            os.replace(tmp, folder / f"lib{name}.so")
+        done.write_text("\n".join(f"lib{n}.so -> {p}" for n, p in real.items()) + "\n")
+
+    try:
+        _build_once(folder, done, build)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("link_stubs_unavailable", reason=str(exc)[:300])
+        return list(toolchain.ld_flags), None
+    if not done.is_file():
+        return list(toolchain.ld_flags), None
+    # --no-as-needed around the stand-ins only: they define nothing, yet their DT_NEEDED must stay
+    # (some compilers default to --as-needed); the other libraries keep the compiler's default.
+    flags = []
+    for flag in toolchain.ld_flags:
+        name = flag[2:] if flag.startswith("-l") else None
+        if name in real:
+            flags += ["-Wl,--push-state,--no-as-needed", str(folder / f"lib{name}.so"), "-Wl,--pop-state"]
+        else:
+            flags.append(flag)
+    return flags, folder
+
+
 def _check_workspace(workspace_root: Path, kind: str) -> list[BuildError]:
     """Errors found before compiling: edited protected binding files, wrong kernel suffix."""
     errors = []
@@ -231,8 +299,11 @@ def build_extension(
         toolchain = make_toolchain(kind, arch=arch)
     except (RuntimeError, ValueError) as exc:
         return failed([BuildError(message=str(exc))], str(exc))
+    stubs: Path | None = None
     if link:
         binding_obj = shared_binding_object(toolchain, cache_dir)
+        ld_flags, stubs = link_stub_flags(toolchain, cache_dir)
+        toolchain = dataclasses.replace(toolchain, ld_flags=ld_flags)
     else:  # never built: only the link edge needs it
         binding_obj = Path(cache_dir or default_cache_dir()) / "binding" / "not-linked" / "binding.o"
     pch = shared_pch(toolchain, cache_dir) if pch_enabled() else None
@@ -241,7 +312,7 @@ def build_extension(
     write_if_changed(build_dir / "build.ninja", text)
     run = run_sandboxed(
         [toolchain.ninja, "-C", str(build_dir), *([] if link else ["objects"])],
-        readonly=[workspace_root, *([binding_obj.parent] if link else []), *([pch.parent] if pch else [])],
+        readonly=[workspace_root, *([binding_obj.parent] if link else []), *([stubs] if stubs else []), *([pch.parent] if pch else [])],
         writable=[build_dir],
         hidden=hidden,
         timeout_s=timeout_s,

@@ -19,6 +19,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,8 +111,35 @@ def demangle(names: list[str]) -> list[str]:
     return out[: len(names)] if len(out) >= len(names) else list(names)
 
 
+#: Undefined symbols per (file content sha256, dynamic): a file nm has read is not read again (verify and
+#: profile rebuild a no-op and re-check the same module; the shared binding object is the same every time).
+_SYMBOL_CACHE: dict[tuple[str, bool], tuple[Symbol, ...]] = {}
+_SYMBOL_CACHE_MAX = 256
+_SYMBOL_CACHE_LOCK = threading.Lock()
+
+
 def undefined_symbols(so_path: Path, *, dynamic: bool = True) -> list[Symbol]:
-    """Undefined symbols of a shared object (``nm -D --undefined-only``) or, with ``dynamic=False``, of an object file."""
+    """Undefined symbols of a shared object (``nm -D --undefined-only``) or, with ``dynamic=False``, of an object file.
+
+    Memoised by the file's content hash (never by name or mtime), so a changed file is always read again.
+    """
+    try:
+        key = (hashlib.sha256(Path(so_path).read_bytes()).hexdigest(), dynamic)
+    except OSError:  # unreadable: nm reports it
+        return _read_undefined_symbols(so_path, dynamic=dynamic)
+    with _SYMBOL_CACHE_LOCK:
+        cached = _SYMBOL_CACHE.get(key)
+    if cached is not None:
+        return list(cached)
+    symbols = _read_undefined_symbols(so_path, dynamic=dynamic)
+    with _SYMBOL_CACHE_LOCK:
+        if len(_SYMBOL_CACHE) >= _SYMBOL_CACHE_MAX:
+            _SYMBOL_CACHE.pop(next(iter(_SYMBOL_CACHE)))
+        _SYMBOL_CACHE[key] = tuple(symbols)
+    return symbols
+
+
+def _read_undefined_symbols(so_path: Path, *, dynamic: bool) -> list[Symbol]:
     if shutil.which("nm") is None:
         raise RuntimeError("`nm` (binutils) is not on PATH; the binary integrity check needs it")
     raw = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -285,3 +286,82 @@ def test_compiler_cannot_read_hidden_harness_folders(tmp_path, build_cache, swis
     outcome = build_extension(tmp_path / "ws", "cpu", tmp_path / "build", cache_dir=build_cache, hidden=(secret,))
     assert not outcome.ok and outcome.isolation == "bwrap"
     assert "expected.h" in outcome.log and "No such file" in outcome.log
+
+
+def _needed(so: Path) -> list[str]:
+    out = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True, check=True).stdout
+    return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+
+
+def _undefined(so: Path) -> set[str]:
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(so)], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.split()}
+
+
+@pytest.mark.slow
+def test_link_reads_torch_stand_ins_yet_the_module_is_the_same(swish_build, tmp_path):
+    """The link reads empty stand-ins of the torch libraries (same SONAME) instead of libtorch_cpu & co.
+
+    The module records the same torch libraries as DT_NEEDED, imports the same undefined symbols
+    (what the binary integrity rules read) as one linked against the real libraries, and runs
+    (test_first_build_compiles_every_kernel_and_imports imports this very build).
+    """
+    import shlex
+
+    from cuda_agent.harness._toolchain import make_toolchain
+
+    root, build_dir, outcome = swish_build
+    assert outcome.ok, outcome.log
+    ninja = (build_dir / "build.ninja").read_text()
+    ldflags = shlex.split(next(line.split(" = ", 1)[1] for line in ninja.splitlines() if line.startswith("ldflags = ")))
+    stand_ins = [Path(f) for f in ldflags if "/linkstubs/" in f]
+    assert {p.name for p in stand_ins} >= {"libc10.so", "libtorch_cpu.so", "libtorch_python.so"}
+    assert "-ltorch_cpu" not in ldflags and all(p.stat().st_size < 100_000 for p in stand_ins)
+    needed = _needed(outcome.so_path)
+    assert {"libc10.so", "libtorch_cpu.so", "libtorch_python.so"} <= set(needed)
+    # The same objects linked against the real libraries: same imports.
+    real = tmp_path / "real.so"
+    objects = [*sorted((build_dir / "obj").rglob("*.o")), outcome.binding_object]
+    toolchain = make_toolchain("cpu")
+    subprocess.run([toolchain.cxx, "-shared", *map(str, objects), "-o", str(real), *toolchain.ld_flags], check=True)
+    assert _undefined(outcome.so_path) == _undefined(real)
+    assert {n for n in needed if "torch" in n or "c10" in n} <= set(_needed(real)) | {"libtorch.so"}
+
+
+def test_linker_choice_follows_the_environment(monkeypatch):
+    from cuda_agent.harness._toolchain import LINKER_ENV, linker_flags
+
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("needs a C++ compiler")
+    linker_flags.cache_clear()
+    monkeypatch.setenv(LINKER_ENV, "default")
+    assert linker_flags(cxx) == ()
+    linker_flags.cache_clear()
+    monkeypatch.setenv(LINKER_ENV, "no-such-linker")
+    assert linker_flags(cxx) == ()  # a linker the compiler cannot use is dropped, not passed on
+    linker_flags.cache_clear()
+    monkeypatch.delenv(LINKER_ENV)
+    gold = subprocess.run([cxx, "-fuse-ld=gold", "-shared", "-x", "c", "/dev/null", "-o", "/dev/null"], capture_output=True)
+    assert linker_flags(cxx) == (("-fuse-ld=gold",) if gold.returncode == 0 else ())
+    linker_flags.cache_clear()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")
+def test_cuda_binding_glue_compiles_at_O1_and_kernels_keep_O3(tmp_path, build_cache):
+    solution_workspace(tmp_path / "ws", "swish", "cuda")
+    outcome = build_extension(tmp_path / "ws", "cuda", tmp_path / "build", arch="sm_90a", cache_dir=build_cache, link=False)
+    assert outcome.ok, outcome.log
+    ninja = (tmp_path / "build" / "build.ninja").read_text()
+    edges = {block.split("\n", 1)[0].split(": ")[0].rsplit("/", 1)[-1]: block for block in ninja.split("\nbuild ")[1:]}
+    assert "extra = -O1" in edges["swish_binding.cpp.o"]
+    assert "extra" not in edges["swish.cu.o"]
+    nvccflags = next(line for line in ninja.splitlines() if line.startswith("nvccflags = "))
+    assert " -O3 " in nvccflags
+    from cuda_agent.harness._toolchain import find_ninja
+
+    commands = subprocess.run([find_ninja(), "-C", str(tmp_path / "build"), "-t", "commands", "objects"],
+                              capture_output=True, text=True, check=True).stdout
+    binding_cmd = next(line for line in commands.splitlines() if "swish_binding.cpp" in line)
+    assert binding_cmd.index(" -O3 ") < binding_cmd.index(" -O1 ")  # the later -O wins

@@ -109,3 +109,26 @@ def test_torch_header_cheat_is_rejected(name: str, torch_shared_objects: dict[st
 @pytest.mark.slow
 def test_torch_header_honest_binding_is_accepted(torch_shared_objects: dict[str, Path]) -> None:
     assert check_binary(torch_shared_objects["relu_binding.cpp"], "cpu") == []
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_undefined_symbols_are_keyed_by_content_not_by_name_or_mtime(tmp_path: Path) -> None:
+    """The memo behind repeated checks (verify/profile re-check an unchanged module) never serves a changed file."""
+    import os
+    import subprocess
+
+    from cuda_agent.harness.integrity.binary import undefined_symbols
+
+    objs = {}
+    for name, callee in (("a", "fopen"), ("b", "socket")):
+        (tmp_path / f"{name}.c").write_text(f"extern int {callee}(); int f(void) {{ return {callee}(); }}\n")
+        subprocess.run(["cc", "-c", str(tmp_path / f"{name}.c"), "-o", str(tmp_path / f"{name}.o")], check=True)
+        objs[name] = (tmp_path / f"{name}.o").read_bytes()
+    target = tmp_path / "kernel.o"
+    target.write_bytes(objs["a"])
+    stamp = target.stat().st_mtime_ns
+    assert [s.raw for s in undefined_symbols(target, dynamic=False)] == ["fopen"]
+    assert [s.raw for s in undefined_symbols(target, dynamic=False)] == ["fopen"]  # served again
+    target.write_bytes(objs["b"])
+    os.utime(target, ns=(stamp, stamp))  # same name and mtime, other content
+    assert [s.raw for s in undefined_symbols(target, dynamic=False)] == ["socket"]
