@@ -349,14 +349,14 @@ def test_linker_choice_follows_the_environment(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.skipif(find_nvcc() is None, reason="needs nvcc")
-def test_cuda_binding_glue_compiles_at_O1_and_kernels_keep_O3(tmp_path, build_cache):
+def test_cuda_binding_glue_and_kernels_compile_at_O3(tmp_path, build_cache):
+    """The binding's glue runs inside every timed call: no build flag of ours may make it slower than -O3."""
     solution_workspace(tmp_path / "ws", "swish", "cuda")
     outcome = build_extension(tmp_path / "ws", "cuda", tmp_path / "build", arch="sm_90a", cache_dir=build_cache, link=False)
     assert outcome.ok, outcome.log
     ninja = (tmp_path / "build" / "build.ninja").read_text()
     edges = {block.split("\n", 1)[0].split(": ")[0].rsplit("/", 1)[-1]: block for block in ninja.split("\nbuild ")[1:]}
-    assert "extra = -O1" in edges["swish_binding.cpp.o"]
-    assert "extra" not in edges["swish.cu.o"]
+    assert "extra" not in edges["swish_binding.cpp.o"] and "extra" not in edges["swish.cu.o"]
     nvccflags = next(line for line in ninja.splitlines() if line.startswith("nvccflags = "))
     assert " -O3 " in nvccflags
     from cuda_agent.harness._toolchain import find_ninja
@@ -364,4 +364,4 @@ def test_cuda_binding_glue_compiles_at_O1_and_kernels_keep_O3(tmp_path, build_ca
     commands = subprocess.run([find_ninja(), "-C", str(tmp_path / "build"), "-t", "commands", "objects"],
                               capture_output=True, text=True, check=True).stdout
     binding_cmd = next(line for line in commands.splitlines() if "swish_binding.cpp" in line)
-    assert binding_cmd.index(" -O3 ") < binding_cmd.index(" -O1 ")  # the later -O wins
+    assert " -O3 " in binding_cmd and " -O1 " not in binding_cmd and " -O0 " not in binding_cmd
