@@ -138,6 +138,8 @@ class Evaluator:
         self._verified: dict[str, None] = {}
         #: Why the 'vmm' output transport failed here (None: not failed); 'host' is used from then on.
         self.vmm_failure: str | None = None
+        #: A 'vmm' hand-over has succeeded here: later failures are the candidate's, not the environment's.
+        self.vmm_confirmed = False
 
     # ------------------------------------------------------------------ public API
     def verify(self, task: TaskManifest, workspace_root: Path, so_path: Path | None) -> CandidateResult:
@@ -446,6 +448,20 @@ class Evaluator:
             return "host"
         return mode
 
+    def transport_failure_is_environment(self, sess: _Session, why: str) -> bool:
+        """Whether a 'vmm' hand-over that failed means the transport does not work here (True: 'host' files from
+        now on) or that this candidate's buffers were bad (False: its export error).
+
+        Until one 'vmm' check has succeeded on this evaluator, a failure is taken as the environment's (a driver or
+        sandbox that refuses the handles), so honest candidates never fail for it; after that, the transport is
+        known to work and a failure is the candidate's, so one candidate cannot switch the device to the slow path.
+        """
+        if self.vmm_confirmed:
+            sess.extra["transport_note"] = f"this candidate's device buffers could not be read: {why[:200]}"
+            return False
+        self._vmm_failed(sess, why)
+        return True
+
     def _vmm_failed(self, sess: _Session, why: str) -> None:
         """The 'vmm' transport does not work here: 'host' from now on for this evaluator (logged once)."""
         if self.vmm_failure is None:
@@ -497,9 +513,15 @@ class Evaluator:
         if not metas_ok or not check or sess.violations:
             return ms
         verdict = self._export_and_check(sess, k, metas, self.transport(sess.proc))
-        if verdict.get("transport_failed"):  # the driver refused 'vmm' on the trusted side: files from now on
-            self._vmm_failed(sess, str(verdict["transport_failed"]))
-            verdict = self._export_and_check(sess, k, metas, "host")
+        if verdict.get("transport_failed"):
+            why = str(verdict["transport_failed"])
+            if self.transport_failure_is_environment(sess, why):  # files from now on; this call again by file
+                verdict = self._export_and_check(sess, k, metas, "host")
+            else:  # 'vmm' works here: this candidate's buffers did not
+                verdict = {"errors": [{"check": "export", "message": f"handing over the outputs failed: {why}", "input_set": k}],
+                           "violations": []}
+        elif sess.extra.get("transport") == "vmm":
+            self.vmm_confirmed = True
         sess.errors += [CheckError.model_validate(e) for e in verdict["errors"]]
         sess.violations += verdict["violations"]
         return ms
@@ -510,14 +532,18 @@ class Evaluator:
         exported = sess.proc.request(self.settings.call_timeout_s, op="export", id=sess.calls, transport=transport)
         if not exported.get("ok"):
             raise _CandidateFailed(f"handing over outputs failed: {exported.get('error')}", exported.get("traceback", ""))
-        if exported.get("vmm_error") and transport == "vmm":
-            self._vmm_failed(sess, f"runner: {exported['vmm_error']}")
+        if exported.get("vmm_error") and transport == "vmm":  # the runner used files for (some) outputs
+            if self.vmm_confirmed:
+                sess.extra["transport_note"] = f"runner fell back to files: {str(exported['vmm_error'])[:200]}"
+            else:
+                self._vmm_failed(sess, f"runner: {exported['vmm_error']}")
         outputs = exported.get("outputs", [])
         n_vmm = sum(1 for d in outputs if isinstance(d, dict) and d.get("vmm"))
         fds: list[int] = []
         if n_vmm:
             try:
-                fds = sess.proc.recv_fds(n_vmm, self.settings.call_timeout_s)
+                # The runner sends them before its answer line, so they are already queued: a short wait.
+                fds = sess.proc.recv_fds(n_vmm, min(5.0, self.settings.call_timeout_s))
             except ValueError as exc:
                 raise _CandidateFailed(f"handing over outputs failed: {exc}") from exc
         sess.extra["transport"] = "vmm" if n_vmm else transport if transport != "vmm" else "host"

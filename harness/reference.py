@@ -224,7 +224,7 @@ class ReferenceServer:
             if self.fd_sock is None:
                 return {"errors": [], "violations": [], "transport_failed": "no descriptor socket"}
             try:
-                fds = recv_fds(self.fd_sock, n_vmm, 30.0)
+                fds = recv_fds(self.fd_sock, n_vmm, 5.0)  # relayed before the request: already queued
             except ValueError as exc:
                 return {"errors": [], "violations": [], "transport_failed": str(exc)}
         try:

@@ -127,3 +127,28 @@ def test_descendants_are_found_without_scanning_every_process(tmp_path):
             os.kill(grandchild, signal.SIGKILL)
         except (ProcessLookupError, NameError, UnboundLocalError):
             pass
+
+
+def test_a_failed_hand_over_blames_the_environment_only_until_the_transport_has_worked(tmp_path):
+    """Before any 'vmm' check succeeded, a failure switches the evaluator to host files (honest candidates never
+    fail for a driver that refuses the handles); afterwards it is the candidate's export error, so one candidate
+    cannot push the device onto the slow path for everyone."""
+    from cuda_agent.harness.evaluator import Evaluator, _Session
+    from cuda_agent.harness.settings import HarnessSettings
+
+    ev = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "b", pool_size=1))
+    try:
+        sess = _Session(task=None, proc=None, ref=None)  # type: ignore[arg-type]
+        assert ev.transport_failure_is_environment(sess, "cuMemImportFromShareableHandle failed: CUDA error 1")
+        assert ev.vmm_failure and "vmm unavailable" in sess.extra["transport_note"]
+
+        fresh = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "c", pool_size=1))
+        try:
+            fresh.vmm_confirmed = True
+            other = _Session(task=None, proc=None, ref=None)  # type: ignore[arg-type]
+            assert not fresh.transport_failure_is_environment(other, "cuMemMap failed: CUDA error 1")
+            assert fresh.vmm_failure is None and "could not be read" in other.extra["transport_note"]
+        finally:
+            fresh.close()
+    finally:
+        ev.close()
