@@ -22,38 +22,18 @@ import argparse
 import gc
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 
 TINY = {"model_type": "qwen2", "vocab_size": 64, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 28,
         "num_attention_heads": 2, "num_key_value_heads": 1}
-QWEN2_1_5B = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 1536, "intermediate_size": 8960,
-              "num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2,
-              "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True}
-
-
-class PlainStep:
-    """The plain baseline of ``train_throughput.py``: clip to 1.0, fused AdamW, grads set to None."""
-
-    def __init__(self, module: torch.nn.Module, lr: float) -> None:
-        self.module = module
-        # The DeepSpeed engines' client AdamW (EngineSettings: weight_decay 0, betas (0.9, 0.999), eps 1e-8); torch's
-        # AdamW default weight_decay is 0.01.
-        self.optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=lr, fused=True,
-                                           weight_decay=0.0)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.module(*args, **kwargs)
-
-    def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
-
-    def step(self) -> None:
-        torch.nn.utils.clip_grad_norm_(self.module.parameters(), 1.0)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+# The same model and plain baseline as train_throughput.py (one definition: this folder is not a package).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_throughput import QWEN2_1_5B, PlainEngine as PlainStep  # noqa: E402
 
 
 def _sync() -> None:

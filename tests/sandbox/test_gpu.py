@@ -101,6 +101,8 @@ def _model_new(body: str) -> str:
 
 
 HONEST = _model_new("        out = torch.empty_like(x)\n        cuda_extension.relu_forward(x, out)\n        return out")
+#: Returns memory its kernel never writes (NaN-poisoned by the harness).
+UNWRITTEN = _model_new("        out = torch.empty_like(x)\n        cuda_extension.noop_forward(out)\n        return out")
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +136,8 @@ def task():  # type: ignore[no-untyped-def]
     return TaskManifest.from_code("tests/gpu_relu", TASK)
 
 
-def _ws(tmp_path: Path, code: str) -> Path:
-    root = tmp_path / "ws"
+def _ws(tmp_path: Path, code: str, name: str = "ws") -> Path:
+    root = tmp_path / name
     root.mkdir()
     (root / "model.py").write_text(TASK)
     (root / "model_new.py").write_text(code)
@@ -170,11 +172,7 @@ def test_cuda_ipc_transport_without_bubblewrap(task, cuda_kit, tmp_path) -> None
     try:
         v = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
         assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
-        bad = tmp_path / "bad"
-        bad.mkdir()
-        (bad / "model.py").write_text(TASK)
-        (bad / "model_new.py").write_text(_model_new("        out = torch.empty_like(x)\n        cuda_extension.noop_forward(out)\n        return out"))
-        r = ev.verify(task, bad, cuda_kit)
+        r = ev.verify(task, _ws(tmp_path, UNWRITTEN, "bad"), cuda_kit)
         assert r.status.value == "incorrect" and any(e.check == "nan" for e in r.errors), r.summary_for_agent()
     finally:
         ev.close()
@@ -182,8 +180,8 @@ def test_cuda_ipc_transport_without_bubblewrap(task, cuda_kit, tmp_path) -> None
 
 @pytest.mark.parametrize("transport", ["vmm", "host"])
 def test_outputs_cross_the_sandbox_by_each_transport_with_the_same_verdicts(task, cuda_kit, tmp_path, transport) -> None:  # type: ignore[no-untyped-def]
-    """'vmm' (device buffers passed as file descriptors) and 'host' (files) judge alike: honest correct, an
-    unwritten output NaN, a kernel that changes its output after returning caught (T10)."""
+    """'vmm' (device buffers passed as file descriptors) and 'host' (files) judge alike: the honest candidate
+    correct, one that returns memory its kernel never wrote incorrect (NaN)."""
     from cuda_agent.harness.evaluator import Evaluator
     from cuda_agent.harness.settings import HarnessSettings
 
@@ -194,11 +192,7 @@ def test_outputs_cross_the_sandbox_by_each_transport_with_the_same_verdicts(task
         v = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
         assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
         assert v.extra.get("transport") == transport and ev.vmm_failure is None, (v.extra, ev.vmm_failure)
-        bad = tmp_path / "bad"
-        bad.mkdir()
-        (bad / "model.py").write_text(TASK)
-        (bad / "model_new.py").write_text(_model_new("        out = torch.empty_like(x)\n        cuda_extension.noop_forward(out)\n        return out"))
-        r = ev.verify(task, bad, cuda_kit)
+        r = ev.verify(task, _ws(tmp_path, UNWRITTEN, "bad"), cuda_kit)
         assert r.status.value == "incorrect" and any(e.check == "nan" for e in r.errors), r.summary_for_agent()
     finally:
         ev.close()
@@ -215,8 +209,7 @@ def test_side_stream_work_is_timed_by_device_sync(gpu_evaluator, task, cuda_kit,
 
 
 def test_uninitialised_output_is_caught_by_nan_poisoning(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    code = _model_new("        out = torch.empty_like(x)\n        cuda_extension.noop_forward(out)\n        return out")
-    v = gpu_evaluator.verify(task, _ws(tmp_path, code), cuda_kit)
+    v = gpu_evaluator.verify(task, _ws(tmp_path, UNWRITTEN), cuda_kit)
     assert v.status.value == "incorrect"
     assert any(e.check == "nan" for e in v.errors)
 
