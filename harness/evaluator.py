@@ -46,9 +46,6 @@ LEAK_LIMIT_BYTES = 1 << 30
 VERIFIED_MEMORY = 64
 #: Fewest input sets a timed loop rotates over, whatever the working set (a result cache keyed on one input must miss).
 MIN_ROTATION_SETS = 3
-#: Reference processes kept warm per evaluator (one per task, least recently used closed first).
-WARM_REFERENCES = 4
-
 
 class _CandidateFailed(Exception):
     """The candidate raised inside the runner (import error, exception in forward)."""
@@ -131,6 +128,7 @@ class Evaluator:
         self.cache = BaselineCache(self.settings.resolved_baseline_cache())
         self._refs: dict[str, ReferenceProcess] = {}
         self._refs_lock = threading.Lock()
+        self._ref_start_locks: dict[str, threading.Lock] = {}  # one process start per task at a time
         self._provenance: Provenance | None = None
         #: Seeds of every evaluation so far; the grading pass never reuses one.
         self.used_seeds: set[int] = set()
@@ -200,19 +198,70 @@ class Evaluator:
             )
         return self._provenance
 
-    def reference(self, task: TaskManifest) -> ReferenceProcess:
-        """The warm reference process of ``task`` (the :data:`WARM_REFERENCES` most recently used stay warm)."""
+    def acquire_reference(self, task: TaskManifest) -> ReferenceProcess:
+        """The warm reference process of ``task``, counted as in use until :meth:`release_reference`.
+
+        At most ``settings.warm_references`` stay warm (least recently used closed first), but never one in use: an
+        episode's session keeps its process whatever other tasks start meanwhile. A process starts outside the
+        evaluator-wide lock (one start per task at a time), so a task whose reference is warm never waits for
+        another task's process to import torch and initialise the device.
+        """
+        key = task.code_hash
         with self._refs_lock:
-            ref = self._refs.pop(task.code_hash, None)
-            if ref is None or not ref.alive:
-                if ref is not None:
-                    ref.close()
+            start_lock = self._ref_start_locks.setdefault(key, threading.Lock())
+        victims: list[ReferenceProcess] = []
+        with start_lock:
+            with self._refs_lock:
+                ref = self._refs.pop(key, None)
+                if ref is not None and ref.alive:
+                    ref.users += 1
+                    self._refs[key] = ref  # most recent last
+                    victims = self._evictions()
+                    dead = None
+                else:
+                    dead, ref = ref, None
+            if ref is None:
+                if dead is not None:
+                    dead.close()
                 ref = ReferenceProcess(task.code, self.device, self.settings.init_seed, threads=self.settings.cpu_threads,
-                                       preroll_us=self.settings.timing_preroll_us)
-            self._refs[task.code_hash] = ref  # most recent last
-            while len(self._refs) > WARM_REFERENCES:
-                self._refs.pop(next(iter(self._refs))).close()
-            return ref
+                                       preroll_us=self.settings.timing_preroll_us,
+                                       compile_threads=self.settings.reference_compile_threads)
+                with self._refs_lock:
+                    ref.users += 1
+                    self._refs[key] = ref
+                    victims = self._evictions()
+        for old in victims:
+            old.close()
+        return ref
+
+    def release_reference(self, ref: ReferenceProcess) -> None:
+        """Undo one :meth:`acquire_reference`; closes processes beyond the warm limit that are now unused."""
+        with self._refs_lock:
+            ref.users = max(0, ref.users - 1)
+            victims = self._evictions()
+            if ref.retired and ref.users == 0:
+                victims.append(ref)
+        for old in victims:
+            old.close()
+
+    def _evictions(self) -> list[ReferenceProcess]:
+        """Unused processes beyond ``warm_references``, oldest first, removed from the map (caller holds the lock
+        and closes them after releasing it)."""
+        excess = len(self._refs) - self.settings.warm_references
+        out = []
+        for key in list(self._refs):
+            if excess <= 0:
+                break
+            if self._refs[key].users == 0:
+                out.append(self._refs.pop(key))
+                excess -= 1
+        return out
+
+    def reference(self, task: TaskManifest) -> ReferenceProcess:
+        """The warm reference process of ``task`` (not held: for one-off calls; sessions use :meth:`acquire_reference`)."""
+        ref = self.acquire_reference(task)
+        self.release_reference(ref)
+        return ref
 
     def prepare(self, task: TaskManifest) -> bool:
         """Start ``task``'s reference process and warm its baselines (torch.compile included) now.
@@ -220,12 +269,15 @@ class Evaluator:
         Meant to run before a caller takes a device slot (the eval runner's scheduler does): the seconds of process
         start and compilation then hold no lock. Idempotent per reference process; returns True when it did work.
         """
-        ref = self.reference(task)
-        if ref.warmed:
-            return False
-        ref.call("warm_baselines", self.settings.compile_mode, self.settings.with_compile_baseline)
-        ref.warmed = True
-        return True
+        ref = self.acquire_reference(task)
+        try:
+            if ref.warmed:
+                return False
+            ref.call("warm_baselines", self.settings.compile_mode, self.settings.with_compile_baseline)
+            ref.warmed = True
+            return True
+        finally:
+            self.release_reference(ref)
 
     def tolerance_table(self, task: TaskManifest) -> dict[str, tuple[float, float]]:
         """dtype -> (atol, rtol) for this task (settings preset, task overrides, settings overrides)."""
@@ -277,10 +329,14 @@ class Evaluator:
         wrapper = [exe, "--tool", tool, "--print-limit", "20", "--error-exitcode", "99"]
         proc = self.pool.start_wrapped(wrapper)
         try:
-            sess = _Session(task=task, proc=proc, ref=self.reference(task))
-            self.open_session(sess, root, so_path, [secrets.randbits(31)])
-            self.call(sess, 0, check=False)
-            code = self.pool.finish(proc, self.settings.request_timeout_s)
+            ref = self.acquire_reference(task)
+            try:
+                sess = _Session(task=task, proc=proc, ref=ref)
+                self.open_session(sess, root, so_path, [secrets.randbits(31)])
+                self.call(sess, 0, check=False)
+                code = self.pool.finish(proc, self.settings.request_timeout_s)
+            finally:
+                self.release_reference(ref)
         except (CandidateDied, _CandidateFailed) as exc:
             code = 99
             result.extra["sanitizer_error"] = str(exc)
@@ -315,11 +371,31 @@ class Evaluator:
         start = time.monotonic()
         before = before if before is not None else workspace_digest(root)
         result = CandidateResult(task_id=task.id, phase=phase, status=Status.correct, isolation=self.isolation)  # type: ignore[arg-type]
-        sess: _Session | None = None
         try:
-            ref = self.reference(task)
+            ref = self.acquire_reference(task)
         except ReferenceError_ as exc:
             return self._finish(result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
+        try:
+            return self._run_session(phase, task, root, so_path, body, ref, start, result, seeds, before, timing)
+        finally:
+            self.release_reference(ref)
+
+    def _run_session(
+        self,
+        phase: str,
+        task: TaskManifest,
+        root: Path,
+        so_path: Path | None,
+        body: Callable[[_Session, CandidateResult], None],
+        ref: ReferenceProcess,
+        start: float,
+        result: CandidateResult,
+        seeds: list[int] | None,
+        before: dict[str, str],
+        timing: bool,
+    ) -> CandidateResult:
+        """:meth:`run_protocol` with ``task``'s reference process held."""
+        sess: _Session | None = None
         proc: CandidateProcess | None = None
         try:
             t_acquire = time.perf_counter()
@@ -364,9 +440,12 @@ class Evaluator:
             pinned = 0
         if pinned > LEAK_LIMIT_BYTES:
             # A candidate that kept CUDA IPC mappings and died leaves the producer's blocks in limbo.
+            # Retired: later sessions get a fresh process; this one closes when its last session releases it.
             log.warning("reference.recycled", task=sess.task.id, pinned_mb=pinned // 2**20)
-            self._refs.pop(sess.task.code_hash, None)
-            sess.ref.close()
+            with self._refs_lock:
+                if self._refs.get(sess.task.code_hash) is sess.ref:
+                    self._refs.pop(sess.task.code_hash)
+                sess.ref.retired = True
 
     def open_session(
         self, sess: _Session, root: Path, so_path: Path | None, seeds: list[int], *, timing: bool = False

@@ -492,14 +492,20 @@ class ReferenceProcess:
 
     def __init__(
         self, code: str, device: str, init_seed: int = 42, start_timeout_s: float = 300.0, threads: int | None = None,
-        preroll_us: float = 0.0,
+        preroll_us: float = 0.0, compile_threads: int | None = None,
     ) -> None:
         """:param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
         :param preroll_us: the timer's pre-call GPU spin (``HarnessSettings.timing_preroll_us``), as the candidate's.
+        :param compile_threads: inductor compile workers of the child (``HarnessSettings.reference_compile_threads``);
+            None = inductor's default.
         """
         self.device = device
         #: The baselines were warmed (:meth:`ReferenceServer.warm_baselines`) in this process.
         self.warmed = False
+        #: Sessions using this process now (the evaluator never closes one in use to make room).
+        self.users = 0
+        #: Taken out of service (device memory stayed pinned): closed when its last session ends.
+        self.retired = False
         self._call_lock = threading.Lock()  # one request at a time on the pipe, whatever thread asks
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
@@ -512,6 +518,8 @@ class ReferenceProcess:
         from cuda_agent.harness.timing import PREROLL_ENV
 
         env[PREROLL_ENV] = str(preroll_us)
+        if compile_threads is not None:
+            env["TORCHINDUCTOR_COMPILE_THREADS"] = str(compile_threads)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.harness.reference"],
             pass_fds=(to_child_r, from_child_w, child_sock.fileno()),

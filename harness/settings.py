@@ -98,6 +98,20 @@ class HarnessSettings(BaseModel):
         "on fewer than half of its timed calls cannot move; one wrong on half or more escapes 12 random checks with "
         "probability <= 0.5**12 (0.02%).",
     )
+    warm_references: int = Field(
+        16,
+        ge=1,
+        description="Reference processes kept warm per evaluator (one per task; the least recently used unused one "
+        "is closed first; one in use is never closed). Each holds a CUDA context and its task's model; an eval with "
+        "more tasks in flight than this restarts processes (seconds each, torch.compile again).",
+    )
+    reference_compile_threads: int | None = Field(
+        1,
+        ge=1,
+        description="torch.compile (inductor) compile workers of each reference process (TORCHINDUCTOR_COMPILE_THREADS). "
+        "1 by default: the tasks' graphs are a few kernels, and an evaluation keeps one reference process per task "
+        "warm, each of which would otherwise start a pool of up to 32 worker processes. None = inductor's default.",
+    )
     cpu_threads: int = Field(
         1,
         ge=1,

@@ -181,10 +181,11 @@ def test_timing_preroll_reaches_both_child_processes(tmp_path, monkeypatch) -> N
     assert _candidate_env("cpu", (3, 4), 1, 40.0)[PREROLL_ENV] == "40.0"
     ref = ReferenceProcess("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
                            "def get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n",
-                           "cpu", threads=1, preroll_us=40.0)
+                           "cpu", threads=1, preroll_us=40.0, compile_threads=1)
     try:
         environ = Path(f"/proc/{ref.proc.pid}/environ").read_bytes().split(b"\0")
         assert f"{PREROLL_ENV}=40.0".encode() in environ
+        assert b"TORCHINDUCTOR_COMPILE_THREADS=1" in environ  # one compile worker per warm reference process
     finally:
         ref.close()
     monkeypatch.setenv(PREROLL_ENV, "40")
