@@ -65,7 +65,9 @@ class _Runner:
         self._slots: Any = None  # SlotWriter of exported outputs (files in the exchange folder)
         self._vmm: Any = None  # VmmExporter of exported outputs ('vmm' transport)
         self._vmm_error: str | None = None
-        fd = os.environ.get("CUDA_AGENT_FD_SOCKET")
+        from cuda_agent.harness._vmm import FD_SOCKET_ENV
+
+        fd = os.environ.get(FD_SOCKET_ENV)
         self.fd_sock = socket.socket(fileno=int(fd)) if fd else None  # descriptors to the trusted side
         self._reader: Any = None  # DeviceReader of staged inputs (CUDA)
         self.staging: dict[int, Any] = {}
@@ -339,6 +341,8 @@ class _Runner:
             o = o.detach()
             if o.device.type == "cuda" and req.get("transport") == "vmm" and o.numel() and self._vmm_ready():
                 try:
+                    from cuda_agent.harness._staging import _raw_bytes
+
                     desc = self._vmm.stage(i, _raw_bytes(o))
                     fds.append(desc.pop("fd"))
                     descs.append(desc)
@@ -400,13 +404,6 @@ class _Runner:
         if isinstance(excused, set):
             excused.update(set(_native_thread_ids()) - before)
         self.send(**result)
-
-
-def _raw_bytes(t: Any) -> Any:
-    """``t`` as a flat C-contiguous uint8 tensor (same device)."""
-    from cuda_agent.harness._staging import _raw_bytes as raw
-
-    return raw(t)
 
 
 def _storage_range(t: Any) -> tuple[int, int]:

@@ -14,7 +14,6 @@ and integrity violations become statuses with messages the agent can act on.
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
 import secrets
 import shutil
@@ -28,6 +27,7 @@ from typing import Any, Literal
 
 import structlog
 
+from cuda_agent.harness._vmm import close_fds
 from cuda_agent.harness.baselines import BaselineCache, cached_baselines
 from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess
 from cuda_agent.harness.sandbox import CandidateDied, CandidatePool, CandidateProcess
@@ -375,26 +375,6 @@ class Evaluator:
             ref = self.acquire_reference(task)
         except ReferenceError_ as exc:
             return self._finish(result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
-        try:
-            return self._run_session(phase, task, root, so_path, body, ref, start, result, seeds, before, timing)
-        finally:
-            self.release_reference(ref)
-
-    def _run_session(
-        self,
-        phase: str,
-        task: TaskManifest,
-        root: Path,
-        so_path: Path | None,
-        body: Callable[[_Session, CandidateResult], None],
-        ref: ReferenceProcess,
-        start: float,
-        result: CandidateResult,
-        seeds: list[int] | None,
-        before: dict[str, str],
-        timing: bool,
-    ) -> CandidateResult:
-        """:meth:`run_protocol` with ``task``'s reference process held."""
         sess: _Session | None = None
         proc: CandidateProcess | None = None
         try:
@@ -430,6 +410,7 @@ class Evaluator:
             if sess is not None and sess.ref.alive:
                 self._release_sets(sess)
                 sess.tick("drop_sets", t_end)
+            self.release_reference(ref)
         return self._finish(result, start, sess=sess, root=root, before=before)
 
     def _release_sets(self, sess: _Session) -> None:
@@ -632,8 +613,7 @@ class Evaluator:
             return sess.ref.call("check", k, outputs, metas, self.tolerance_table(sess.task), pass_fds=fds)
         finally:
             sess.proc.thaw()
-            for fd in fds:
-                os.close(fd)
+            close_fds(fds)
             sess.tick("check", t)
 
     def _check_metas(self, sess: _Session, k: int, metas: list[dict[str, Any]]) -> bool:

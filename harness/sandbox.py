@@ -83,7 +83,9 @@ def _candidate_env(
     )
     env[PREROLL_ENV] = str(preroll_us)  # the reference process gets the same value
     if fd_socket is not None:
-        env["CUDA_AGENT_FD_SOCKET"] = str(fd_socket)
+        from cuda_agent.harness._vmm import FD_SOCKET_ENV
+
+        env[FD_SOCKET_ENV] = str(fd_socket)
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env
