@@ -37,11 +37,13 @@ TASKS = ["swish", "row_sum", "softmax", "gemm_bias_relu", "conv2d_relu"]
 ANCHOR_TURN_S = (55.0, 60.0)
 
 
-def _backend(kind: str, preroll_us: float = 0.0):
+def _backend(kind: str, preroll_us: float | None = None):
     from cuda_agent.harness.settings import HarnessSettings
     from cuda_agent.plugins.backends._common import KernelBackendConfig
 
-    config = KernelBackendConfig(harness=HarnessSettings(timing_preroll_us=preroll_us))
+    # Unset fields take the backend's device defaults (HarnessSettings.with_device_defaults).
+    harness = HarnessSettings() if preroll_us is None else HarnessSettings(timing_preroll_us=preroll_us)
+    config = KernelBackendConfig(harness=harness)
 
     if kind == "cpu":
         from cuda_agent.plugins.backends.cpu import CpuBackend
@@ -149,16 +151,23 @@ def timing_spread(backend, kind: str, tasks: list[str], times: int, base: Path, 
         t0 = time.perf_counter()
         task = _task(name, kind)
         ws = _workspace(backend, task, name, kind, base / f"spread-{name}")
-        medians, eager = [], None
+        medians, eager, profiles = [], None, []
         for _ in track(range(times), description=f"spread: {name}"):
+            t_profile = time.perf_counter()
             result = backend.profile(ws, task)
             if not result.passed or result.timing is None:
                 raise SystemExit(f"spread {name}: profile failed: {result.summary_for_agent()}")
             medians.append(result.timing.median_ms)
+            tm = result.timing
+            # Per profile: what the median rests on (calls, its CI, min and IQR), to tell sampling noise from a
+            # shift between processes.
+            profiles.append({"median_ms": tm.median_ms, "min_ms": tm.min_ms, "iqr_ms": tm.iqr_ms, "rel_ci": tm.rel_ci,
+                             "samples": tm.samples, "seconds": time.perf_counter() - t_profile})
             if result.baselines and result.baselines.eager:
                 eager = result.baselines.eager.median_ms
         spread = (max(medians) - min(medians)) / min(medians)
-        out[name] = {"medians_ms": medians, "spread": spread, "eager_ms": eager, "seconds": time.perf_counter() - t0}
+        out[name] = {"medians_ms": medians, "spread": spread, "eager_ms": eager, "profiles": profiles,
+                     "seconds": time.perf_counter() - t0}
         if on_task is not None:
             on_task({"tasks": out, "max_spread": max(v["spread"] for v in out.values()), "partial": True})
     return {"tasks": out, "max_spread": max(v["spread"] for v in out.values())}
@@ -173,14 +182,19 @@ def main() -> int:
     parser.add_argument("--spread-times", type=int, default=5, help="Profiles per task for the spread figure.")
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--skip-spread", action="store_true")
-    parser.add_argument("--preroll-us", type=float, default=0.0,
-                        help="harness.timing_preroll_us for our environment (0 = launch latency inside the events).")
+    parser.add_argument("--preroll-us", type=float, default=None,
+                        help="harness.timing_preroll_us for our environment (0 = launch latency inside the events); "
+                        "default: the backend's (200 on cuda).")
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write.")
     args = parser.parse_args()
 
     backend = _backend(args.backend, args.preroll_us)
     base = Path(tempfile.mkdtemp(prefix="env-latency-"))
-    report: dict = {"backend": args.backend, "task": args.task, "device": backend.device_facts(), "preroll_us": args.preroll_us}
+    report: dict = {"backend": args.backend, "task": args.task, "device": backend.device_facts(),
+                    "preroll_us": backend.config.harness.timing_preroll_us,
+                    "timing_settings": backend.config.harness.model_dump(
+                        include={"target_rel_ci", "min_timed_calls", "max_timed_calls", "max_timing_s",
+                                 "timing_preroll_us", "grade_calls_per_round", "timing_input_sets"})}
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every phase, so a run cut short still leaves what it measured
@@ -231,7 +245,9 @@ def main() -> int:
             print(f"speedup {label}: {x:.1f}x")
     if "spread" in report:
         for name, row in report["spread"]["tasks"].items():
-            print(f"spread {name:15s} {row['spread'] * 100:.2f}%  medians {['%.4f' % m for m in row['medians_ms']]} ms  eager {row['eager_ms']}")
+            calls = [p["samples"] for p in row.get("profiles", [])]
+            print(f"spread {name:15s} {row['spread'] * 100:.2f}%  medians {['%.4f' % m for m in row['medians_ms']]} ms  "
+                  f"calls {calls}  eager {row['eager_ms']}")
         print(f"max spread: {report['spread']['max_spread'] * 100:.2f}%")
     print(f"wrote {args.out}")
     return 0

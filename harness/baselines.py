@@ -4,7 +4,7 @@ Baselines are timed in the trusted reference process, a clean process where
 no candidate code ever ran (T16), with the candidate's exact protocol
 (:class:`~cuda_agent.harness.timing.DeviceTimer`) over the same rotated input
 sets. The cache key is (task code hash, device name, torch version, timing
-preset, compile mode, thread count), so a baseline is never borrowed from another machine
+preset, compile mode, thread count, pre-roll spin), so a baseline is never borrowed from another machine
 or another torch. Entries are small JSON files; outputs are never cached.
 """
 
@@ -23,12 +23,15 @@ from cuda_agent.schemas.result import Baselines, Timing
 
 
 def baseline_key(
-    code_hash: str, device_name: str, torch_version: str, which: str, preset: str, compile_mode: str, threads: int = 1
+    code_hash: str, device_name: str, torch_version: str, which: str, preset: str, compile_mode: str, threads: int = 1,
+    preroll_us: float = 0.0,
 ) -> str:
-    """Stable id of one baseline measurement (``threads``: intra-op threads it ran with)."""
-    blob = json.dumps(
-        [code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else "", threads]
-    )
+    """Stable id of one baseline measurement (``threads``: intra-op threads it ran with; ``preroll_us``: the timer's
+    pre-call spin, which changes what a short call's events measure)."""
+    material: list[Any] = [code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else "", threads]
+    if preroll_us:
+        material.append(float(preroll_us))
+    blob = json.dumps(material)
     return f"{which}-" + hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -106,7 +109,8 @@ def cached_baselines(
     kinds = ["eager"] + (["compile"] if settings.with_compile_baseline else [])
     for which in kinds:
         key = baseline_key(
-            code_hash, device_name, torch_version, which, settings.timing, settings.compile_mode, settings.cpu_threads
+            code_hash, device_name, torch_version, which, settings.timing, settings.compile_mode, settings.cpu_threads,
+            settings.timing_preroll_us,
         )
         timing = cache.get(key)
         if timing is None:

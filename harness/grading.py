@@ -44,7 +44,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         if sess.errors or sess.violations:
             return
         ks = evaluator.timing_sets(sess)
-        per_round = max(settings.min_timed_calls, settings.max_timed_calls // settings.grade_rounds)
+        per_round = settings.grade_calls()
         cand: list[float] = []
         eager: list[float] = []
         compiled: list[float] = []

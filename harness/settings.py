@@ -29,6 +29,30 @@ TOLERANCE_PRESETS: dict[str, dict[str, tuple[float, float]]] = {
 }
 
 
+def usable_cpus() -> int:
+    """CPU cores this process may run on (its affinity mask: a lane pinned to 16 of 32 cores sees 16)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+#: Defaults a backend of this device kind applies to the fields a config leaves unset
+#: (:meth:`HarnessSettings.with_device_defaults`). CUDA: medians to +-0.3% (95% CI) so repeated profiles of a
+#: task agree within 1% (at the generic +-1% target, three processes' medians of one memory-bound kernel spread
+#: 2-3% on the H200); up to 600 calls (a 150 us kernel's 600 calls take about 0.3 s), still bounded by
+#: max_timing_s; a 200 us pre-roll spin so sub-100 us tasks time device work, not launch latency; grading keeps
+#: 33 calls per variant and round (its precision comes from three interleaved rounds).
+DEVICE_DEFAULTS: dict[str, dict[str, object]] = {
+    "cuda": {
+        "target_rel_ci": 0.003,
+        "min_timed_calls": 20,
+        "max_timed_calls": 600,
+        "grade_calls_per_round": 33,
+        "timing_preroll_us": 200.0,
+    },
+}
+
+
 class HarnessSettings(BaseModel):
     """How candidates are verified, timed, isolated and graded."""
 
@@ -77,7 +101,7 @@ class HarnessSettings(BaseModel):
         le=1000,
         description="CUDA: keep the GPU busy this long (a spin kernel) before each timed call's start event, so the "
         "host enqueues the call's kernels while it spins and the events time device work, not the host's launch "
-        "latency. 0 = off (the call's own launch overhead is timed). Host work longer than the spin is still timed; "
+        "latency. 0 = off (the call's own launch overhead is timed); the CUDA backend's default is 200 (DEVICE_DEFAULTS). Host work longer than the spin is still timed; "
         "shorter host work is hidden, for candidate and baselines alike. Meant for sub-100 us tasks, whose medians "
         "moved by up to 80% between processes on the H200 with launch latency inside the events.",
     )
@@ -89,6 +113,12 @@ class HarnessSettings(BaseModel):
         "The grading pass, which sets the reward, is never capped.",
     )
     grade_rounds: int = Field(3, ge=1, description="ABAB rounds of the grading pass (candidate, eager, compile).")
+    grade_calls_per_round: int | None = Field(
+        None,
+        ge=1,
+        description="Timed calls of each variant (candidate, eager, compile) per grading round; None = "
+        "max(min_timed_calls, max_timed_calls // grade_rounds). The CUDA backend's default is 33 (see DEVICE_DEFAULTS).",
+    )
     grade_spot_checks: int | None = Field(
         12,
         ge=1,
@@ -197,7 +227,26 @@ class HarnessSettings(BaseModel):
         """``pool_size`` resolved (None: one per 3 cores, between 1 and 6)."""
         if self.pool_size is not None:
             return self.pool_size
-        return max(1, min(6, (os.cpu_count() or 1) // 3))
+        return max(1, min(6, usable_cpus() // 3))
+
+    def with_device_defaults(self, kind: str) -> HarnessSettings:
+        """These settings with :data:`DEVICE_DEFAULTS` of device ``kind`` filled in where the user set nothing.
+
+        A field given in the config (or to the constructor) always wins; only fields left at the generic default
+        take the device's (``model_fields_set`` tells which).
+        """
+        update = {k: v for k, v in DEVICE_DEFAULTS.get(kind, {}).items() if k not in self.model_fields_set}
+        if not update:
+            return self
+        tuned = self.model_copy(update=update)
+        tuned.__pydantic_fields_set__ = set(self.model_fields_set)  # device defaults stay defaults
+        return tuned
+
+    def grade_calls(self) -> int:
+        """Timed calls per variant and round of the grading pass (``grade_calls_per_round`` resolved)."""
+        if self.grade_calls_per_round is not None:
+            return self.grade_calls_per_round
+        return max(self.min_timed_calls, self.max_timed_calls // self.grade_rounds)
 
     def tolerances(self, dtype: str, preset: str | None = None) -> tuple[float, float]:
         """(atol, rtol) for outputs of ``dtype`` under ``preset`` (default: this settings' preset) and overrides."""

@@ -5,7 +5,11 @@
 # `gpuN:A,B` is a lane: parts A then B run in the background with only GPU N
 # visible (CUDA_VISIBLE_DEVICES=N), beside the other lanes; the script waits for
 # every lane before the foreground parts. On a 2-GPU machine two lanes give twice
-# the single-GPU work per minute of device time.
+# the single-GPU work per minute of device time. With more than one lane, each
+# lane is pinned to its share of the host's cores (LANE_PIN=0 turns it off): on
+# the 32-core 2-GPU host a lane is then a 16-core one-GPU machine, the machine
+# ANCHORS.md measured the reference environment on, and lanes do not steal
+# each other's cores.
 # Results go to ${OUT:-.gpu-out}/: summary.txt (tails of every part) and
 # results.tar.gz (full logs and JSON). Every part has its own time cap and the
 # whole session a deadline (SESSION_DEADLINE_S, default 560 s), so one hang
@@ -43,7 +47,10 @@ part() {  # part SUMMARY NAME SECONDS CMD...
 
 run_part() {  # run_part SUMMARY WHAT [TAG]
   local s=$1 what=$2 tag=${3:-}
+  # What the preflight part decided (e.g. CUDA_AGENT_NO_LINK_STUBS=1) holds for every later part of every lane.
+  [ -s "$OUT/preflight.env" ] && . "$OUT/preflight.env"
   case $what in
+    preflight)   part "$s" "preflight$tag" 320 python3 scripts/gpu_preflight.py --env-file "$OUT/preflight.env" ;;
     doctor)      part "$s" "doctor$tag" 60 cuda-agent doctor ;;
     envinfo)     part "$s" "envinfo$tag" 60 bash -c 'nvidia-smi topo -m; python3 -c "import torch;print(torch.cuda.device_count(), torch.__file__)"' ;;
     gputests)    part "$s" "gputests$tag" 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --basetemp "/tmp/bt_gpu$tag" --junitxml "$RES/gpu-junit$tag.xml" ;;
@@ -54,8 +61,8 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                    part "$s" "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-300}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider -s \
                      --timeout "${GPU_TEST_TIMEOUT:-280}" --basetemp "/tmp/bt_$(basename "$f" .py)" -o addopts="--import-mode=importlib -ra --durations=5" "$f"
                  done ;;
-    env_latency) part "$s" "env_latency$tag" 300 python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
-    eval)        part "$s" "eval_throughput$tag" 330 python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 ${EVAL_ARGS:---concurrency 5 --build-workers 5} --out "$RES/eval_throughput.json" ;;
+    env_latency) part "$s" "env_latency$tag" "${ENV_LATENCY_CAP_S:-300}" python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
+    eval)        part "$s" "eval_throughput$tag" "${EVAL_CAP_S:-330}" python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 ${EVAL_ARGS:---concurrency 5 --build-workers 5} --out "$RES/eval_throughput.json" ;;
     eval_gpus)   part "$s" "eval_gpus$tag" "${EVAL_GPUS_CAP_S:-330}" python3 benchmarks/eval_multi_gpu.py ${EVAL_GPUS_ARGS:-} --out "$RES/eval_gpus" ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
     train[A-Z]|train) # train, trainA, trainB ...: args from TRAIN_ARGS, TRAIN_ARGS_A, TRAIN_ARGS_B ... (one JSON each)
@@ -81,13 +88,18 @@ for what in "$@"; do
   esac
 done
 pids=()
+ncores=$(nproc --all); nlanes=${#lanes[@]}; lane_i=0
 for lane in "${lanes[@]}"; do
   gpu=${lane%%:*}; gpu=${gpu#gpu}; parts=${lane#*:}
   ( export CUDA_VISIBLE_DEVICES=$gpu PART_DEADLINE=$LANE_DEADLINE
-    s="$OUT/summary_gpu$gpu.txt"; : > "$s"
+    if [ "$nlanes" -gt 1 ] && [ "${LANE_PIN:-1}" != 0 ]; then
+      per=$(( ncores / nlanes )); cpus="$(( lane_i * per ))-$(( lane_i * per + per - 1 ))"
+      taskset -pc "$cpus" $BASHPID > /dev/null && echo "== lane gpu$gpu pinned to cores $cpus" >> "$OUT/summary_gpu$gpu.txt"
+    fi
+    s="$OUT/summary_gpu$gpu.txt"; touch "$s"
     IFS=, read -ra ps <<< "$parts"
     for p in "${ps[@]}"; do run_part "$s" "$p" "_gpu$gpu"; done ) &
-  pids+=($!)
+  pids+=($!); lane_i=$((lane_i + 1))
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
 s="$OUT/summary_main.txt"; : > "$s"
@@ -101,6 +113,6 @@ rm -f "$OUT"/summary_gpu*.txt "$OUT/summary_main.txt"
 tar czf "$tarball" --exclude=.compile_cache --exclude=.locks --exclude="*.so" --exclude="*.o" \
   --exclude="*.pt" --exclude="*.safetensors" --exclude="*.bin" --exclude="global_step*" --exclude="checkpoint*" \
   -C "$RES" . 2>/dev/null
-rm -rf "$RES"
+rm -rf "$RES" "$OUT/preflight.env"
 echo "session wall: $(( $(date +%s) - T_START )) s"
 tail -c 11000 "$summary"

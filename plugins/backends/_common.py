@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.harness.build import BuildOutcome, build_extension, default_cache_dir
 from cuda_agent.harness.layout import KERNEL_SUFFIX, write_layout
-from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness.settings import HarnessSettings, usable_cpus
 from cuda_agent.harness.tasks import scaled_for_backend
 from cuda_agent.protocols import Workspace
 from cuda_agent.schemas.result import CandidateResult, CheckError, Status
@@ -112,7 +112,9 @@ class KernelBackend:
     kind: Literal["cpu", "cuda"] = "cpu"
 
     def __init__(self, config: KernelBackendConfig | None = None) -> None:
-        self.config = config or KernelBackendConfig()
+        config = config or KernelBackendConfig()
+        # The device's timing defaults where the config set nothing (HarnessSettings.with_device_defaults).
+        self.config = config.model_copy(update={"harness": config.harness.with_device_defaults(self.kind)})
         self.kernel_suffix = KERNEL_SUFFIX[self.kind]
         self._builds: dict[Path, BuildOutcome] = {}
         self._evaluator: Any = None
@@ -335,7 +337,7 @@ def host_facts() -> dict[str, Any]:
 
     return {
         "cpu": model,
-        "cores": os.cpu_count(),
+        "cores": usable_cpus(), "host_cores": os.cpu_count(),
         "cxx": shutil.which("c++") or shutil.which("g++"),
         "torch": torch.__version__,
         "python": platform.python_version(),
