@@ -121,18 +121,30 @@ def normalize_arch(arch: str) -> str:
     return f"sm_{text}"
 
 
+#: The probe link: C++ that needs the C++ runtime, as every extension does. A C-only probe passed with gold on the
+#: H200 image while every real link failed there: /opt/gcc's libstdc++.so is listed in its folder but cannot be
+#: opened, which bfd skips (it links the static runtime) and gold does not.
+_LINK_PROBE = '#include <string>\nstd::string cuda_agent_probe(int v) { return std::to_string(v); }\n'
+
+
 @functools.lru_cache(maxsize=None)
 def linker_flags(cxx: str) -> tuple[str, ...]:
-    """``-fuse-ld=...`` for ``cxx``: ``$CUDA_AGENT_LINKER``, else gold when a probe link with it works, else none."""
+    """``-fuse-ld=...`` for ``cxx``: ``$CUDA_AGENT_LINKER``, else gold when a probe link with it works, else none.
+
+    The probe links a C++ shared object that uses the C++ runtime (the way every extension links); a linker
+    that fails it is not used, and the compiler's default linker is.
+    """
     choice = os.environ.get(LINKER_ENV, "").strip()
     if choice in ("default", "none"):
         return ()
     candidates = [choice] if choice else ["gold"]
     for linker in candidates:
         with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "probe.cpp"
+            src.write_text(_LINK_PROBE)
             try:
                 proc = subprocess.run(
-                    [cxx, f"-fuse-ld={linker}", "-shared", "-fPIC", "-x", "c", os.devnull, "-o", str(Path(tmp) / "probe.so")],
+                    [cxx, f"-fuse-ld={linker}", "-shared", "-fPIC", str(src), "-o", str(Path(tmp) / "probe.so")],
                     capture_output=True, timeout=60,
                 )
             except (OSError, subprocess.TimeoutExpired):

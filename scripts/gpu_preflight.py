@@ -1,7 +1,8 @@
 """Preflight of a GPU session: can the CUDA backend build, load and verify an example solution here?
 
 Builds ``examples/solutions/cuda/swish`` with the CUDA backend and verifies it, first with the link stand-ins
-(the default), and, if that fails, again with ``CUDA_AGENT_NO_LINK_STUBS=1``. Prints one ``PREFLIGHT`` line
+(the default), and, if that fails, again with the compiler's default linker (``CUDA_AGENT_LINKER=default``),
+then also without the stand-ins (``CUDA_AGENT_NO_LINK_STUBS=1``). Prints one ``PREFLIGHT`` line
 and writes ``--env-file``: the ``export`` lines the rest of the session must use (empty when the defaults work),
 so a failure of one build setting does not spend a whole device session on failing parts.
 """
@@ -59,7 +60,8 @@ def main() -> int:
     ap.add_argument("--env-file", type=Path, required=True, help="Where to write the session's export lines.")
     ap.add_argument("--timeout-s", type=float, default=150.0)
     args = ap.parse_args()
-    tries = [("defaults", {}), ("no link stand-ins", {"CUDA_AGENT_NO_LINK_STUBS": "1"})]
+    tries = [("defaults", {}), ("default linker", {"CUDA_AGENT_LINKER": "default"}),
+             ("default linker, no link stand-ins", {"CUDA_AGENT_LINKER": "default", "CUDA_AGENT_NO_LINK_STUBS": "1"})]
     for label, extra in tries:
         ok, tail, secs = attempt(extra, args.timeout_s)
         print(f"--- {label} ({secs:.1f} s): {'ok' if ok else 'FAILED'}\n{tail}", flush=True)

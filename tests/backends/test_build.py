@@ -328,7 +328,7 @@ def test_link_reads_torch_stand_ins_yet_the_module_is_the_same(swish_build, tmp_
     assert {n for n in needed if "torch" in n or "c10" in n} <= set(_needed(real)) | {"libtorch.so"}
 
 
-def test_linker_choice_follows_the_environment(monkeypatch):
+def test_linker_choice_follows_the_environment(tmp_path, monkeypatch):
     from cuda_agent.harness._toolchain import LINKER_ENV, linker_flags
 
     cxx = shutil.which("c++") or shutil.which("g++")
@@ -342,9 +342,39 @@ def test_linker_choice_follows_the_environment(monkeypatch):
     assert linker_flags(cxx) == ()  # a linker the compiler cannot use is dropped, not passed on
     linker_flags.cache_clear()
     monkeypatch.delenv(LINKER_ENV)
-    gold = subprocess.run([cxx, "-fuse-ld=gold", "-shared", "-x", "c", "/dev/null", "-o", "/dev/null"], capture_output=True)
+    probe = tmp_path / "p.cpp"
+    probe.write_text("#include <string>\nstd::string f(int v) { return std::to_string(v); }\n")
+    gold = subprocess.run([cxx, "-fuse-ld=gold", "-shared", "-fPIC", str(probe), "-o", str(tmp_path / "p.so")],
+                          capture_output=True)
     assert linker_flags(cxx) == (("-fuse-ld=gold",) if gold.returncode == 0 else ())
     linker_flags.cache_clear()
+
+
+def test_gold_is_not_chosen_when_it_cannot_link_the_cpp_runtime(tmp_path, monkeypatch):
+    """The H200 image's case: a libstdc++.so that is listed in a library folder but cannot be opened. bfd skips
+    it, gold fails every C++ link on it (while a C-only link with gold works): the probe must see that."""
+    from cuda_agent.harness._toolchain import LINKER_ENV, linker_flags
+
+    gxx = shutil.which("g++")
+    if gxx is None or subprocess.run([gxx, "-fuse-ld=gold", "-shared", "-x", "c", "/dev/null", "-o", str(tmp_path / "c.so")],
+                                     capture_output=True).returncode != 0:
+        pytest.skip("needs g++ with gold")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "libstdc++.so").symlink_to(tmp_path / "missing" / "libstdc++.so.6")
+    cxx = tmp_path / "cxx"
+    cxx.write_text(f"#!/bin/sh\nexec {gxx} -L{bad} \"$@\"\n")
+    cxx.chmod(0o755)
+    monkeypatch.delenv(LINKER_ENV, raising=False)
+    linker_flags.cache_clear()
+    try:
+        assert linker_flags(str(cxx)) == ()
+    finally:
+        linker_flags.cache_clear()
+    # The default linker links a C++ extension through the same compiler.
+    src = tmp_path / "ext.cpp"
+    src.write_text("#include <string>\nstd::string g(int v) { return std::to_string(v); }\n")
+    subprocess.run([str(cxx), "-shared", "-fPIC", str(src), "-o", str(tmp_path / "ext.so")], check=True)
 
 
 @pytest.mark.slow
