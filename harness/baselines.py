@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ class BaselineCache:
     def put(self, key: str, timing: Timing, meta: dict[str, Any]) -> None:
         """Store atomically (several evaluators may share the folder)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{key}.{os.getpid()}.tmp"
+        tmp = self.root / f".{key}.{os.getpid()}-{threading.get_ident()}.tmp"  # two sessions of one task may race
         tmp.write_text(json.dumps({"timing": timing.model_dump(mode="json"), "meta": meta, "created": time.time()}))
         os.replace(tmp, self.root / f"{key}.json")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,7 @@ class EpisodeSummary(BaseModel):
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` via a temporary file, fsync and rename (a crash leaves the old file or none)."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
     text = data if isinstance(data, str) else json.dumps(data, indent=2, sort_keys=True, default=str)
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)

@@ -306,7 +306,7 @@ def toolchain_link_baseline(so_path: Path) -> frozenset[str]:
     key = hashlib.sha256((variables["cxx"] + "\0" + variables.get("ldflags", "")).encode()).hexdigest()[:16]
     cached = binding.parent / f"link-baseline-{key}.so"
     if not cached.is_file():
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp = cached.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # build threads race here
         cmd = [*shlex.split(variables["cxx"]), "-shared", str(binding), "-o", str(tmp), *shlex.split(variables.get("ldflags", ""))]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
         if proc.returncode != 0:

@@ -395,3 +395,28 @@ def test_cuda_binding_glue_and_kernels_compile_at_O3(tmp_path, build_cache):
                               capture_output=True, text=True, check=True).stdout
     binding_cmd = next(line for line in commands.splitlines() if "swish_binding.cpp" in line)
     assert " -O3 " in binding_cmd and " -O1 " not in binding_cmd and " -O0 " not in binding_cmd
+
+
+@pytest.mark.slow
+def test_toolchain_link_baseline_is_safe_from_many_build_threads(swish_build):
+    """The eval runner builds in a thread pool; on the H200 two threads computing the toolchain's link baseline at
+    once collided on one temporary file name and one build failed with FileNotFoundError."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_agent.harness.integrity.binary import _binding_objects, toolchain_link_baseline
+
+    _, _, outcome = swish_build
+    assert outcome.ok, outcome.log
+    binding = next(iter(sorted(_binding_objects(outcome.so_path))))
+    for cached in binding.parent.glob("link-baseline-*.so"):
+        cached.unlink()
+    barrier = __import__("threading").Barrier(6)
+
+    def one(_: int) -> frozenset[str]:
+        barrier.wait()
+        return toolchain_link_baseline(outcome.so_path)
+
+    with ThreadPoolExecutor(6) as ex:
+        results = list(ex.map(one, range(6)))
+    assert len(set(results)) == 1
+    assert list(binding.parent.glob("link-baseline-*.tmp")) == []
