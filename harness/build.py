@@ -318,6 +318,7 @@ def build_extension(
         timeout_s=timeout_s,
         isolation=isolation,
         env={"NINJA_STATUS": "[%f/%t] "},
+        background=True,  # behind the processes timing on a GPU (BACKGROUND_NICE)
     )
     raw = relativize(run.output, workspace_root, build_dir)
     steps = count_compile_steps(raw)

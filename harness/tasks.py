@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.harness._build_sandbox import background_priority
 from cuda_agent.harness._bwrap import BwrapSpec, resolve_isolation
 from cuda_agent.schemas.task import InputDomain, TaskManifest, TensorSpec, code_hash
 
@@ -245,6 +246,7 @@ def run_probe(
     child = Path(__file__).with_name("_task_probe_child.py")
     argv = [sys.executable, "-I", str(child)]
     argv = resolve_isolation(isolation).prefix(BwrapSpec(dev_bind=device.startswith("cuda"), chdir=Path("/"))) + argv
+    argv = background_priority(argv)  # loading a task never competes with timing on a GPU (BACKGROUND_NICE)
     proc = subprocess.Popen(
         argv,
         stdin=subprocess.PIPE,
