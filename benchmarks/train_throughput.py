@@ -90,10 +90,27 @@ class TimedEngine:
         if self.step_profiles is None:
             self._timed("step", self._engine.step)
             return
+        import cProfile
+        import io
+        import pstats
+
         from torch.profiler import ProfilerActivity, profile
 
+        # torch.profiler sees aten operators and CUDA calls only; Python work between them (DeepSpeed's own
+        # bookkeeping, the garbage collector) shows in cProfile's cumulative times.
+        py = cProfile.Profile()
+        before = self._phases.get(f"{self._name}_step", 0.0)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            self._timed("step", self._engine.step)
+            py.enable()
+            try:
+                self._timed("step", self._engine.step)
+            finally:
+                py.disable()
+        text = io.StringIO()
+        pstats.Stats(py, stream=text).sort_stats("cumulative").print_stats(25)
+        prof.wall_s = self._phases[f"{self._name}_step"] - before  # type: ignore[attr-defined]
+        prof.python_profile = text.getvalue()  # type: ignore[attr-defined]
+        prof.engine_name = self._name  # type: ignore[attr-defined]
         self.step_profiles.append(prof)
 
     def __getattr__(self, name: str) -> Any:
@@ -180,7 +197,11 @@ def step_profile_table(profiles: list[Any], rows: int = 15) -> str:
     out = []
     for sort in ("self_cuda_time_total", "self_cpu_time_total"):
         for i, prof in enumerate(profiles[:2]):  # the actor's and the critic's first step are enough
-            out.append(f"-- step {i} by {sort}\n" + prof.key_averages().table(sort_by=sort, row_limit=rows, max_name_column_width=60))
+            head = f"-- step {i} ({getattr(prof, 'engine_name', '?')}, wall {getattr(prof, 'wall_s', 0.0) * 1e3:.1f} ms) by {sort}"
+            out.append(head + "\n" + prof.key_averages().table(sort_by=sort, row_limit=rows, max_name_column_width=60))
+    for i, prof in enumerate(profiles[:2]):
+        if getattr(prof, "python_profile", None):
+            out.append(f"-- step {i} ({getattr(prof, 'engine_name', '?')}): Python, by cumulative time\n{prof.python_profile}")
     return "\n".join(out)
 
 
