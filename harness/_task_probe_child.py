@@ -1,10 +1,18 @@
 """Child side of the task probe: run a KernelBench-format module once and describe it.
 
-Started by :mod:`cuda_agent.harness.tasks` in a sandboxed subprocess as
-``python _task_probe_child.py`` (no cuda_agent import needed): reads a JSON
-request on stdin ``{"code", "device", "seed"}``, prints ``READY`` once torch
-is imported, then writes one JSON line to the original stdout: either
-``{"ok": true, ...facts}`` or ``{"ok": false, "kind": ..., "message": ...}``.
+Started by :mod:`cuda_agent.harness.tasks` in a sandboxed subprocess (no cuda_agent import needed), one of:
+
+- ``python _task_probe_child.py`` (one-shot): reads a JSON request on stdin ``{"code", "device", "seed"}``,
+  prints ``READY`` once torch is imported, then writes one JSON line to the original stdout: either
+  ``{"ok": true, ...facts}`` or ``{"ok": false, "kind": ..., "message": ...}``.
+- ``python _task_probe_child.py --serve [--sandboxed]`` (warm server): imports torch once, prints ``READY``,
+  then answers one request per stdin line (``{"id", "code", "device", "seed", "timeout_s"}``) with one JSON line
+  carrying the same ``id``. Each request runs in a child forked from the server (torch imported, CUDA not
+  initialised), in its own session, with the server's pipes closed; past ``timeout_s`` its process group is
+  killed. ``--sandboxed`` (own pid namespace and private /tmp, under bubblewrap) adds a sweep after every request:
+  every other process in the namespace is killed and /tmp emptied, so one task's leftovers never meet the next.
+  The server is not dumpable (no ptrace, no /proc/<pid>/fd or mem for its children).
+
 The task's own prints go to stderr.
 """
 
@@ -55,10 +63,17 @@ def main() -> None:
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # the task's prints go to stderr
     request = json.loads(sys.stdin.read())
-    import torch
+    import torch  # noqa: F401 - imported before READY, so the task's time limit excludes it
 
     out.write("READY\n")
     out.flush()
+    probe(request, out)
+
+
+def probe(request: dict, out) -> None:
+    """Run the task in ``request`` once; write one JSON line of facts (or the failure) to ``out``."""
+    import torch
+
     device = request.get("device", "cpu")
     module = types.ModuleType("task_module")
     module.__file__ = "<task>"
@@ -132,5 +147,126 @@ def main() -> None:
     out.flush()
 
 
+# --------------------------------------------------------------------------- warm server
+def _not_dumpable() -> None:
+    """PR_SET_DUMPABLE 0: processes of the same uid (the task children) cannot ptrace this one or open its fds."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
+def _sweep() -> None:
+    """In a private pid namespace: kill every process but this one and the namespace's init, then empty /tmp
+    (a private tmpfs there), leaving mount points and the folders above them."""
+    import shutil
+    import signal
+
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in (1, me):
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    try:
+        with open("/proc/self/mounts") as fh:
+            mounts = [line.split()[1] for line in fh if len(line.split()) > 1]
+    except OSError:
+        mounts = []
+    for entry in os.listdir("/tmp"):
+        path = os.path.join("/tmp", entry)
+        if any(m == path or m.startswith(path + "/") for m in mounts):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _run_forked(request: dict, out_fd: int) -> dict:
+    """One request in a forked child; the server's answer (without ``id``)."""
+    import select
+    import signal
+    import time
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the task's process
+        try:
+            os.close(r)
+            os.close(out_fd)  # the server's answer pipe: a task cannot write answers
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)  # nor read the next requests
+            os.setsid()  # its own process group: a timeout kills everything it started
+            with os.fdopen(w, "w") as result:
+                probe(request, result)
+        finally:
+            os._exit(0)
+    os.close(w)
+    deadline = time.monotonic() + float(request.get("timeout_s", 120.0))
+    chunks: list[bytes] = []
+    timed_out = False
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([r], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(r)
+    if timed_out:
+        for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                target()
+            except (ProcessLookupError, PermissionError):
+                pass
+    _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return {"ok": False, "kind": "timeout"}
+    text = b"".join(chunks).decode(errors="replace").strip()
+    if not text:
+        code = os.waitstatus_to_exitcode(status)
+        return {"ok": False, "kind": "crash", "exit_code": code}
+    return json.loads(text.splitlines()[0])
+
+
+def serve(sandboxed: bool) -> None:
+    """Answer probe requests, one per stdin line, until stdin closes."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # stray prints go to stderr
+    import torch  # noqa: F401 - once, for every request
+
+    _not_dumpable()
+    out.write("READY\n")
+    out.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        try:
+            answer = _run_forked(request, out.fileno())
+        except Exception:  # the server's own failure: reported, the next request still served
+            answer = {"ok": False, "kind": "crash", "message": "probe server: " + traceback.format_exc(limit=4)}
+        if sandboxed:
+            _sweep()
+        answer["id"] = request.get("id")
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+
+
 if __name__ == "__main__":
-    main()
+    if "--serve" in sys.argv[1:]:
+        serve(sandboxed="--sandboxed" in sys.argv[1:])
+    else:
+        main()

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.harness._build_sandbox import background_priority
 from cuda_agent.harness._bwrap import BwrapSpec, resolve_isolation
+from cuda_agent.harness._probe_server import served_probe
 from cuda_agent.schemas.task import InputDomain, TaskManifest, TensorSpec, code_hash
 
 #: Marker line appended by :func:`apply_cpu_sizes`.
@@ -241,8 +242,25 @@ def run_probe(
     """Run the task module once in a sandboxed subprocess; return the child's facts.
 
     ``timeout_s`` counts from the moment torch is imported in the child (so a
-    slow interpreter start does not eat the task's budget).
+    slow interpreter start does not eat the task's budget). A warm probe server
+    (:mod:`~cuda_agent.harness._probe_server`: torch imported once, a forked
+    child per task, the same sandbox) answers when it can; otherwise a fresh
+    process runs the task.
     """
+    served = served_probe(code, device=device, seed=seed, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s,
+                          isolation=isolation)
+    if served is not None:
+        facts, stderr_tail = served
+        if facts.get("ok"):
+            return facts
+        kind = facts.get("kind", "error")
+        if kind == "timeout":
+            raise TaskProbeError("timeout", f"running the task (import, Model(*get_init_inputs()), get_inputs(), "
+                                 f"forward: {timeout_s:.0f} s) took longer than the limit", source)
+        if kind == "crash" and "message" not in facts:
+            raise TaskProbeError("crash", f"the task process died (exit code {facts.get('exit_code')}) without a "
+                                 f"result: {stderr_tail}", source)
+        raise TaskProbeError(kind, facts.get("message", "unknown failure"), source)
     child = Path(__file__).with_name("_task_probe_child.py")
     argv = [sys.executable, "-I", str(child)]
     argv = resolve_isolation(isolation).prefix(BwrapSpec(dev_bind=device.startswith("cuda"), chdir=Path("/"))) + argv
