@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness.timing import TimingLock, precise_enough, summarize
+from cuda_agent.harness.timing import TimingLock, summarize, timing_done
 from cuda_agent.schemas.result import Baselines, Timing
 
 
@@ -74,14 +74,7 @@ def measure_baseline(
         ref.call("prepare_baseline", which, sets[0], settings.compile_mode)
     warmup = settings.warmup_calls + (2 if which == "compile" else 0)
     start: float | None = None  # the budget starts after the first batch (torch.compile's first call is not timing)
-    while not precise_enough(
-        samples,
-        min_calls=settings.min_timed_calls,
-        max_calls=settings.max_timed_calls,
-        target_rel_ci=settings.target_rel_ci,
-    ):
-        if start is not None and len(samples) >= settings.min_timed_calls and time.monotonic() - start > settings.max_timing_s:
-            break
+    while not (samples and timing_done(samples, settings, time.monotonic() - start if start is not None else 0.0)):
         with lock:
             t0 = time.perf_counter()
             got = ref.call("time_baseline", which, sets, batch, warmup if not samples else 1, settings.compile_mode)

@@ -32,7 +32,7 @@ from cuda_agent.harness.baselines import BaselineCache, cached_baselines
 from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess
 from cuda_agent.harness.sandbox import CandidateDied, CandidatePool, CandidateProcess
 from cuda_agent.harness.settings import TOLERANCE_PRESETS, HarnessSettings
-from cuda_agent.harness.timing import TimingLock, precise_enough, speed_of_light_ms, summarize
+from cuda_agent.harness.timing import TimingLock, speed_of_light_ms, summarize, timing_done
 from cuda_agent.schemas.result import CandidateResult, CheckError, Provenance, Status
 from cuda_agent.schemas.task import TaskManifest
 
@@ -695,10 +695,7 @@ class Evaluator:
             while True:
                 if calls is not None and j >= calls:
                     break
-                if calls is None and (
-                    precise_enough(samples, min_calls=s.min_timed_calls, max_calls=s.max_timed_calls, target_rel_ci=s.target_rel_ci)
-                    or (len(samples) >= s.min_timed_calls and time.monotonic() - start > s.max_timing_s)
-                ):
+                if calls is None and timing_done(samples, s, time.monotonic() - start):
                     break
                 if drawn is not None:
                     check = j in drawn

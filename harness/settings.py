@@ -92,6 +92,13 @@ class HarnessSettings(BaseModel):
         0.01, gt=0, description="Stop timing once the median's 95% CI half-width is below this fraction of it."
     )
     max_timing_s: float = Field(20.0, gt=0, description="Time budget of one timed batch, seconds.")
+    min_timing_s: float = Field(
+        0.0,
+        ge=0,
+        description="Keep timing at least this long even once the median is precise (still capped by "
+        "max_timed_calls), so a short kernel's samples span more of the GPU's clock changes; 0 = stop as soon as "
+        "the median is precise. Applies to candidate and baselines alike.",
+    )
     timing_input_sets: int = Field(
         4, ge=1, description="Extra input sets rotated through timed calls (fresh data each call; spot-checked)."
     )

@@ -100,6 +100,20 @@ def precise_enough(samples: Sequence[float], *, min_calls: int, max_calls: int, 
     return len(samples) >= min_calls and median_rel_ci(samples) <= target_rel_ci
 
 
+def timing_done(samples: Sequence[float], settings: Any, elapsed_s: float) -> bool:
+    """The stopping rule of an adaptive timing loop under ``settings`` (:class:`HarnessSettings`), ``elapsed_s``
+    after its budget started: the cap of calls; or a precise median once ``min_timing_s`` has passed; or, with
+    at least ``min_timed_calls``, the ``max_timing_s`` budget spent."""
+    if len(samples) >= settings.max_timed_calls:
+        return True
+    if len(samples) >= settings.min_timed_calls and elapsed_s > settings.max_timing_s:
+        return True
+    return elapsed_s >= settings.min_timing_s and precise_enough(
+        samples, min_calls=settings.min_timed_calls, max_calls=settings.max_timed_calls,
+        target_rel_ci=settings.target_rel_ci,
+    )
+
+
 def summarize(samples: Sequence[float], method: str, wall_ms: float | None = None, **extra: Any) -> Timing:
     """A :class:`Timing` from per-call milliseconds."""
     xs = sorted(samples)

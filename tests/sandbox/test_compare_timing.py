@@ -193,3 +193,20 @@ def test_timing_preroll_reaches_both_child_processes(tmp_path, monkeypatch) -> N
     assert DeviceTimer("cpu", flush_bytes=1 << 20, preroll_us=0).preroll_us == 0
     with pytest.raises(Exception, match="timing_preroll_us"):
         HarnessSettings(timing_preroll_us=-1)
+
+
+def test_timing_done_keeps_sampling_until_min_timing_s_but_never_past_the_cap():
+    from cuda_agent.harness.settings import HarnessSettings
+    from cuda_agent.harness.timing import timing_done
+
+    tight = [1.0] * 30  # a median as precise as it gets
+    plain = HarnessSettings(min_timed_calls=10, max_timed_calls=100, target_rel_ci=0.01)
+    assert timing_done(tight, plain, elapsed_s=0.01)
+    assert not timing_done(tight[:5], plain, elapsed_s=0.01)  # fewer than min_timed_calls
+    held = HarnessSettings(min_timed_calls=10, max_timed_calls=100, target_rel_ci=0.01, min_timing_s=0.5)
+    assert not timing_done(tight, held, elapsed_s=0.2)  # precise, but not yet min_timing_s long
+    assert timing_done(tight, held, elapsed_s=0.6)
+    assert timing_done([1.0] * 100, held, elapsed_s=0.2)  # the cap of calls wins
+    loose = [1.0, 2.0, 3.0] * 10
+    assert not timing_done(loose, plain, elapsed_s=1.0)
+    assert timing_done(loose, plain, elapsed_s=plain.max_timing_s + 1)  # the budget is spent
