@@ -80,7 +80,9 @@ def test_spare_runners_follow_the_core_count(monkeypatch):
     assert HarnessSettings(pool_size=0).spare_runners() == 0
     assert HarnessSettings(pool_size=3).spare_runners() == 3
     for cores, spares in [(128, 6), (32, 6), (16, 5), (8, 2), (4, 1), (2, 1), (1, 1)]:
-        monkeypatch.setattr("os.cpu_count", lambda cores=cores: cores)
+        # The cores this process may use (its affinity mask: a lane pinned to 16 of 32 cores counts 16).
+        monkeypatch.setattr("os.sched_getaffinity", lambda pid, cores=cores: set(range(cores)))
+        monkeypatch.setattr("os.cpu_count", lambda: 256)
         assert HarnessSettings().spare_runners() == spares, cores
 
 
