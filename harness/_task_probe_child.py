@@ -204,6 +204,10 @@ def _run_forked(request: dict, out_fd: int) -> dict:
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)  # nor read the next requests
             os.setsid()  # its own process group: a timeout kills everything it started
+            if _THREADS:
+                import torch
+
+                torch.set_num_threads(_THREADS)
             with os.fdopen(w, "w") as result:
                 probe(request, result)
         finally:
@@ -241,12 +245,33 @@ def _run_forked(request: dict, out_fd: int) -> dict:
     return json.loads(text.splitlines()[0])
 
 
+#: The intra-op thread count before the server's warm-up (restored in every child).
+_THREADS = 0
+
+
+def _warm_up() -> None:
+    """Import torch and pay the probe's one-time costs once, on the CPU (CUDA stays uninitialised, so children
+    can fork): the first forward under FlopCounterMode imports and registers about 2.5 s of machinery."""
+    global _THREADS
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    # One thread while warming up: a started OpenMP pool does not survive fork (the children's parallel regions
+    # hang); the children get the default thread count back.
+    _THREADS = torch.get_num_threads()
+    torch.set_num_threads(1)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad(), FlopCounterMode(display=False):
+        y = torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3))
+        z = torch.nn.functional.linear(y.flatten(1), torch.randn(5, y[0].numel()))
+        torch.softmax(z @ z.T, dim=-1).sum()
+
+
 def serve(sandboxed: bool) -> None:
     """Answer probe requests, one per stdin line, until stdin closes."""
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # stray prints go to stderr
-    import torch  # noqa: F401 - once, for every request
-
+    _warm_up()
     _not_dumpable()
     out.write("READY\n")
     out.flush()

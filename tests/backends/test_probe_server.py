@@ -102,3 +102,12 @@ def test_a_hanging_task_times_out_and_the_server_serves_the_next():
     assert info.value.kind == "timeout" and "longer than the limit" in str(info.value)
     first = _fact(_failing_with(PARENT))
     assert _fact(_failing_with(PARENT)) == first
+
+
+def test_served_tasks_get_the_default_thread_count_and_parallel_ops_finish(monkeypatch):
+    """The server warms up on one thread (a started OpenMP pool does not survive fork); its children get the
+    default count back, and a parallel CPU operator in a child completes."""
+    threads = "torch.get_num_threads()"
+    served = _fact(_failing_with(threads, before="torch.randn(256, 256) @ torch.randn(256, 256)"))
+    monkeypatch.setenv(SERVER_ENV, "0")
+    assert served == _fact(_failing_with(threads))
