@@ -108,9 +108,10 @@ class HarnessSettings(BaseModel):
         le=1000,
         description="CUDA: keep the GPU busy this long (a spin kernel) before each timed call's start event, so the "
         "host enqueues the call's kernels while it spins and the events time device work, not the host's launch "
-        "latency. 0 = off (the call's own launch overhead is timed); the CUDA backend's default is 200 (DEVICE_DEFAULTS). Host work longer than the spin is still timed; "
-        "shorter host work is hidden, for candidate and baselines alike. Meant for sub-100 us tasks, whose medians "
-        "moved by up to 80% between processes on the H200 with launch latency inside the events.",
+        "latency. 0 = off (the call's own launch overhead is timed); the CUDA backend's default is 200 "
+        "(DEVICE_DEFAULTS). Host work longer than the spin is still timed; shorter host work is hidden, for "
+        "candidate and baselines alike. Meant for sub-100 us tasks, whose medians moved by up to 80% between "
+        "processes on the H200 with launch latency inside the events.",
     )
     spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
     spot_check_max: int | None = Field(
