@@ -249,6 +249,9 @@ def run_probe(
     """
     served = served_probe(code, device=device, seed=seed, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s,
                           isolation=isolation)
+    if served is not None and device.startswith("cuda") and not served[0].get("ok") \
+            and "cuda" in str(served[0].get("message", "")).lower():
+        served = None  # a CUDA failure in a forked child is confirmed by a fresh process before it is the task's
     if served is not None:
         facts, stderr_tail = served
         if facts.get("ok"):

@@ -111,3 +111,16 @@ def test_served_tasks_get_the_default_thread_count_and_parallel_ops_finish(monke
     served = _fact(_failing_with(threads, before="torch.randn(256, 256) @ torch.randn(256, 256)"))
     monkeypatch.setenv(SERVER_ENV, "0")
     assert served == _fact(_failing_with(threads))
+
+
+def test_a_cuda_failure_in_a_served_probe_is_confirmed_by_a_fresh_process():
+    """Where CUDA cannot start (here: no GPU), the served child's failure is not taken on its own word: a fresh
+    process runs the task and its error is the one reported."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a GPU")
+    with pytest.raises(TaskProbeError) as info:
+        load_task_code(GOOD.replace("torch.randn(4)", "torch.randn(4, device='cuda')"), "t/cuda", device="cuda",
+                       timeout_s=60)
+    assert "CUDA" in str(info.value)
