@@ -51,6 +51,14 @@ def max_servers() -> int:
     return max(1, min(4, usable_cpus() // 4))
 
 
+def probe_command(isolation: str, dev_bind: bool, *args: str) -> list[str]:
+    """The probe child's command line (``args`` appended) under ``isolation``, at background priority: the
+    one-shot probe and the servers run the same sandbox."""
+    argv = [sys.executable, "-I", str(_CHILD), *args]
+    spec = BwrapSpec(dev_bind=dev_bind, chdir=Path("/"))
+    return background_priority(resolve_isolation(isolation).prefix(spec) + argv)  # type: ignore[arg-type]
+
+
 class ProbeServerError(RuntimeError):
     """The server could not start, died or hung (not the task's fault): the caller falls back."""
 
@@ -59,12 +67,9 @@ class ProbeServer:
     """One warm server process and the pipes to it; one request at a time."""
 
     def __init__(self, isolation: str, dev_bind: bool, startup_timeout_s: float) -> None:
-        iso = resolve_isolation(isolation)  # type: ignore[arg-type]
-        self.sandboxed = iso.level == "bwrap"
-        argv = [sys.executable, "-I", str(_CHILD), "--serve", *(["--sandboxed"] if self.sandboxed else [])]
-        argv = background_priority(iso.prefix(BwrapSpec(dev_bind=dev_bind, chdir=Path("/"))) + argv)
+        self.sandboxed = resolve_isolation(isolation).level == "bwrap"  # type: ignore[arg-type]
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+            probe_command(isolation, dev_bind, "--serve", *(["--sandboxed"] if self.sandboxed else [])), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
             start_new_session=True,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -194,7 +199,8 @@ atexit.register(_POOL.close)
 def served_probe(
     code: str, *, device: str, seed: int, timeout_s: float, startup_timeout_s: float, isolation: str
 ) -> tuple[dict[str, Any], str] | None:
-    """(answer, stderr tail) from a warm server, or None when servers are off or failed (run the one-shot probe)."""
+    """(answer, stderr tail) from a warm server, or None when servers are off or failed, or a CUDA failure needs
+    confirming (run the one-shot probe)."""
     if not servers_enabled():
         return None
     key = (resolve_isolation(isolation).level, device.startswith("cuda"))  # type: ignore[arg-type]
@@ -204,7 +210,10 @@ def served_probe(
         log.warning("probe_server.unavailable", reason=str(exc)[:300])
         return None
     try:
-        return server.request(code, device, seed, timeout_s)
+        answer = server.request(code, device, seed, timeout_s)
+        if device.startswith("cuda") and not answer[0].get("ok") and "cuda" in str(answer[0].get("message", "")).lower():
+            return None  # a CUDA failure in a forked child is confirmed by a fresh process before it is the task's
+        return answer
     except ProbeServerError as exc:
         log.warning("probe_server.failed", reason=str(exc)[:300])
         return None

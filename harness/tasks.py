@@ -31,16 +31,12 @@ import ast
 import json
 import queue
 import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any, Literal
 
 from cuda_agent.errors import CudaAgentError
-from cuda_agent.harness._build_sandbox import background_priority
-from cuda_agent.harness._bwrap import BwrapSpec, resolve_isolation
-from cuda_agent.harness._probe_server import served_probe
+from cuda_agent.harness._probe_server import probe_command, served_probe
 from cuda_agent.schemas.task import InputDomain, TaskManifest, TensorSpec, code_hash
 
 #: Marker line appended by :func:`apply_cpu_sizes`.
@@ -247,29 +243,27 @@ def run_probe(
     child per task, the same sandbox) answers when it can; otherwise a fresh
     process runs the task.
     """
-    served = served_probe(code, device=device, seed=seed, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s,
+    answer = served_probe(code, device=device, seed=seed, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s,
                           isolation=isolation)
-    if served is not None and device.startswith("cuda") and not served[0].get("ok") \
-            and "cuda" in str(served[0].get("message", "")).lower():
-        served = None  # a CUDA failure in a forked child is confirmed by a fresh process before it is the task's
-    if served is not None:
-        facts, stderr_tail = served
-        if facts.get("ok"):
-            return facts
-        kind = facts.get("kind", "error")
-        if kind == "timeout":
-            raise TaskProbeError("timeout", f"running the task (import, Model(*get_init_inputs()), get_inputs(), "
-                                 f"forward: {timeout_s:.0f} s) took longer than the limit", source)
-        if kind == "crash" and "message" not in facts:
-            raise TaskProbeError("crash", f"the task process died (exit code {facts.get('exit_code')}) without a "
-                                 f"result: {stderr_tail}", source)
-        raise TaskProbeError(kind, facts.get("message", "unknown failure"), source)
-    child = Path(__file__).with_name("_task_probe_child.py")
-    argv = [sys.executable, "-I", str(child)]
-    argv = resolve_isolation(isolation).prefix(BwrapSpec(dev_bind=device.startswith("cuda"), chdir=Path("/"))) + argv
-    argv = background_priority(argv)  # loading a task never competes with timing on a GPU (BACKGROUND_NICE)
+    facts, stderr_tail = answer or _one_shot_probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source)
+    if facts.get("ok"):
+        return facts
+    kind = facts.get("kind", "error")
+    if kind == "timeout":
+        raise TaskProbeError("timeout", f"running the task (import, Model(*get_init_inputs()), get_inputs(), "
+                             f"forward: {timeout_s:.0f} s) took longer than the limit", source)
+    if kind == "crash" and "message" not in facts:
+        raise TaskProbeError("crash", f"the task process died (exit code {facts.get('exit_code')}) without a "
+                             f"result: {stderr_tail}", source)
+    raise TaskProbeError(kind, facts.get("message", "unknown failure"), source)
+
+
+def _one_shot_probe(
+    code: str, device: str, seed: int, timeout_s: float, startup_timeout_s: float, isolation: str, source: str
+) -> tuple[dict[str, Any], str]:
+    """(answer, stderr tail) of the task run in a fresh sandboxed process (answers as a probe server's)."""
     proc = subprocess.Popen(
-        argv,
+        probe_command(isolation, device.startswith("cuda")),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -298,38 +292,35 @@ def run_probe(
     proc.stdin.write(json.dumps({"code": code, "device": device, "seed": seed}))
     proc.stdin.close()
 
-    def next_line(deadline: float, what: str) -> str | None:
+    def next_line(seconds: float) -> str | None:
         try:
-            return lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            return lines.get(timeout=seconds)
         except queue.Empty:
             proc.kill()
             proc.wait()
-            raise TaskProbeError("timeout", f"{what} took longer than the limit", source) from None
+            raise TimeoutError from None
 
     try:
-        first = next_line(time.monotonic() + startup_timeout_s, f"starting the probe (import torch, {startup_timeout_s:.0f} s)")
+        try:
+            first = next_line(startup_timeout_s)
+        except TimeoutError:
+            raise TaskProbeError("timeout", f"starting the probe (import torch, {startup_timeout_s:.0f} s) took "
+                                 "longer than the limit", source) from None
         if first is None or first.strip() != "READY":
             proc.wait()
             raise TaskProbeError("crash", f"the probe process died at start: {''.join(stderr_chunks)[-2000:]}", source)
-        result = next_line(
-            time.monotonic() + timeout_s,
-            f"running the task (import, Model(*get_init_inputs()), get_inputs(), forward: {timeout_s:.0f} s)",
-        )
+        try:
+            result = next_line(timeout_s)
+        except TimeoutError:
+            return {"ok": False, "kind": "timeout"}, ""
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     if result is None:
-        raise TaskProbeError(
-            "crash",
-            f"the task process died (exit code {proc.returncode}) without a result: {''.join(stderr_chunks)[-2000:]}",
-            source,
-        )
-    facts = json.loads(result)
-    if not facts.get("ok"):
-        raise TaskProbeError(facts.get("kind", "error"), facts.get("message", "unknown failure"), source)
-    return facts
+        return {"ok": False, "kind": "crash", "exit_code": proc.returncode}, "".join(stderr_chunks)[-2000:]
+    return json.loads(result), ""
 
 
 def manifest_from_facts(
