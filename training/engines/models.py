@@ -42,11 +42,23 @@ def backbone_of(lm: nn.Module) -> nn.Module:
     return base
 
 
+#: The critic's parameter count is padded to a multiple of this many elements. DeepSpeed's ZeRO-1/2 optimizers
+#: flatten every parameter into one partition per rank, and torch's fused AdamW and ``_foreach`` kernels take
+#: their vectorised path only when a tensor's element count is a multiple of 4: the scalar head's one-element
+#: bias made a 1.5B critic's partition odd-sized, and every optimizer kernel of its step ran 1.7-1.9x slower than
+#: the actor's (measured on the H200: fused AdamW 14.7 ms against 7.8 ms). 64 keeps each rank's partition a
+#: multiple of 4 up to 16 ranks.
+PARAMETER_ALIGNMENT = 64
+
+
 class CriticModel(nn.Module):
     """Value model: the actor's backbone with a scalar head; ``forward`` gives ``[B, T]`` values.
 
     The head starts at zero so the first values are 0 (the baseline of a
     fresh critic) and its gradients do not disturb the backbone at step 1.
+    ``alignment_pad`` (zeros, 1 to :data:`PARAMETER_ALIGNMENT` elements) makes the parameter count a multiple of
+    :data:`PARAMETER_ALIGNMENT`; the forward adds ``0 * pad.sum()``, so it has a (zero) gradient like every
+    other parameter and stays zero under AdamW without weight decay.
     """
 
     def __init__(self, lm: nn.Module) -> None:
@@ -54,9 +66,13 @@ class CriticModel(nn.Module):
         self.config = lm.config
         self.backbone = backbone_of(lm)
         hidden = int(lm.config.hidden_size)
-        self.value_head = nn.Linear(hidden, 1, dtype=next(lm.parameters()).dtype)
+        dtype = next(lm.parameters()).dtype
+        self.value_head = nn.Linear(hidden, 1, dtype=dtype)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
+        unpadded = count_parameters(self.backbone) + hidden + 1
+        pad = PARAMETER_ALIGNMENT - unpadded % PARAMETER_ALIGNMENT
+        self.alignment_pad = nn.Parameter(torch.zeros(pad, dtype=dtype))
 
     def gradient_checkpointing_enable(self, **kwargs: Any) -> None:
         """Recompute backbone activations in backward (delegates to transformers)."""
@@ -66,7 +82,8 @@ class CriticModel(nn.Module):
         """Scalar value per position, float32, ``[B, T]``."""
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         hidden = out.last_hidden_state
-        return self.value_head(hidden).squeeze(-1).float()
+        values = self.value_head(hidden).squeeze(-1)
+        return (values + 0 * self.alignment_pad.sum()).float()
 
 
 def enable_gradient_checkpointing(model: nn.Module, fraction: float = 1.0) -> int:
