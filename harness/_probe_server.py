@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from cuda_agent.harness import _spawner
 from cuda_agent.harness._build_sandbox import background_priority
 from cuda_agent.harness._bwrap import BwrapSpec, resolve_isolation
 from cuda_agent.harness.settings import usable_cpus
@@ -68,7 +69,7 @@ class ProbeServer:
 
     def __init__(self, isolation: str, dev_bind: bool, startup_timeout_s: float) -> None:
         self.sandboxed = resolve_isolation(isolation).level == "bwrap"  # type: ignore[arg-type]
-        self.proc = subprocess.Popen(
+        self.proc = _spawner.popen(  # by the spawner thread: see harness/_spawner.py
             probe_command(isolation, dev_bind, "--serve", *(["--sandboxed"] if self.sandboxed else [])), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
             start_new_session=True,
         )

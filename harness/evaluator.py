@@ -29,7 +29,7 @@ import structlog
 
 from cuda_agent.harness._vmm import close_fds
 from cuda_agent.harness.baselines import BaselineCache, cached_baselines
-from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess
+from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess, close_all
 from cuda_agent.harness.sandbox import CandidateDied, CandidatePool, CandidateProcess
 from cuda_agent.harness.settings import TOLERANCE_PRESETS, HarnessSettings
 from cuda_agent.harness.timing import TimingLock, speed_of_light_ms, summarize, timing_done
@@ -155,11 +155,11 @@ class Evaluator:
         return grade(self, task, Path(workspace_root), so_path)
 
     def close(self) -> None:
-        """Stop the runners and reference processes."""
+        """Stop the runners and reference processes (all reference processes at once)."""
         self.pool.close()
-        for ref in self._refs.values():
-            ref.close()
-        self._refs.clear()
+        with self._refs_lock:
+            refs, self._refs = list(self._refs.values()), {}
+        close_all(refs)
 
     def __enter__(self) -> Evaluator:
         return self
@@ -230,8 +230,7 @@ class Evaluator:
                     ref.users += 1
                     self._refs[key] = ref
                     victims = self._evictions()
-        for old in victims:
-            old.close()
+        close_all(victims)
         return ref
 
     def release_reference(self, ref: ReferenceProcess) -> None:
@@ -241,8 +240,7 @@ class Evaluator:
             victims = self._evictions()
             if ref.retired and ref.users == 0:
                 victims.append(ref)
-        for old in victims:
-            old.close()
+        close_all(victims)
 
     def _evictions(self) -> list[ReferenceProcess]:
         """Unused processes beyond ``warm_references``, oldest first, removed from the map (caller holds the lock

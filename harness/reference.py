@@ -506,6 +506,7 @@ class ReferenceProcess:
         self.users = 0
         #: Taken out of service (device memory stayed pinned): closed when its last session ends.
         self.retired = False
+        self._stop_requested = False
         self._call_lock = threading.Lock()  # one request at a time on the pipe, whatever thread asks
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
@@ -570,11 +571,21 @@ class ReferenceProcess:
         """The child is running."""
         return self.proc.poll() is None
 
+    def request_stop(self) -> None:
+        """Ask the child to exit, without waiting (:meth:`close` waits). Idempotent."""
+        if self._stop_requested or self.proc.poll() is not None:
+            return
+        self._stop_requested = True
+        try:
+            self._conn.send(None)
+        except Exception:  # noqa: BLE001 - a child that cannot hear it is killed by close()
+            pass
+
     def close(self) -> None:
-        """Stop the child."""
+        """Stop the child: ask it to exit, wait up to 5 s, then kill it."""
+        self.request_stop()
         if self.proc.poll() is None:
             try:
-                self._conn.send(None)
                 self.proc.wait(5)
             except Exception:
                 pass
@@ -586,6 +597,16 @@ class ReferenceProcess:
         except OSError:
             pass
         self._fd_sock.close()
+
+
+def close_all(refs: list[ReferenceProcess]) -> None:
+    """Close several reference processes at once: each is asked to exit before any is waited for, so the whole
+    takes about one process's exit (CUDA context teardown, about a second each on the H200) instead of the sum
+    (16 warm processes closed one by one took 20 s at the end of an eval run)."""
+    for ref in refs:
+        ref.request_stop()
+    for ref in refs:
+        ref.close()
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import psutil
 import structlog
 
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.harness import _spawner
 from cuda_agent.harness.settings import HarnessSettings
 from cuda_agent.harness.timing import PREROLL_ENV
 from cuda_agent.harness._bwrap import BwrapSpec, Isolation, IsolationUnavailable
@@ -179,7 +180,7 @@ class CandidateProcess:
             else not (cuda and settings.cuda_transport == "ipc"),
         )
         cmd = isolation.prefix(spec) + cmd
-        self.popen = subprocess.Popen(
+        self.popen = _spawner.popen(  # by the spawner thread: see harness/_spawner.py
             cmd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -42,6 +42,12 @@ DEVICE_PEAKS: dict[str, tuple[float, float]] = {
 
 #: Environment variable through which the harness hands ``timing_preroll_us`` to its child processes.
 PREROLL_ENV = "CUDA_AGENT_TIMING_PREROLL_US"
+#: Environment variable through which the harness hands ``timing_l2_flush`` ('write' or 'read') to its children.
+FLUSH_ENV = "CUDA_AGENT_TIMING_L2_FLUSH"
+#: How :meth:`DeviceTimer.flush` evicts the L2: 'write' fills a buffer twice the L2 (the lines left in the L2 are
+#: dirty, and the timed call pays for writing them back as it evicts them); 'read' reads that buffer (clean lines:
+#: evicting them costs nothing).
+FLUSH_MODES = ("write", "read")
 
 
 class TimingLock:
@@ -165,15 +171,22 @@ class DeviceTimer:
 
     :param device: 'cpu' or 'cuda:N'.
     :param flush_bytes: size of the cache-flush buffer; default twice the L2 (CUDA) or 32 MiB (CPU).
+    :param preroll_us: device spin before each timed call (default: ``$CUDA_AGENT_TIMING_PREROLL_US``, else 0).
+    :param flush_mode: one of :data:`FLUSH_MODES` (default: ``$CUDA_AGENT_TIMING_L2_FLUSH``, else 'write').
     """
 
-    def __init__(self, device: str, flush_bytes: int | None = None, preroll_us: float | None = None) -> None:
+    def __init__(self, device: str, flush_bytes: int | None = None, preroll_us: float | None = None,
+                 flush_mode: str | None = None) -> None:
         import torch
 
         self.device = torch.device(device)
         if preroll_us is None:  # set by the harness for its child processes (HarnessSettings.timing_preroll_us)
             preroll_us = float(os.environ.get(PREROLL_ENV, "0") or 0)
         self.preroll_us = preroll_us
+        flush_mode = flush_mode or os.environ.get(FLUSH_ENV) or "write"
+        if flush_mode not in FLUSH_MODES:
+            raise ValueError(f"L2 flush mode {flush_mode!r} is not one of {list(FLUSH_MODES)}")
+        self.flush_mode = flush_mode
         self.is_cuda = self.device.type == "cuda"
         self.flags: list[str] = []
         if self.is_cuda:
@@ -213,7 +226,10 @@ class DeviceTimer:
         """Evict caches: reset persisting L2 lines, then overwrite a buffer larger than the L2 (T20)."""
         if self._rt is not None:
             self._rt.cudaCtxResetPersistingL2Cache()
-        self.flush_buf.fill_(1)
+        if self.flush_mode == "read":
+            self.flush_buf.max()  # a read of the whole buffer: the L2 is left holding clean lines
+        else:
+            self.flush_buf.fill_(1)
 
     def sync(self) -> None:
         """Device-wide synchronize (every stream of the device), no-op on CPU."""

@@ -9,9 +9,11 @@ and talks to it through :class:`ScheduledBackend`, which
   ``evaluate_built`` into the build (in the build pool: grade's rebuild from
   scratch and verify's incremental rebuild need no device) and the device
   step, which alone holds the slot's timing lock, so nothing else runs on that
-  device during a timed call (the GPU queue); before the lock, the backend's
-  optional ``warm(task)`` starts the task's reference process and compiles its
-  torch.compile baseline,
+  device during a timed call (the GPU queue); the backend's optional
+  ``warm(task)`` (start the task's reference process, compile its
+  torch.compile baseline: seconds of host work) runs on a thread while the
+  candidate builds, and from ``prepare_workspace`` on while the policy writes
+  its first kernel, and has finished before the lock is taken,
 - accounts build seconds, queue waits and lock-held seconds per episode and
   per device (GPU-queue utilisation in the report).
 """
@@ -145,8 +147,19 @@ class ScheduledBackend:
         return {**self._slot.backend.device_facts(), "slot": self._slot.index}
 
     def prepare_workspace(self, task: TaskManifest, root: Path) -> Any:
-        """Delegated."""
-        return self._slot.backend.prepare_workspace(task, root)
+        """Delegated; the task's warm-up starts in the background (the policy's first turns hide it)."""
+        ws = self._slot.backend.prepare_workspace(task, root)
+        self._warm_async(task)
+        return ws
+
+    def _warm_async(self, task: TaskManifest) -> threading.Thread | None:
+        """:meth:`warm` on a daemon thread (None when the backend has no warm-up). The warm-up is idempotent per
+        task, so a later call finds the work done or waits for the thread already doing it."""
+        if getattr(self._slot.backend, "warm", None) is None:
+            return None
+        t = threading.Thread(target=self.warm, args=(task,), name="warm-up", daemon=True)
+        t.start()
+        return t
 
     def warm(self, task: TaskManifest) -> None:
         """The backend's optional warm-up for ``task`` (reference process, compiled baselines), no lock held.
@@ -163,7 +176,8 @@ class ScheduledBackend:
             log.warning("warm_up.failed", task=getattr(task, "id", None), error=f"{type(exc).__name__}: {exc}"[:300])
 
     def _timed(self, phase: str, workspace: Any, task: TaskManifest) -> CandidateResult:
-        """Build in the build pool, warm up without the lock, then only the device step under the timing lock.
+        """Build in the build pool while the warm-up runs beside it (no lock), then only the device step under the
+        timing lock.
 
         A backend without the split protocol (``build_for``/``evaluate_built``) runs its whole call under the lock.
         """
@@ -172,12 +186,14 @@ class ScheduledBackend:
             self.warm(task)
             with self._pool.on_device(self._slot, self.usage):
                 return getattr(inner, phase)(workspace, task)
+        warming = self._warm_async(task)  # seconds of process start and torch.compile, beside the build
         with self._pool.building(self.usage):
             prepared = inner.build_for(phase, workspace, task)
         try:
             if prepared.outcome is None:  # did not build: nothing for the device to do
                 return inner.evaluate_built(prepared)
-            self.warm(task)  # seconds of process start and torch.compile, before the device is ours
+            if warming is not None:
+                warming.join()  # warm before the device is ours
             with self._pool.on_device(self._slot, self.usage):
                 return inner.evaluate_built(prepared)
         finally:

@@ -201,13 +201,66 @@ def test_split_backends_build_outside_the_lock_and_evaluate_inside(pool):
     be = ScheduledBackend(pool, slot, usage)
     for phase in ("verify", "profile", "grade"):
         assert getattr(be, phase)(None, None).status is Status.correct
-    assert slot.backend.seen == [
-        ("build:verify", False), ("warm", False), ("verify", True),
-        ("build:profile", False), ("warm", False), ("profile", True),
-        ("build:grade", False), ("warm", False), ("grade", True),
+    # the warm-up runs beside each build (either may come first), always without the lock, and before the device step
+    seen = slot.backend.seen
+    assert [e for e in seen if e[0] != "warm"] == [
+        ("build:verify", False), ("verify", True), ("build:profile", False), ("profile", True),
+        ("build:grade", False), ("grade", True),
     ]
+    device_steps = [i for i, e in enumerate(seen) if e[1]]
+    warms = [i for i, e in enumerate(seen) if e[0] == "warm"]
+    assert len(warms) == 3 and all(not seen[i][1] for i in warms)
+    assert [sum(w < d for w in warms) for d in device_steps] == [1, 2, 3]
     assert slot.backend.closed == ["verify", "profile", "grade"]
     assert slot.calls == 3
+
+
+def test_the_warm_up_overlaps_the_build_and_finishes_before_the_device_step(pool):
+    """A warm-up that waits for the build to start and a build that waits for the warm-up to start: run one after
+    the other they would time out; the device step sees the warm-up finished."""
+
+    class Overlapping(SplitProbeBackend):
+        def __init__(self):
+            super().__init__()
+            self.build_started, self.warm_started, self.warm_done = threading.Event(), threading.Event(), threading.Event()
+
+        def warm(self, task):
+            self.warm_started.set()
+            assert self.build_started.wait(timeout=30)
+            self.warm_done.set()
+
+        def build_for(self, phase, ws, task):
+            self.build_started.set()
+            assert self.warm_started.wait(timeout=30), "the warm-up did not start before the build ended"
+            return super().build_for(phase, ws, task)
+
+        def _call(self, phase):
+            assert self.warm_done.is_set(), "the device step began before the warm-up finished"
+            return super()._call(phase)
+
+    slot = pool.acquire()
+    slot.backend = Overlapping()
+    slot.backend.slot = slot
+    assert ScheduledBackend(pool, slot, EpisodeUsage()).grade(None, None).status is Status.correct
+
+
+def test_prepare_workspace_starts_the_warm_up_in_the_background(pool):
+    class Preparing(SplitProbeBackend):
+        def __init__(self):
+            super().__init__()
+            self.warmed = threading.Event()
+
+        def prepare_workspace(self, task, root):
+            return "ws"
+
+        def warm(self, task):
+            self.warmed.set()
+
+    slot = pool.acquire()
+    slot.backend = Preparing()
+    slot.backend.slot = slot
+    assert ScheduledBackend(pool, slot, EpisodeUsage()).prepare_workspace(None, Path("x")) == "ws"
+    assert slot.backend.warmed.wait(timeout=30)
 
 
 def test_a_build_that_fails_never_takes_the_device(pool):
@@ -216,7 +269,8 @@ def test_a_build_that_fails_never_takes_the_device(pool):
     slot.backend.slot = slot
     be = ScheduledBackend(pool, slot, EpisodeUsage())
     assert be.grade(None, None).status is Status.compile_error
-    assert slot.backend.seen == [("build:grade", False), ("failed:grade", False)]
+    # (the warm-up that started beside the build may finish later: it is the task's, not this call's)
+    assert [e for e in slot.backend.seen if e[0] != "warm"] == [("build:grade", False), ("failed:grade", False)]
     assert slot.calls == 0 and slot.backend.closed == ["grade"]
 
 
@@ -256,7 +310,7 @@ def test_a_real_cpu_grade_rebuilds_from_scratch_outside_the_device_lock(tmp_path
 
         shutil.copytree(SOLUTIONS / "cpu" / "swish", ws.root, dirs_exist_ok=True)
         graded = ScheduledBackend(p, slot, EpisodeUsage()).grade(ws, task)
-        assert graded.phase == "grade" and graded.status is Status.correct, graded.summary_for_agent()
+        assert graded.phase == "grade" and graded.status is Status.correct, (graded.summary_for_agent(), graded.model_dump_json()[:3000])
         assert graded.timing is not None and graded.baselines is not None
         (grade_dir, locked), = backend.builds
         assert grade_dir.name.startswith("grade-") and locked is False

@@ -186,3 +186,38 @@ def test_die_with_parent_ends_the_sandbox(tmp_path: Path) -> None:
     parent.wait()
     gone, alive = psutil.wait_procs([bwrap, *sandboxed], timeout=60)
     assert not alive, f"still running after their starter was killed: {alive}"
+
+
+@needs_bwrap
+def test_a_runner_started_by_a_thread_that_ends_outlives_that_thread(tmp_path: Path):
+    """``--die-with-parent`` is PR_SET_PDEATHSIG, which fires when the forking *thread* exits. Runners started by
+    a short-lived thread (the scheduler's warm-up thread made the evaluator and its spare runners) were SIGKILLed
+    as it ended; the spawner thread forks them now, so they serve calls after the thread is gone."""
+    import threading
+
+    from cuda_agent.harness.sandbox import CandidatePool
+    from cuda_agent.harness.settings import HarnessSettings
+
+    settings = HarnessSettings(pool_size=1, scratch_dir=tmp_path, isolation="bwrap")
+    made: list[tuple[CandidatePool, object]] = []
+
+    def start_pool() -> None:
+        pool = CandidatePool("cpu", settings)  # fill() starts the spare
+        spare = pool._spare[0]
+        spare.wait_ready()  # the sandbox is up (its death signal armed) before this thread ends
+        made.append((pool, spare))
+
+    t = threading.Thread(target=start_pool)
+    t.start()
+    t.join()
+    (pool, spare), = made
+    try:
+        proc = pool.acquire()
+        try:
+            assert proc is spare and proc.isolation == "bwrap"  # the very runner that thread started
+            proc.request(60, op="guard")  # answers after its starting thread is gone
+            assert proc.alive
+        finally:
+            pool.release(proc)
+    finally:
+        pool.close()

@@ -38,6 +38,7 @@ from typing import Any, Literal
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
+from cuda_agent.harness import _spawner
 from cuda_agent.harness._bwrap import UNPRIVILEGED_UID, BwrapSpec, Isolation, resolve_isolation
 
 
@@ -198,7 +199,8 @@ class ProbeWorker:
         self._lines = queue.Queue()
         self._stderr.clear()
         self._new_scratch()
-        self.proc = subprocess.Popen(
+        # Forked by the harness's spawner thread: a bubblewrapped worker dies with the thread that forked it.
+        self.proc = _spawner.popen(
             self._command(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=self._env(), start_new_session=True, cwd=str(self.scratch),
