@@ -445,7 +445,9 @@ def main() -> int:
     except Exception as exc:
         runner.send(ok=False, error=f"runner start failed: {exc}", traceback=traceback.format_exc()[-3000:])
         return 1
-    runner.send(ok=True, ready=True, pid=os.getpid(), threads=runner.torch.get_num_threads())
+    # The protocol's own cost per call, measured before any candidate code exists (the trusted side subtracts it).
+    runner.send(ok=True, ready=True, pid=os.getpid(), threads=runner.torch.get_num_threads(),
+                timing_overhead_ms=runner.timer.overhead_ms)
     inp = os.fdopen(in_fd, "r")
     for line in inp:
         req = json.loads(line)

@@ -32,7 +32,7 @@ from cuda_agent.harness.baselines import BaselineCache, cached_baselines
 from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess, close_all
 from cuda_agent.harness.sandbox import CandidateDied, CandidatePool, CandidateProcess
 from cuda_agent.harness.settings import TOLERANCE_PRESETS, HarnessSettings
-from cuda_agent.harness.timing import TimingLock, speed_of_light_ms, summarize, timing_done
+from cuda_agent.harness.timing import TimingLock, method_id, net_of_overhead, speed_of_light_ms, summarize, timing_done
 from cuda_agent.schemas.result import CandidateResult, CheckError, Provenance, Status
 from cuda_agent.schemas.task import TaskManifest
 
@@ -224,7 +224,7 @@ class Evaluator:
                 if dead is not None:
                     dead.close()
                 ref = ReferenceProcess(task.code, self.device, self.settings.init_seed, threads=self.settings.cpu_threads,
-                                       preroll_us=self.settings.timing_preroll_us,
+                                       preroll_us=self.settings.timing_preroll_us, net_overhead=self.net_overhead,
                                        compile_threads=self.settings.reference_compile_threads)
                 with self._refs_lock:
                     ref.users += 1
@@ -544,8 +544,22 @@ class Evaluator:
         sess.tick("extra_sets", t)
         return new
 
+    @property
+    def net_overhead(self) -> bool:
+        """Timed calls are reported net of the protocol's per-process cost (``timing_net_overhead``, CUDA only)."""
+        return bool(self.settings.timing_net_overhead) and self.kind == "cuda"
+
     def call(self, sess: _Session, k: int, *, check: bool, audit: bool = False) -> float:
-        """One forward on set ``k`` under the timing protocol; checks outputs when asked. Returns ms."""
+        """One forward on set ``k`` under the timing protocol; checks outputs when asked. Returns ms: with
+        :attr:`net_overhead`, less the null-call cost the runner measured before the candidate was loaded (the
+        wall-clock cross-check is made on the raw figure)."""
+        ms = self._call_raw(sess, k, check=check, audit=audit)
+        if not self.net_overhead:
+            return ms
+        return net_of_overhead(ms, float(sess.proc.wait_ready().get("timing_overhead_ms") or 0.0))
+
+    def _call_raw(self, sess: _Session, k: int, *, check: bool, audit: bool = False) -> float:
+        """:meth:`call` before the overhead is subtracted."""
         wall0 = time.perf_counter()
         answer = sess.proc.request(self.settings.call_timeout_s, op="call", set=k, audit=audit)
         wall_ms = (time.perf_counter() - wall0) * 1e3
@@ -726,7 +740,7 @@ class Evaluator:
             samples, wall_ms = self.time_candidate(sess, ks, max_checks=self.settings.spot_check_max)
             if sess.errors or sess.violations:
                 return
-            result.timing = summarize(samples, "events_l2flush" if self.kind == "cuda" else "host_sync", wall_ms=wall_ms)
+            result.timing = summarize(samples, method_id(self.kind, self.net_overhead), wall_ms=wall_ms)
         if self.kind == "cuda" and self.settings.per_kernel_breakdown:
             t = time.perf_counter()
             answer = sess.proc.request(self.settings.request_timeout_s, op="kernels", set=ks[0], breakdown=True)
@@ -744,7 +758,7 @@ class Evaluator:
             settings=self.settings,
             lock=self.lock,
             cache=self.cache,
-            method="events_l2flush" if self.kind == "cuda" else "host_sync",
+            method=method_id(self.kind, self.net_overhead),
         )
         sess.tick("baselines", t)
         sess.extra["baselines_cached"] = cached

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cuda_agent.harness.timing import summarize
+from cuda_agent.harness.timing import method_id, summarize
 from cuda_agent.schemas.result import Baselines, CandidateResult
 from cuda_agent.schemas.task import TaskManifest
 
@@ -49,7 +49,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         eager: list[float] = []
         compiled: list[float] = []
         wall = 0.0
-        method = "events_l2flush" if evaluator.kind == "cuda" else "host_sync"
+        method = method_id(evaluator.kind, evaluator.net_overhead)
         if settings.with_compile_baseline:  # compile (CPU work) before the timing lock is taken
             t = time.perf_counter()
             sess.ref.call("prepare_baseline", "compile", ks[0], settings.compile_mode)

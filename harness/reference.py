@@ -349,8 +349,9 @@ class ReferenceServer:
     def time_baseline(self, which: str, sets: list[int], n_calls: int, warmup: int, compile_mode: str) -> list[float]:
         """Per-call ms of the eager or compiled reference over rotated sets, same protocol as the candidate."""
         torch = self.torch
-        from cuda_agent.harness.timing import DeviceTimer
+        from cuda_agent.harness.timing import NET_ENV, DeviceTimer, net_of_overhead
 
+        self.net_overhead = os.environ.get(NET_ENV) == "1"  # set by ReferenceProcess from the harness settings
         if self.timer is None:
             self.timer = DeviceTimer(str(self.device))
         fn = self._baseline_fn(which, compile_mode)
@@ -361,7 +362,7 @@ class ReferenceServer:
                 args = [x.clone() if isinstance(x, torch.Tensor) else x for x in s["inputs"]]
                 _, ms, _ = self.timer.time_call(lambda: fn(*args))
                 if j >= warmup:
-                    samples.append(ms)
+                    samples.append(net_of_overhead(ms, self.timer.overhead_ms) if self.net_overhead else ms)
         return samples
 
     def profiler_sum(self, which: str, k: int, compile_mode: str) -> float:
@@ -492,10 +493,11 @@ class ReferenceProcess:
 
     def __init__(
         self, code: str, device: str, init_seed: int = 42, start_timeout_s: float = 300.0, threads: int | None = None,
-        preroll_us: float = 0.0, compile_threads: int | None = None,
+        preroll_us: float = 0.0, compile_threads: int | None = None, net_overhead: bool = False,
     ) -> None:
         """:param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
         :param preroll_us: the timer's pre-call GPU spin (``HarnessSettings.timing_preroll_us``), as the candidate's.
+        :param net_overhead: baselines are timed net of the protocol's per-process cost (``timing_net_overhead``).
         :param compile_threads: inductor compile workers of the child (``HarnessSettings.reference_compile_threads``);
             None = inductor's default.
         """
@@ -516,9 +518,10 @@ class ReferenceProcess:
         env[FD_SOCKET_ENV] = str(child_sock.fileno())
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
-        from cuda_agent.harness.timing import PREROLL_ENV
+        from cuda_agent.harness.timing import NET_ENV, PREROLL_ENV
 
         env[PREROLL_ENV] = str(preroll_us)
+        env[NET_ENV] = "1" if net_overhead else "0"
         if compile_threads is not None:
             env["TORCHINDUCTOR_COMPILE_THREADS"] = str(compile_threads)
         self.proc = subprocess.Popen(
