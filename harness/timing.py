@@ -42,7 +42,8 @@ DEVICE_PEAKS: dict[str, tuple[float, float]] = {
 
 #: Environment variable through which the harness hands ``timing_preroll_us`` to its child processes.
 PREROLL_ENV = "CUDA_AGENT_TIMING_PREROLL_US"
-#: Environment variable through which the harness hands ``timing_l2_flush`` ('write' or 'read') to its children.
+#: Environment variable: the L2 flush mode ('write' or 'read') of a process's timers when the constructor names none
+#: (for experiments such as benchmarks/timing_spread_probe.py; the harness itself always flushes by writing).
 FLUSH_ENV = "CUDA_AGENT_TIMING_L2_FLUSH"
 #: Environment variable: "1" when the reference process reports baselines net of its protocol cost.
 NET_ENV = "CUDA_AGENT_TIMING_NET_OVERHEAD"
