@@ -37,12 +37,13 @@ TASKS = ["swish", "row_sum", "softmax", "gemm_bias_relu", "conv2d_relu"]
 ANCHOR_TURN_S = (55.0, 60.0)
 
 
-def _backend(kind: str, preroll_us: float | None = None, min_timing_s: float | None = None):
+def _backend(kind: str, preroll_us: float | None = None, min_timing_s: float | None = None,
+             net_overhead: bool | None = None):
     from cuda_agent.harness.settings import HarnessSettings
     from cuda_agent.plugins.backends._common import KernelBackendConfig
 
     # Unset fields take the backend's device defaults (HarnessSettings.with_device_defaults).
-    given = {"timing_preroll_us": preroll_us, "min_timing_s": min_timing_s}
+    given = {"timing_preroll_us": preroll_us, "min_timing_s": min_timing_s, "timing_net_overhead": net_overhead}
     harness = HarnessSettings(**{k: v for k, v in given.items() if v is not None})
     config = KernelBackendConfig(harness=harness)
 
@@ -188,17 +189,19 @@ def main() -> int:
                         "default: the backend's (200 on cuda).")
     parser.add_argument("--min-timing-s", type=float, default=None,
                         help="harness.min_timing_s for our environment (sample at least this long per timed batch).")
+    parser.add_argument("--net-overhead", action="store_true", default=None,
+                        help="harness.timing_net_overhead: times net of the protocol's per-process cost.")
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write.")
     args = parser.parse_args()
 
-    backend = _backend(args.backend, args.preroll_us, args.min_timing_s)
+    backend = _backend(args.backend, args.preroll_us, args.min_timing_s, args.net_overhead)
     base = Path(tempfile.mkdtemp(prefix="env-latency-"))
     report: dict = {"backend": args.backend, "task": args.task, "device": backend.device_facts(),
                     "preroll_us": backend.config.harness.timing_preroll_us,
                     "timing_settings": backend.config.harness.model_dump(
                         include={"target_rel_ci", "min_timed_calls", "max_timed_calls", "max_timing_s",
                                  "timing_preroll_us", "grade_calls_per_round", "timing_input_sets",
-                                 "min_timing_s"})}
+                                 "min_timing_s", "timing_net_overhead"})}
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every phase, so a run cut short still leaves what it measured

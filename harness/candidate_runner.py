@@ -20,6 +20,7 @@ Requests (``op``):
   buffers whose file descriptors go over the socket ``CUDA_AGENT_FD_SOCKET``); the parent then stops this process
   before the trusted side reads them.
 - ``guard``: compare the integrity guard snapshot taken before load with now.
+- ``calibrate`` (before ``load`` only): the timing protocol's own cost per call, null calls timed the same way.
 - ``exit``.
 """
 
@@ -383,6 +384,14 @@ class _Runner:
                 return False
         return True
 
+    def op_calibrate(self, req: dict[str, Any]) -> None:
+        """The timing protocol's own cost per call (null calls), measured before the candidate is loaded: the
+        trusted side sends this under the device's timing lock and subtracts the answer (``timing_net_overhead``)."""
+        if self.model is not None:
+            self.send(ok=False, error="calibrate must come before load")
+            return
+        self.send(ok=True, overhead_ms=self.timer.measure_overhead())
+
     def op_guard(self, req: dict[str, Any]) -> None:
         violations = self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot())
         self.send(ok=True, violations=[_violation_dict(v) for v in violations], threads=_native_threads())
@@ -445,9 +454,7 @@ def main() -> int:
     except Exception as exc:
         runner.send(ok=False, error=f"runner start failed: {exc}", traceback=traceback.format_exc()[-3000:])
         return 1
-    # The protocol's own cost per call, measured before any candidate code exists (the trusted side subtracts it).
-    runner.send(ok=True, ready=True, pid=os.getpid(), threads=runner.torch.get_num_threads(),
-                timing_overhead_ms=runner.timer.overhead_ms)
+    runner.send(ok=True, ready=True, pid=os.getpid(), threads=runner.torch.get_num_threads())
     inp = os.fdopen(in_fd, "r")
     for line in inp:
         req = json.loads(line)

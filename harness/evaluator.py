@@ -13,6 +13,7 @@ and integrity violations become statuses with messages the agent can act on.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import platform
 import secrets
@@ -128,6 +129,7 @@ class Evaluator:
         self.cache = BaselineCache(self.settings.resolved_baseline_cache())
         self._refs: dict[str, ReferenceProcess] = {}
         self._refs_lock = threading.Lock()
+        self._spare_refs: collections.deque[ReferenceProcess] = collections.deque()  # started, no task yet
         self._ref_start_locks: dict[str, threading.Lock] = {}  # one process start per task at a time
         self._provenance: Provenance | None = None
         #: Seeds of every evaluation so far; the grading pass never reuses one.
@@ -159,6 +161,8 @@ class Evaluator:
         self.pool.close()
         with self._refs_lock:
             refs, self._refs = list(self._refs.values()), {}
+            refs += list(self._spare_refs)
+            self._spare_refs.clear()
         close_all(refs)
 
     def __enter__(self) -> Evaluator:
@@ -223,15 +227,45 @@ class Evaluator:
             if ref is None:
                 if dead is not None:
                     dead.close()
-                ref = ReferenceProcess(task.code, self.device, self.settings.init_seed, threads=self.settings.cpu_threads,
-                                       preroll_us=self.settings.timing_preroll_us, net_overhead=self.net_overhead,
-                                       compile_threads=self.settings.reference_compile_threads)
+                ref = self._new_reference(task)
                 with self._refs_lock:
                     ref.users += 1
                     self._refs[key] = ref
                     victims = self._evictions()
         close_all(victims)
         return ref
+
+    def _spawn_reference(self) -> ReferenceProcess:
+        """A reference process started now without its task (it imports torch meanwhile)."""
+        s = self.settings
+        return ReferenceProcess(None, self.device, threads=s.cpu_threads, preroll_us=s.timing_preroll_us,
+                                net_overhead=self.net_overhead, compile_threads=s.reference_compile_threads,
+                                preimport_compile=s.with_compile_baseline)
+
+    def _new_reference(self, task: TaskManifest) -> ReferenceProcess:
+        """``task``'s reference process: a spare that is still alive, else one started now; then the spares are
+        topped up to ``settings.spare_references`` (their start is ``Popen``: nothing here waits for an import)."""
+        ref = None
+        with self._refs_lock:
+            while self._spare_refs and ref is None:
+                cand = self._spare_refs.popleft()
+                if cand.alive:
+                    ref = cand
+                else:
+                    cand.close()
+        if ref is None:
+            ref = self._spawn_reference()
+        self._fill_spare_references()
+        ref.start(task.code, self.settings.init_seed)
+        return ref
+
+    def _fill_spare_references(self) -> None:
+        with self._refs_lock:
+            missing = self.settings.spare_references - len(self._spare_refs)
+        for _ in range(max(0, missing)):
+            spare = self._spawn_reference()
+            with self._refs_lock:
+                self._spare_refs.append(spare)
 
     def release_reference(self, ref: ReferenceProcess) -> None:
         """Undo one :meth:`acquire_reference`; closes processes beyond the warm limit that are now unused."""
@@ -446,6 +480,13 @@ class Evaluator:
             for _ in range(self.extra_timing_sets(sess)):
                 self._fresh_set(sess, stage=not seeded)
         t = sess.tick("make_sets", t)
+        if timing and self.net_overhead:
+            with self.lock:  # alone on the device, and before any candidate code exists in the runner
+                answer = sess.proc.request(self.settings.call_timeout_s, op="calibrate")
+            if not answer.get("ok"):
+                raise _CandidateFailed(f"timing calibration failed: {answer.get('error')}", answer.get("traceback", ""))
+            sess.extra["timing_overhead_ms"] = float(answer["overhead_ms"])
+            t = sess.tick("calibrate", t)
         specs = [o for o in sess.sets[0]["outputs"] if "shape" in o]
         ws_stage, so_stage = stage_candidate(sess.proc.stage, root, so_path)
         answer = sess.proc.request(
@@ -551,12 +592,12 @@ class Evaluator:
 
     def call(self, sess: _Session, k: int, *, check: bool, audit: bool = False) -> float:
         """One forward on set ``k`` under the timing protocol; checks outputs when asked. Returns ms: with
-        :attr:`net_overhead`, less the null-call cost the runner measured before the candidate was loaded (the
-        wall-clock cross-check is made on the raw figure)."""
+        :attr:`net_overhead`, less the null-call cost the runner measured under the lock before the candidate was
+        loaded (:meth:`open_session`; the wall-clock cross-check is made on the raw figure)."""
         ms = self._call_raw(sess, k, check=check, audit=audit)
         if not self.net_overhead:
             return ms
-        return net_of_overhead(ms, float(sess.proc.wait_ready().get("timing_overhead_ms") or 0.0))
+        return net_of_overhead(ms, float(sess.extra.get("timing_overhead_ms") or 0.0))
 
     def _call_raw(self, sess: _Session, k: int, *, check: bool, audit: bool = False) -> float:
         """:meth:`call` before the overhead is subtracted."""

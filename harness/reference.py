@@ -351,9 +351,11 @@ class ReferenceServer:
         torch = self.torch
         from cuda_agent.harness.timing import NET_ENV, DeviceTimer, net_of_overhead
 
-        self.net_overhead = os.environ.get(NET_ENV) == "1"  # set by ReferenceProcess from the harness settings
+        net = os.environ.get(NET_ENV) == "1"  # set by ReferenceProcess from the harness settings
         if self.timer is None:
             self.timer = DeviceTimer(str(self.device))
+        if net and self.timer.overhead_ms is None:
+            self.timer.measure_overhead()  # the caller holds the device's timing lock while baselines are timed
         fn = self._baseline_fn(which, compile_mode)
         samples: list[float] = []
         with torch.no_grad():
@@ -362,7 +364,7 @@ class ReferenceServer:
                 args = [x.clone() if isinstance(x, torch.Tensor) else x for x in s["inputs"]]
                 _, ms, _ = self.timer.time_call(lambda: fn(*args))
                 if j >= warmup:
-                    samples.append(net_of_overhead(ms, self.timer.overhead_ms) if self.net_overhead else ms)
+                    samples.append(net_of_overhead(ms, self.timer.overhead_ms) if net else ms)
         return samples
 
     def profiler_sum(self, which: str, k: int, compile_mode: str) -> float:
@@ -473,13 +475,34 @@ class _PipePair:
         self._w.close()
 
 
+#: Environment variable: "compile" makes a reference child import torch.compile's machinery (dynamo, inductor)
+#: before its task arrives, beside torch itself (always imported first).
+PREIMPORT_ENV = "CUDA_AGENT_REFERENCE_PREIMPORT"
+
+
 def main() -> int:
-    """Entry point of the reference child (``python -m cuda_agent.harness.reference``)."""
+    """Entry point of the reference child (``python -m cuda_agent.harness.reference``).
+
+    Imports torch (and, asked to, torch.compile's machinery) before it reads its task: a process started ahead
+    of time (the evaluator's spare reference processes) has those seconds behind it when a task arrives. CUDA is
+    initialised only once the task names its device. A stop request instead of a task ends it.
+    """
     read_fd, write_fd = (int(x) for x in os.environ["CUDA_AGENT_REFERENCE_FDS"].split(","))
     conn = _PipePair(read_fd, write_fd)
     fd = os.environ.get(FD_SOCKET_ENV)
     ReferenceServer.fd_sock = socket.socket(fileno=int(fd)) if fd else None
-    code, device, init_seed, threads = conn.recv()
+    import torch  # noqa: F401 - imported ahead of the task
+
+    if os.environ.get(PREIMPORT_ENV) == "compile":
+        import torch._dynamo  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401
+    try:
+        first = conn.recv()
+    except EOFError:
+        return 0
+    if first is None:  # a spare closed before it got a task
+        return 0
+    code, device, init_seed, threads = first
     _serve(conn, code, device, init_seed, threads)
     return 0
 
@@ -489,13 +512,18 @@ class ReferenceProcess:
 
     Started with ``Popen`` (fork+exec of a fresh interpreter, never a fork of a
     process that touched CUDA, and no re-import of the caller's main module).
+    Given ``code=None`` it is a spare: started now, importing torch, and given its
+    task later by :meth:`start`.
     """
 
     def __init__(
-        self, code: str, device: str, init_seed: int = 42, start_timeout_s: float = 300.0, threads: int | None = None,
-        preroll_us: float = 0.0, compile_threads: int | None = None, net_overhead: bool = False,
+        self, code: str | None, device: str, init_seed: int = 42, start_timeout_s: float = 300.0,
+        threads: int | None = None, preroll_us: float = 0.0, compile_threads: int | None = None,
+        net_overhead: bool = False, preimport_compile: bool = False,
     ) -> None:
-        """:param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
+        """:param code: the task's source; None for a spare (see :meth:`start`).
+        :param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
+        :param preimport_compile: import torch.compile's machinery before the task arrives (baselines compile).
         :param preroll_us: the timer's pre-call GPU spin (``HarnessSettings.timing_preroll_us``), as the candidate's.
         :param net_overhead: baselines are timed net of the protocol's per-process cost (``timing_net_overhead``).
         :param compile_threads: inductor compile workers of the child (``HarnessSettings.reference_compile_threads``);
@@ -524,6 +552,9 @@ class ReferenceProcess:
         env[NET_ENV] = "1" if net_overhead else "0"
         if compile_threads is not None:
             env["TORCHINDUCTOR_COMPILE_THREADS"] = str(compile_threads)
+        env[PREIMPORT_ENV] = "compile" if preimport_compile else ""
+        self._threads = threads
+        self.info: Any = None
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cuda_agent.harness.reference"],
             pass_fds=(to_child_r, from_child_w, child_sock.fileno()),
@@ -534,7 +565,23 @@ class ReferenceProcess:
         os.close(from_child_w)
         child_sock.close()
         self._conn = _PipePair(from_child_r, to_child_w)
-        self._conn.send((code, device, init_seed, threads))
+        if code is not None:
+            self.start(code, init_seed, start_timeout_s)
+
+    @property
+    def started(self) -> bool:
+        """The child has its task (a spare has not, until :meth:`start`)."""
+        return self.info is not None
+
+    def start(self, code: str, init_seed: int = 42, start_timeout_s: float = 300.0) -> None:
+        """Give the child its task and wait until it has built the model (raises :class:`ReferenceError_`)."""
+        if self.started:
+            raise ReferenceError_("this reference process already has a task")
+        try:
+            self._conn.send((code, self.device, init_seed, self._threads))
+        except OSError as exc:
+            self.close()
+            raise ReferenceError_(f"reference process is gone before its task: {exc}") from exc
         self.info = self._recv(start_timeout_s)
 
     def _recv(self, timeout_s: float) -> Any:

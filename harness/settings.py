@@ -49,6 +49,7 @@ DEVICE_DEFAULTS: dict[str, dict[str, object]] = {
         "max_timed_calls": 600,
         "grade_calls_per_round": 33,
         "timing_preroll_us": 200.0,
+        "spare_references": 2,
     },
 }
 
@@ -116,13 +117,13 @@ class HarnessSettings(BaseModel):
     timing_net_overhead: bool = Field(
         False,
         description="Report each timed call net of the protocol's own cost in that process: the fastest of 64 "
-        "null calls (one element written) timed the same way when the process starts, before any candidate code "
-        "is loaded, subtracted by the trusted side for candidate and baselines alike (never under 0.1 us; a cost "
-        "over 20 us is taken as not measurable and nothing is subtracted). On the H200 that cost is 3.1-3.3 us and "
-        "shifts by up to 0.2 us between processes: enough to move a 15 us kernel's median 1.4%. Off by default: "
-        "the first version measured the median while other processes used the GPU, read up to 0.3 ms and reported "
-        "honest kernels at the 0.1 us floor (H200, 2026-12-01); the hardened version is not yet validated on a "
-        "GPU. The method is recorded as 'events_l2flush_net'.",
+        "null calls (one element written) timed the same way, measured under the device's timing lock before the "
+        "candidate is loaded (the reference process: under the lock before its first baseline), subtracted by the "
+        "trusted side for candidate and baselines alike (never under 0.1 us; a cost over 20 us is not "
+        "subtracted). On the H200 that cost is 3.1-3.3 us and shifts by up to 0.2 us between processes: enough to "
+        "move a 15 us kernel's median 1.4%. Off by default: a first version measured it when a process started, "
+        "without the lock, read up to 0.3 ms where other processes used the GPU and reported honest kernels at the "
+        "0.1 us floor (H200, 2026-12-01); this version has not yet run on a GPU. Method 'events_l2flush_net'.",
     )
     spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
     spot_check_max: int | None = Field(
@@ -153,6 +154,14 @@ class HarnessSettings(BaseModel):
         description="Reference processes kept warm per evaluator (one per task; the least recently used unused one "
         "is closed first; one in use is never closed). Each holds a CUDA context and its task's model; an eval with "
         "more tasks in flight than this restarts processes (seconds each, torch.compile again).",
+    )
+    spare_references: int = Field(
+        0,
+        ge=0,
+        description="Reference processes started ahead of time per evaluator, each with torch (and, when baselines "
+        "compile, torch.compile's machinery) imported and waiting for a task: a new task's reference then starts "
+        "with seconds of imports behind it (4-7 s on 2 cores). They hold no CUDA context until a task arrives. The "
+        "CUDA backend's default is 2 (DEVICE_DEFAULTS).",
     )
     reference_compile_threads: int | None = Field(
         1,

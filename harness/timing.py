@@ -230,13 +230,12 @@ class DeviceTimer:
         self._preroll_cycles = self._spin_cycles(preroll_us) if self.is_cuda and preroll_us > 0 else 0
         self._sync = torch.cuda.synchronize if self.is_cuda else (lambda *a, **k: None)
         self._perf = time.perf_counter
-        #: Fastest ms of a null call (one element written) under this protocol, in this process (0 on CPU). On the
-        #: H200 it is 3.1-3.3 us and differs between processes by up to 0.2 us, constant within one: that shift
-        #: alone moved a 15 us kernel's median 1.4% from process to process. Measured before any candidate code
-        #: is loaded; the trusted side may subtract it (``timing_net_overhead``), candidate and baselines alike.
-        #: The fastest, not the median: the process starts without the timing lock, and a median taken while
-        #: other processes' kernels ran read up to 0.3 ms on the H200.
-        self.overhead_ms = self._measure_overhead() if self.is_cuda else 0.0
+        #: Fastest ms of a null call (one element written) under this protocol, in this process: None until
+        #: :meth:`measure_overhead` ran (0 on CPU). On the H200 it is 3.1-3.3 us and differs between processes by
+        #: up to 0.2 us, constant within one: that shift alone moved a 15 us kernel's median 1.4% from process to
+        #: process. Meant to be measured under the device's timing lock (another process's kernels made a
+        #: measurement taken without it read up to 0.3 ms) and, in a candidate runner, before the candidate loads.
+        self.overhead_ms: float | None = None if self.is_cuda else 0.0
 
     def _spin_cycles(self, us: float) -> int:
         """GPU clock cycles of ``torch.cuda._sleep`` that last about ``us`` microseconds (calibrated once)."""
@@ -257,7 +256,11 @@ class DeviceTimer:
             ms = min(ms, max(start.elapsed_time(end), 1e-3))
         return max(1, int(probe * (us / 1e3) / ms))
 
-    def _measure_overhead(self) -> float:
+    def measure_overhead(self) -> float:
+        """Measure :attr:`overhead_ms` now (the fastest of :data:`OVERHEAD_CALLS` null calls) and return it."""
+        if not self.is_cuda:
+            self.overhead_ms = 0.0
+            return 0.0
         import torch
 
         null = torch.empty(1, device=self.device)
@@ -266,7 +269,8 @@ class DeviceTimer:
             _, ms, _ = self.time_call(lambda: null.fill_(1.0))
             if i >= 8:
                 samples.append(ms)
-        return min(samples)
+        self.overhead_ms = min(samples)
+        return self.overhead_ms
 
     def flush(self) -> None:
         """Evict caches: reset persisting L2 lines, then overwrite a buffer larger than the L2 (T20)."""

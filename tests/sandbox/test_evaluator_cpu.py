@@ -221,3 +221,43 @@ def test_release_profiler_sum_preset(cpu_evaluator, make_ws, kit, tasks) -> None
     assert r.timing is not None and r.timing.method == "profiler_sum"
     assert r.baselines is not None and r.baselines.eager is not None and r.baselines.eager.method == "profiler_sum"
     assert r.baselines.ids["eager"] != ""
+
+
+def test_net_timing_calibrates_under_the_lock_before_the_candidate_loads(settings_factory, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    """With ``timing_net_overhead`` the protocol's cost is asked for under the timing lock, before ``load``; the
+    runner refuses to calibrate once candidate code is in it (a loaded candidate could slow its null calls and so
+    lower every time it reports). CPU evaluator with the CUDA-only switch forced on: the runner's cost is 0 here."""
+    import secrets
+
+    from cuda_agent.harness.evaluator import Evaluator, _Session
+
+    class Recording(Evaluator):
+        net_overhead = True  # the CUDA-only switch, forced for the protocol test
+
+    ev = Recording("cpu", settings_factory())
+    requests: list[tuple[str, bool]] = []
+    try:
+        r = ev.profile(tasks.relu, make_ws(HONEST_RELU), kit)
+        assert r.status.value == "correct", r.summary_for_agent()
+        assert r.extra["timing_overhead_ms"] == 0.0 and "calibrate" in r.extra["phase_s"]
+        # the same protocol by hand: calibrate is refused after load
+        ref = ev.acquire_reference(tasks.relu)
+        proc = ev.pool.acquire()
+        sess = _Session(task=tasks.relu, proc=proc, ref=ref)
+        real_request = proc.request
+
+        def request(timeout_s, **req):  # type: ignore[no-untyped-def]
+            requests.append((req["op"], ev.lock._mine.__dict__.get("depth", 0) > 0))
+            return real_request(timeout_s, **req)
+
+        proc.request = request  # type: ignore[method-assign]
+        try:
+            ev.open_session(sess, make_ws(HONEST_RELU), kit, [secrets.randbits(31)], timing=True)
+            late = proc.request(60, op="calibrate")
+        finally:
+            ev.pool.release(proc)
+            ev.release_reference(ref)
+    finally:
+        ev.close()
+    assert requests[0] == ("calibrate", True) and requests[1] == ("load", False)
+    assert late["ok"] is False and "before load" in late["error"]

@@ -102,3 +102,23 @@ def test_close_asks_every_process_to_exit_before_waiting_for_any(tmp_path):
     assert all(r.alive for r in refs)
     ev.close()
     assert [r.proc.returncode for r in refs] == [0, 0, 0]  # every one exited cleanly, none was killed
+
+
+def test_a_new_task_takes_a_spare_started_ahead_and_spares_close_cleanly(tmp_path):
+    """With ``spare_references`` the evaluator keeps processes started ahead of time (torch imported, no task);
+    the next new task's reference is one of them, and a spare that never got a task exits cleanly at close."""
+    ev = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "b", pool_size=1, spare_references=1))
+    try:
+        first = ev.acquire_reference(_task("s1", 2.0))
+        (spare,) = ev._spare_refs
+        assert spare.alive and not spare.started and first.started
+        second = ev.acquire_reference(_task("s2", 3.0))
+        assert second is spare and second.started  # the spare got the task
+        assert second.call("threads") == 1  # and serves it
+        (refill,) = ev._spare_refs
+        assert refill is not spare and not refill.started
+        ev.release_reference(first)
+        ev.release_reference(second)
+    finally:
+        ev.close()
+    assert refill.proc.returncode == 0 and spare.proc.returncode == 0
