@@ -260,12 +260,9 @@ class Evaluator:
         return ref
 
     def _fill_spare_references(self) -> None:
-        with self._refs_lock:
-            missing = self.settings.spare_references - len(self._spare_refs)
-        for _ in range(max(0, missing)):
-            spare = self._spawn_reference()
-            with self._refs_lock:
-                self._spare_refs.append(spare)
+        with self._refs_lock:  # a Popen each (milliseconds); under the lock so concurrent tasks do not overshoot
+            while len(self._spare_refs) < self.settings.spare_references:
+                self._spare_refs.append(self._spawn_reference())
 
     def release_reference(self, ref: ReferenceProcess) -> None:
         """Undo one :meth:`acquire_reference`; closes processes beyond the warm limit that are now unused."""
