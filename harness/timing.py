@@ -320,6 +320,11 @@ class DeviceTimer:
         host_ms = (t1 - t0) * 1e3
         return out, host_ms, host_ms
 
+    @property
+    def method(self) -> str:
+        """Method id recorded in :class:`Timing`."""
+        return "events_l2flush" if self.is_cuda else "host_sync"
+
 
 def profiler_sum_ms(fn: Callable[[], Any], device: str, iters: int = 10, warmup: int = 5) -> float:
     """The CUDA-Agent release's method: torch.profiler, sum of device kernel time / iterations.
