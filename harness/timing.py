@@ -322,8 +322,8 @@ class DeviceTimer:
 
     @property
     def method(self) -> str:
-        """Method id recorded in :class:`Timing`."""
-        return "events_l2flush" if self.is_cuda else "host_sync"
+        """Method id of this timer's raw times (:func:`method_id` without the net-of-overhead subtraction)."""
+        return method_id("cuda" if self.is_cuda else "cpu", False)
 
 
 def profiler_sum_ms(fn: Callable[[], Any], device: str, iters: int = 10, warmup: int = 5) -> float:
