@@ -72,7 +72,7 @@ def copy_solution(ws_root: Path, solution: Path) -> None:
 
 
 def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Path, concurrency: int,
-             build_workers: int, on_row: Any) -> dict[str, Any]:
+             build_workers: int, on_row: Any, harness: dict[str, Any] | None = None) -> dict[str, Any]:
     """One repeat over every task: one backend, ``concurrency`` tasks in flight; returns the repeat's figures."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -82,7 +82,8 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
 
     t_repeat = time.perf_counter()
     pm = PluginManager(load_entrypoints=False)
-    backend = pm.registry.build("backend", backend_name, {"harness": {"baseline_cache_dir": str(scratch / "baselines")}})
+    backend = pm.registry.build("backend", backend_name,
+                                {"harness": {**(harness or {}), "baseline_cache_dir": str(scratch / "baselines")}})
     pool = DevicePool({0: backend}, build_workers)
 
     def one(task_file: Path) -> dict[str, Any]:
@@ -148,6 +149,26 @@ def run_reference(task_file: Path, backend_name: str, solution: Path, scratch: P
     return out
 
 
+def parse_settings(pairs: list[str]) -> dict[str, Any]:
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (values read as JSON where they parse, else kept as strings),
+    checked against HarnessSettings so a misspelt key fails before any task runs."""
+    from cuda_agent.harness.settings import HarnessSettings
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--harness {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    unknown = sorted(set(out) - set(HarnessSettings.model_fields))
+    if unknown:
+        raise ValueError(f"--harness: unknown harness settings {unknown}; valid: {', '.join(sorted(HarnessSettings.model_fields))}")
+    return out
+
+
 def base_task(name: str) -> str:
     """The example task a ``--copies`` task file was made from (``swish__copy2`` -> ``swish``)."""
     return name.split(COPY_MARK)[0]
@@ -210,8 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copies", type=int, default=1,
                     help="Score each task this many times per repeat as distinct tasks (own code hash, reference "
                     "process and baselines): enough tasks in flight to measure the steady state, not start-up.")
+    ap.add_argument("--harness", action="append", default=[], metavar="KEY=VALUE",
+                    help="A harness setting for our evaluation (repeatable; VALUE read as JSON, else as a string), "
+                         "e.g. --harness timing_net_overhead=true --harness spare_references=0.")
     ap.add_argument("--out", default="eval_throughput.json", help="JSON output path.")
     args = ap.parse_args(argv)
+    try:
+        harness = parse_settings(args.harness)
+    except ValueError as e:
+        ap.error(str(e))
 
     from rich.progress import Progress
 
@@ -231,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         ours = summarize(ours_rows, ours_repeats)
         ours["concurrency"] = args.concurrency
         ours["copies"] = args.copies
+        ours["harness"] = harness
         report: dict[str, Any] = {
             "benchmark": "eval_throughput",
             "partial": partial,
@@ -269,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                 progress.advance(bar)
 
             ours_tasks = task_copies(tasks, args.copies, scratch / "task_copies")
-            rep_figures = run_ours(ours_tasks, args.backend, solutions, scratch, args.concurrency, args.build_workers, on_row)
+            rep_figures = run_ours(ours_tasks, args.backend, solutions, scratch, args.concurrency, args.build_workers, on_row,
+                                   harness)
             ours_repeats.append({**rep_figures, "repeat": rep})
             print(f"[{time.perf_counter() - t_start:7.1f} s] ours      repeat {rep}: {rep_figures['tasks']} tasks in "
                   f"{rep_figures['wall_s']:.1f} s (device lock busy {rep_figures['device_busy_share']:.0%})", flush=True)

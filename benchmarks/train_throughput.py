@@ -172,17 +172,37 @@ def flops_of_iteration(lengths: list[int], actor_params: int, critic_params: int
     return {"train": float(train), "score": float(score), "total": float(train + score), "tokens": float(tokens)}
 
 
+ENGINE_MODIFIERS = {"nooverlap": {"zero_overlap_comm": "off"}, "overlap": {"zero_overlap_comm": "on"},
+                    "nocontig": {"zero_contiguous_gradients": False}}
+
+
+def engine_settings(kind: str, settings: Any) -> Any:
+    """The EngineSettings of an engine spec such as 'deepspeed_bf16/nooverlap' (None for 'plain')."""
+    base, *mods = kind.split("/")
+    if base not in ("plain", "deepspeed", "deepspeed_bf16"):
+        raise ValueError(f"unknown engine {base!r} in {kind!r}; valid: plain, deepspeed, deepspeed_bf16")
+    if base == "plain":
+        if mods:
+            raise ValueError(f"engine {kind!r}: modifiers apply to DeepSpeed engines only")
+        return None
+    update: dict[str, Any] = {"master_weights": "bf16" if base == "deepspeed_bf16" else "fp32"}
+    for m in mods:
+        if m not in ENGINE_MODIFIERS:
+            raise ValueError(f"engine {kind!r}: unknown modifier {m!r}; valid: {', '.join(ENGINE_MODIFIERS)}")
+        update.update(ENGINE_MODIFIERS[m])
+    return settings.model_copy(update=update)
+
+
 def build(kind: str, settings: Any) -> tuple[Any, Any]:
-    """Actor and critic engines of one kind ('deepspeed' or 'plain')."""
+    """Actor and critic engines of one kind ('plain' or a DeepSpeed spec, see :func:`engine_settings`)."""
     from cuda_agent.training.engines.deepspeed_engine import build_train_engine
     from cuda_agent.training.engines.models import CriticModel, enable_gradient_checkpointing, load_causal_lm
 
     with torch.device("cuda"):
         actor_m = load_causal_lm(QWEN2_1_5B, dtype=torch.bfloat16, seed=0)
         critic_m = CriticModel(load_causal_lm(QWEN2_1_5B, dtype=torch.bfloat16, seed=0))
-    if kind.startswith("deepspeed"):
-        masters = "bf16" if kind == "deepspeed_bf16" else "fp32"
-        s = settings.model_copy(update={"master_weights": masters})
+    s = engine_settings(kind, settings)
+    if s is not None:
         return build_train_engine(actor_m, 1e-6, s), build_train_engine(critic_m, 1e-6, s)
     for m in (actor_m, critic_m):
         if settings.gradient_checkpointing:
@@ -270,7 +290,9 @@ def main() -> int:
     ap.add_argument("--checkpoint-fraction", type=float, default=1.0,
                     help="Share of decoder layers recomputed in backward when checkpointing (1.0 = all).")
     ap.add_argument("--engines", default="plain,deepspeed_bf16,deepspeed",
-                    help="Engines to measure, comma-separated: plain, deepspeed (fp32 masters), deepspeed_bf16.")
+                    help="Engines to measure, comma-separated: plain, deepspeed (fp32 masters), deepspeed_bf16; a "
+                         "DeepSpeed engine may carry modifiers: /nooverlap (zero_overlap_comm off), /overlap (on), "
+                         "/nocontig (zero_contiguous_gradients off), e.g. deepspeed_bf16/nooverlap/nocontig.")
     ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # from the deepspeed launcher
     args = ap.parse_args()
     from cuda_agent.training.engines.deepspeed_engine import ensure_distributed
@@ -284,9 +306,11 @@ def main() -> int:
                               checkpoint_fraction=args.checkpoint_fraction, overflow_check=not args.no_overflow_check,
                               fused_zero_step=not args.no_fused_zero_step)
     engines = [e for e in args.engines.split(",") if e]
-    unknown = sorted(set(engines) - {"plain", "deepspeed", "deepspeed_bf16"})
-    if unknown:
-        ap.error(f"unknown engines {unknown}; valid: plain, deepspeed, deepspeed_bf16")
+    try:
+        for e in engines:
+            engine_settings(e, settings)
+    except ValueError as e:
+        ap.error(str(e))
     results: dict[str, Any] = {"model": "qwen2-1.5b-shapes (random init)", "lengths": lengths,
                                "peak_tflops": PEAK_TFLOPS, "zero_stage": args.zero_stage,
                                "device": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -311,20 +335,20 @@ def main() -> int:
                   "model_tflops": f["total"] / 1e12, "mfu": f["total"] / r["seconds"] / (PEAK_TFLOPS * 1e12)})
         results[kind] = r
     ok = {k: r for k, r in results.items() if k in engines and "error" not in r}
-    for kind in ("deepspeed", "deepspeed_bf16"):
-        if kind in ok and "plain" in ok:
+    for kind in engines:
+        if kind != "plain" and kind in ok and "plain" in ok:
             results[f"{kind}_vs_plain"] = ok[kind]["tokens_per_s"] / ok["plain"]["tokens_per_s"]
     if rank != 0:
         return 0
-    print(f"{'engine':<15} {'s/iter':>8} {'tokens/s':>10} {'MFU':>7} {'peak GiB':>9}  phases (s)")
+    print(f"{'engine':<34} {'s/iter':>8} {'tokens/s':>10} {'MFU':>7} {'peak GiB':>9}  phases (s)")
     for kind in engines:
         r = results[kind]
         if "error" in r:
-            print(f"{kind:<15} {r['error']}")
+            print(f"{kind:<34} {r['error']}")
             continue
         parts = " ".join(f"{k} {v:.2f}" for k, v in sorted(r["phase_s"].items()))
-        print(f"{kind:<15} {r['seconds']:8.2f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% {r['peak_mem_gib']:9.1f}  {parts}")
-    for kind in ("deepspeed", "deepspeed_bf16"):
+        print(f"{kind:<34} {r['seconds']:8.2f} {r['tokens_per_s']:10.0f} {100 * r['mfu']:6.1f}% {r['peak_mem_gib']:9.1f}  {parts}")
+    for kind in engines:
         if f"{kind}_vs_plain" in results:
             print(f"{kind} / plain throughput: {results[f'{kind}_vs_plain']:.3f}")
     with open(args.out, "w") as fh:

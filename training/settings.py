@@ -45,6 +45,16 @@ class EngineSettings(BaseModel):
         description="ZeRO-1/2 gradient reduce and all-gather bucket size in elements (bigger: fewer, larger copies and "
         "collectives; DeepSpeed's own default, 5e8, is what keeps one GPU at the plain step's speed).",
     )
+    zero_overlap_comm: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="ZeRO-1/2 overlap_comm: reduce gradient buckets on a side stream while backward runs. 'auto' = on "
+        "on CUDA, off on CPU. With it (or contiguous gradients) DeepSpeed hooks every parameter's gradient in backward.",
+    )
+    zero_contiguous_gradients: bool = Field(
+        True,
+        description="ZeRO-1/2 contiguous_gradients: copy each gradient into one preallocated bucket buffer as backward "
+        "produces it (less fragmentation; one extra copy of every gradient).",
+    )
     overflow_check: bool = Field(
         True,
         description="bf16 under ZeRO: skip a step whose gradients hold an inf or NaN (DeepSpeed's "

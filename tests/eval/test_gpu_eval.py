@@ -80,7 +80,7 @@ def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     out = tmp_path / "tp.json"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_throughput.py"), "--backend", "cpu",
                            "--repeats", "1", "--limit", "1", "--copies", "2", "--concurrency", "2", "--build-workers", "2",
-                           "--out", str(out)],
+                           "--harness", "spare_references=0", "--out", str(out)],
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
@@ -94,3 +94,13 @@ def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     assert ours["tasks_per_gpu_hour"] == pytest.approx(3600 * 2 / rep["wall_s"])
     assert all(r["spot_checks"] == 12 and r["grade_s"] > 0 and r["build_s"] > 0 for r in ours["per_task"])
     assert data["reference"] is None
+    assert ours["harness"] == {"spare_references": 0}
+
+
+def test_throughput_benchmark_refuses_an_unknown_harness_setting(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_throughput.py"), "--backend", "cpu",
+                           "--harness", "timing_net_overhed=true", "--out", str(tmp_path / "tp.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "timing_net_overhed" in proc.stderr and "timing_net_overhead" in proc.stderr  # names the valid keys
+    assert not (tmp_path / "tp.json").exists()

@@ -154,6 +154,16 @@ def test_ds_config_buckets_for_zero_1_and_2():
     assert "reduce_bucket_size" not in ds_config(EngineSettings(zero_stage=3))["zero_optimization"]
 
 
+def test_ds_config_overlap_and_contiguous_gradients_follow_the_settings():
+    auto = ds_config(EngineSettings(zero_stage=1))["zero_optimization"]
+    assert auto["overlap_comm"] is False and auto["contiguous_gradients"] is True  # 'auto' on CPU: no side stream
+    cfg = ds_config(EngineSettings(zero_stage=1, zero_overlap_comm="on", zero_contiguous_gradients=False))["zero_optimization"]
+    assert cfg["overlap_comm"] is True and cfg["contiguous_gradients"] is False
+    assert ds_config(EngineSettings(zero_stage=2, zero_overlap_comm="off"))["zero_optimization"]["overlap_comm"] is False
+    with pytest.raises(ValueError, match="zero_overlap_comm"):
+        EngineSettings(zero_overlap_comm="yes")
+
+
 def test_bf16_master_weights_keep_optimizer_state_in_bf16_and_train():
     cfg = _tiny_qwen2(layers=2)
     ids = _batch()
@@ -219,10 +229,10 @@ def test_overflow_check_skips_a_non_finite_step_only_when_on(check):
     assert (finite and unchanged) if check else not finite
 
 
-def _fused_vs_deepspeed_run(fused: bool, stage: int, masters: str, clip: float, device: str = "cpu") -> dict:
+def _fused_vs_deepspeed_run(fused: bool, stage: int, masters: str, clip: float, device: str = "cpu", **extra) -> dict:
     """Six steps of a tiny bf16 Qwen2 on DeepSpeed: a NaN loss at step 3, an inf in one gradient element at step 4."""
     cfg = _tiny_qwen2(layers=2)
-    s = EngineSettings(zero_stage=stage, dtype="bf16", master_weights=masters, grad_clip=clip, fused_zero_step=fused)
+    s = EngineSettings(zero_stage=stage, dtype="bf16", master_weights=masters, grad_clip=clip, fused_zero_step=fused, **extra)
     engine = build_train_engine(load_causal_lm(cfg, seed=1), 1e-2, s)
     ids = _batch().to(device)
     weight = engine.module.model.layers[0].mlp.down_proj.weight
@@ -262,6 +272,15 @@ def test_fused_zero_step_matches_deepspeed_step_bit_for_bit(stage, masters, clip
     assert fused["norms"][3] == fused["norms"][4] == float("inf")
     assert all(0 < n < float("inf") for i, n in enumerate(fused["norms"]) if i not in (3, 4))
     _assert_same_run(plain, fused)
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_gradient_layout_settings_do_not_change_the_arithmetic(stage):
+    """Without contiguous gradients DeepSpeed reduces from each parameter's own .grad, not from its bucket buffer:
+    the same six steps (skipped ones included), bit for bit."""
+    contiguous = _fused_vs_deepspeed_run(True, stage, "fp32", 0.05)
+    separate = _fused_vs_deepspeed_run(True, stage, "fp32", 0.05, zero_contiguous_gradients=False, zero_overlap_comm="off")
+    _assert_same_run(contiguous, separate)
 
 
 def test_fused_zero_step_matches_on_fp32_without_bf16():
@@ -316,3 +335,13 @@ def test_fused_zero_step_matches_deepspeed_step_on_cuda(stage, masters):
     # CUDA runs the fused kernels (multi-tensor norm and multiply) the CPU tests cannot reach
     _assert_same_run(_fused_vs_deepspeed_run(False, stage, masters, 0.05, "cuda"),
                      _fused_vs_deepspeed_run(True, stage, masters, 0.05, "cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stage", [1, 2])
+def test_gradient_layout_settings_do_not_change_the_arithmetic_on_cuda(stage):
+    # on CUDA 'on' reduces on DeepSpeed's side stream while backward runs; off and without the bucket buffer: same run
+    overlapped = _fused_vs_deepspeed_run(True, stage, "bf16", 0.05, "cuda", zero_overlap_comm="on")
+    separate = _fused_vs_deepspeed_run(True, stage, "bf16", 0.05, "cuda", zero_overlap_comm="off",
+                                       zero_contiguous_gradients=False)
+    _assert_same_run(overlapped, separate)

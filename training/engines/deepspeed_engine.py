@@ -105,8 +105,8 @@ def ds_config(settings: EngineSettings, *, micro_batch: int = 1, train: bool = T
         # Gradients reduced in big buckets as backward produces them (overlap), into one contiguous buffer.
         cfg["zero_optimization"].update(
             {
-                "overlap_comm": device_kind() == "cuda",
-                "contiguous_gradients": True,
+                "overlap_comm": device_kind() == "cuda" if settings.zero_overlap_comm == "auto" else settings.zero_overlap_comm == "on",
+                "contiguous_gradients": settings.zero_contiguous_gradients,
                 "reduce_bucket_size": settings.zero_bucket_size,
                 "allgather_bucket_size": settings.zero_bucket_size,
             }
