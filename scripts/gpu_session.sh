@@ -64,7 +64,9 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     env_latency) part "$s" "env_latency$tag" "${ENV_LATENCY_CAP_S:-300}" python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
     spread_probe) part "$s" "timing_spread_probe$tag" 200 python3 benchmarks/timing_spread_probe.py ${SPREAD_PROBE_ARGS:-} --out "$RES/timing_spread_probe.json" ;;
     task_load)   part "$s" "task_load_latency$tag" 200 python3 benchmarks/task_load_latency.py --sizes full --device cuda ${TASK_LOAD_ARGS:---concurrency 8 --copies 2} --out "$RES/task_load_latency.json" ;;
-    eval)        part "$s" "eval_throughput$tag" "${EVAL_CAP_S:-330}" python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 ${EVAL_ARGS:---concurrency 5 --build-workers 5} --out "$RES/eval_throughput.json" ;;
+    eval[A-Z]|eval) # eval, evalA, evalB ...: args from EVAL_ARGS, EVAL_ARGS_A, EVAL_ARGS_B ... (one JSON each)
+                 local esfx=${what#eval} evar=EVAL_ARGS; [ -n "$esfx" ] && evar="EVAL_ARGS_$esfx"
+                 part "$s" "eval_throughput$esfx$tag" "${EVAL_CAP_S:-330}" python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 ${!evar:---concurrency 5 --build-workers 5} --out "$RES/eval_throughput$esfx.json" ;;
     eval_gpus)   part "$s" "eval_gpus$tag" "${EVAL_GPUS_CAP_S:-330}" python3 benchmarks/eval_multi_gpu.py ${EVAL_GPUS_ARGS:-} --out "$RES/eval_gpus" ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
     train[A-Z]|train) # train, trainA, trainB ...: args from TRAIN_ARGS, TRAIN_ARGS_A, TRAIN_ARGS_B ... (one JSON each)
