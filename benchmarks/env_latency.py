@@ -164,7 +164,8 @@ def timing_spread(backend, kind: str, tasks: list[str], times: int, base: Path, 
             # Per profile: what the median rests on (calls, its CI, min and IQR), to tell sampling noise from a
             # shift between processes.
             profiles.append({"median_ms": tm.median_ms, "min_ms": tm.min_ms, "iqr_ms": tm.iqr_ms, "rel_ci": tm.rel_ci,
-                             "samples": tm.samples, "seconds": time.perf_counter() - t_profile})
+                             "samples": tm.samples, "seconds": time.perf_counter() - t_profile,
+                             "overhead_ms": result.extra.get("timing_overhead_ms")})
             if result.baselines and result.baselines.eager:
                 eager = result.baselines.eager.median_ms
         spread = (max(medians) - min(medians)) / min(medians)

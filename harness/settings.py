@@ -116,14 +116,16 @@ class HarnessSettings(BaseModel):
     )
     timing_net_overhead: bool = Field(
         False,
-        description="Report each timed call net of the protocol's own cost in that process: the fastest of 64 "
+        description="Report each timed call net of the protocol's own cost in that process: the median of 64 "
         "null calls (one element written) timed the same way, measured under the device's timing lock before the "
         "candidate is loaded (the reference process: under the lock before its first baseline), subtracted by the "
         "trusted side for candidate and baselines alike (never under 0.1 us; a cost over 20 us is not "
         "subtracted). On the H200 that cost is 3.1-3.3 us and shifts by up to 0.2 us between processes: enough to "
         "move a 15 us kernel's median 1.4%. Off by default: a first version measured it when a process started, "
         "without the lock, read up to 0.3 ms where other processes used the GPU and reported honest kernels at the "
-        "0.1 us floor (H200, 2026-12-01); this version has not yet run on a GPU. Method 'events_l2flush_net'.",
+        "0.1 us floor (H200, 2026-12-01); under the lock with the fastest null call the 15 us kernel's spread "
+        "over five processes grew to 3.4% (1.4% without this setting); the median under the lock has not yet run "
+        "on a GPU. Method 'events_l2flush_net'.",
     )
     spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
     spot_check_max: int | None = Field(

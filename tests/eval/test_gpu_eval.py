@@ -104,3 +104,29 @@ def test_throughput_benchmark_refuses_an_unknown_harness_setting(tmp_path):
     assert proc.returncode == 2
     assert "timing_net_overhed" in proc.stderr and "timing_net_overhead" in proc.stderr  # names the valid keys
     assert not (tmp_path / "tp.json").exists()
+
+
+def _eval_throughput_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("eval_throughput", REPO / "benchmarks" / "eval_throughput.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_throughput_spread_of_one_measurement_is_unknown_and_counts_extra_profiles():
+    et = _eval_throughput_module()
+    once = [{"task": "conv2d_relu", "candidate_ms": 1.0, "eager_ms": 2.0, "compile_ms": 3.0}]
+    assert et.max_spread(once)["spread"] is None  # one measurement: no spread, not a spread of 0
+    assert "unknown" in et.spread_text(et.max_spread(once))
+    # a reference row with two extra profile runs: compile 3.0, 3.3, 3.15 -> (3.3 - 3.0) / 3.0
+    ref = [{**once[0], "extra_profiles": [{"candidate_ms": 1.0, "eager_ms": 2.02, "compile_ms": 3.3},
+                                          {"candidate_ms": 1.01, "eager_ms": 2.0, "compile_ms": 3.15}]}]
+    worst = et.max_spread(ref)
+    assert worst["task"] == "conv2d_relu" and worst["quantity"] == "compile_ms"
+    assert worst["spread"] == pytest.approx(0.1)
+    # copies of one task are pooled: swish__copy0 and swish__copy1 are two measurements of swish
+    copies = [{"task": "swish__copy0", "candidate_ms": 0.100}, {"task": "swish__copy1", "candidate_ms": 0.102}]
+    assert et.max_spread(copies) == {"spread": pytest.approx(0.02), "task": "swish", "quantity": "candidate_ms",
+                                     "values": [0.100, 0.102]}

@@ -1,0 +1,108 @@
+"""Why does a task's torch.compile baseline move between processes? (issue 4's spread figure)
+
+In ``eval_throughput`` runs on the H200 the compile baseline of ``conv2d_relu`` (about 0.11 ms) measured
+0.110-0.131 ms, 0.113-0.157 ms and once 0.199 ms across processes, while its eager baseline stayed within 0.6%.
+Two explanations predict different things:
+
+- **a different program per process** (inductor or cuDNN choosing another algorithm or kernel configuration):
+  the slow processes run kernels with other names, or another number of kernels;
+- **the same program, placed differently** (memory addresses, clocks): the same kernels, other durations.
+
+``--processes`` fresh processes, one after another, each compiling the task's model (``torch.compile``, default
+mode, as the harness does) and timing eager and compiled with the harness's own :class:`DeviceTimer`, then one
+``torch.profiler`` pass naming every device kernel of a compiled call with its mean duration. Printed: per
+process the medians and the kernel list's fingerprint; the spread over processes; which kernels differ.
+
+    python benchmarks/compile_baseline_probe.py --task examples/tasks/conv2d_relu.py --processes 5 --out probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def child(task_path: str, calls: int, preroll_us: float) -> dict:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from cuda_agent.harness.timing import DeviceTimer
+
+    spec = importlib.util.spec_from_file_location("task_module", task_path)
+    task = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(task)
+    torch.manual_seed(0)
+    model = task.Model(*task.get_init_inputs()).cuda().eval()
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    t0 = time.perf_counter()
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        compiled(*inputs)
+        torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    timer = DeviceTimer("cuda", preroll_us=preroll_us)
+    out: dict = {"compile_s": compile_s, "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                 "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32, "free_mem_gib": torch.cuda.mem_get_info()[0] / 2**30}
+    with torch.no_grad():
+        for name, fn in (("eager", model), ("compile", compiled)):
+            for _ in range(5):
+                timer.time_call(lambda: fn(*inputs))
+            samples = [timer.time_call(lambda: fn(*inputs))[1] for _ in range(calls)]
+            out[f"{name}_ms"] = statistics.median(samples)
+            out[f"{name}_min_ms"] = min(samples)
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(10):
+                    fn(*inputs)
+                torch.cuda.synchronize()
+            kernels = sorted(((e.key, e.count // 10, e.self_device_time_total / max(1, e.count) / 1000.0)
+                              for e in prof.key_averages() if e.self_device_time_total > 0), key=lambda k: -k[2])
+            out[f"{name}_kernels"] = [{"name": k[:160], "per_call": c, "ms": ms} for k, c, ms in kernels]
+            out[f"{name}_fingerprint"] = hashlib.sha256(json.dumps([(k, c) for k, c, _ in kernels]).encode()).hexdigest()[:12]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--task", default=str(Path(__file__).resolve().parents[1] / "examples" / "tasks" / "conv2d_relu.py"))
+    ap.add_argument("--processes", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=200, help="Timed calls per quantity and process.")
+    ap.add_argument("--preroll-us", type=float, default=200.0)
+    ap.add_argument("--out", default="compile_baseline_probe.json")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.task, args.calls, args.preroll_us)))
+        return 0
+    rows = []
+    for i in range(args.processes):
+        proc = subprocess.run([sys.executable, __file__, "--child", "--task", args.task, "--calls", str(args.calls),
+                               "--preroll-us", str(args.preroll_us)], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            print(f"process {i} failed: {proc.stderr[-2000:]}")
+            return 1
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(f"process {i}: eager {row['eager_ms']:.4f} ms [{row['eager_fingerprint']}]  compile {row['compile_ms']:.4f} ms "
+              f"[{row['compile_fingerprint']}]  compile time {row['compile_s']:.1f} s", flush=True)
+        for k in row["compile_kernels"]:
+            print(f"    {k['ms']:.4f} ms x{k['per_call']}  {k['name'][:110]}")
+    report: dict = {"task": args.task, "processes": rows}
+    for q in ("eager_ms", "compile_ms"):
+        vals = [r[q] for r in rows]
+        report[f"{q}_spread"] = (max(vals) - min(vals)) / min(vals)
+        print(f"{q}: {['%.4f' % v for v in vals]}  spread {100 * report[f'{q}_spread']:.2f}%")
+    report["compile_programs"] = sorted({r["compile_fingerprint"] for r in rows})
+    print(f"distinct compiled programs: {len(report['compile_programs'])}")
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
