@@ -109,6 +109,11 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
             "candidate_ms": result.timing.median_ms if result.timing else None,
             "eager_ms": b.eager.median_ms if b and b.eager else None,
             "compile_ms": b.compile.median_ms if b and b.compile else None,
+            # What each median rests on (fastest call, IQR, calls): a shift of the whole distribution (the process)
+            # tells apart from a tail (other work on the GPU or the host during some calls).
+            "dispersion": {q: {"min_ms": t.min_ms, "iqr_ms": t.iqr_ms, "samples": t.samples}
+                           for q, t in (("candidate", result.timing), ("eager", b.eager if b else None),
+                                        ("compile", b.compile if b else None)) if t is not None},
             "spot_checks": result.extra.get("spot_checks"), "isolation": result.isolation, "flags": result.flags,
             "phase_s": result.extra.get("phase_s"), "transport": result.extra.get("transport"),
         }

@@ -121,11 +121,12 @@ class HarnessSettings(BaseModel):
         "candidate is loaded (the reference process: under the lock before its first baseline), subtracted by the "
         "trusted side for candidate and baselines alike (never under 0.1 us; a cost over 20 us is not "
         "subtracted). On the H200 that cost is 3.1-3.3 us and shifts by up to 0.2 us between processes: enough to "
-        "move a 15 us kernel's median 1.4%. Off by default: a first version measured it when a process started, "
-        "without the lock, read up to 0.3 ms where other processes used the GPU and reported honest kernels at the "
-        "0.1 us floor (H200, 2026-12-01); under the lock with the fastest null call the 15 us kernel's spread "
-        "over five processes grew to 3.4% (1.4% without this setting); the median under the lock has not yet run "
-        "on a GPU. Method 'events_l2flush_net'.",
+        "move a 15 us kernel's median 1.4%. Off by default, and not recommended: measured on the H200 "
+        "(2026-12-01) it does not reduce the spread. The null call's cost moves between processes independently "
+        "of the kernel's shift: with the median null call under the lock a 15 us kernel's five profiles spread "
+        "1.06% net against 0.63% raw in the same run (3.4% net with the fastest null call); a first version "
+        "measured without the lock read up to 0.3 ms where other processes used the GPU. Kept for experiments. "
+        "Method 'events_l2flush_net'.",
     )
     spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
     spot_check_max: int | None = Field(

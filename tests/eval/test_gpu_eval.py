@@ -95,6 +95,9 @@ def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     assert all(r["spot_checks"] == 12 and r["grade_s"] > 0 and r["build_s"] > 0 for r in ours["per_task"])
     assert data["reference"] is None
     assert ours["harness"] == {"spare_references": 0}
+    for r in ours["per_task"]:  # each median with what it rests on
+        assert set(r["dispersion"]) == {"candidate", "eager", "compile"}
+        assert all(d["samples"] >= 3 and 0 < d["min_ms"] <= r[f"{q}_ms"] for q, d in r["dispersion"].items())
 
 
 def test_throughput_benchmark_refuses_an_unknown_harness_setting(tmp_path):
