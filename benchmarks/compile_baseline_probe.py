@@ -65,6 +65,16 @@ def child(task_path: str, calls: int, preroll_us: float) -> dict:
                               for e in prof.key_averages() if e.self_device_time_total > 0), key=lambda k: -k[2])
             out[f"{name}_kernels"] = [{"name": k[:160], "per_call": c, "ms": ms} for k, c, ms in kernels]
             out[f"{name}_fingerprint"] = hashlib.sha256(json.dumps([(k, c) for k, c, _ in kernels]).encode()).hexdigest()[:12]
+        # Input data: the harness times on several seeded input sets; does any set's data change the time?
+        by_seed = {}
+        for seed in range(4):
+            torch.manual_seed(1000 + seed)
+            xs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+            for _ in range(3):
+                timer.time_call(lambda: model(*xs))
+            by_seed[seed] = statistics.median(timer.time_call(lambda: model(*xs))[1] for _ in range(calls // 2))
+        out["eager_by_seed_ms"] = by_seed
+        out["input_ptr_mod_256"] = [x.data_ptr() % 256 for x in inputs if isinstance(x, torch.Tensor)]
     return out
 
 
@@ -90,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         row = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"process {i}: eager {row['eager_ms']:.4f} ms [{row['eager_fingerprint']}]  compile {row['compile_ms']:.4f} ms "
-              f"[{row['compile_fingerprint']}]  compile time {row['compile_s']:.1f} s", flush=True)
+              f"[{row['compile_fingerprint']}]  compile time {row['compile_s']:.1f} s  eager by input seed "
+              f"{[round(v, 5) for v in row['eager_by_seed_ms'].values()]}", flush=True)
+        for k in row["eager_kernels"]:
+            print(f"    eager {k['ms']:.4f} ms x{k['per_call']}  {k['name'][:110]}")
         for k in row["compile_kernels"]:
             print(f"    {k['ms']:.4f} ms x{k['per_call']}  {k['name'][:110]}")
     report: dict = {"task": args.task, "processes": rows}

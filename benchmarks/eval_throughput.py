@@ -263,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="Repeats of the reference method (default: --repeats; it costs ~1 GPU-minute per task).")
     ap.add_argument("--reference-limit", type=int, default=None,
                     help="Run the reference method on the first N tasks only (its per-task cost is what matters).")
+    ap.add_argument("--reference-tasks", default=None,
+                    help="Comma-separated task names the reference method runs on (instead of --reference-limit), "
+                    "e.g. the tasks whose spread is to be compared.")
     ap.add_argument("--reference-profiles", type=int, default=1,
                     help="Profile steps of the reference method per task and repeat, each a fresh process (>= 2: the "
                     "reference method's own timing spread; the extra ones are not counted in its throughput).")
@@ -293,6 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     ref_rows: list[dict[str, Any]] = []
     ref_reps = args.repeats if args.reference_repeats is None else args.reference_repeats
     ref_tasks = tasks if args.reference_limit is None else tasks[: args.reference_limit]
+    if args.reference_tasks:
+        wanted = [t for t in args.reference_tasks.split(",") if t]
+        unknown = sorted(set(wanted) - {t.stem for t in tasks})
+        if unknown:
+            ap.error(f"--reference-tasks: no such task {unknown}; tasks: {', '.join(t.stem for t in tasks)}")
+        ref_tasks = [t for t in tasks if t.stem in wanted]
     t_start = time.perf_counter()
 
     def build_report(partial: bool) -> dict[str, Any]:
