@@ -6,7 +6,9 @@ Two explanations predict different things:
 
 - **a different program per process** (inductor or cuDNN choosing another algorithm or kernel configuration):
   the slow processes run kernels with other names, or another number of kernels;
-- **the same program, placed differently** (memory addresses, clocks): the same kernels, other durations.
+- **the same program, placed differently** (memory addresses, clocks): the same kernels, other durations; the
+  eager model is also timed on its inputs copied to several byte offsets inside one allocation, and on inputs
+  drawn from other seeds.
 
 ``--processes`` fresh processes, one after another, each compiling the task's model (``torch.compile``, default
 mode, as the harness does) and timing eager and compiled with the harness's own :class:`DeviceTimer`, then one
@@ -29,7 +31,11 @@ import time
 from pathlib import Path
 
 
-def child(task_path: str, calls: int, preroll_us: float) -> dict:
+#: Byte offsets of the placement test (all multiples of 16, so vectorised loads stay possible).
+OFFSETS = (0, 512, 4096, 65536, 1 << 20, (2 << 20) + 512)
+
+
+def child(task_path: str, calls: int, preroll_us: float, device: str = "cuda") -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -39,17 +45,18 @@ def child(task_path: str, calls: int, preroll_us: float) -> dict:
     task = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(task)
     torch.manual_seed(0)
-    model = task.Model(*task.get_init_inputs()).cuda().eval()
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    model = task.Model(*task.get_init_inputs()).to(device).eval()
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     t0 = time.perf_counter()
     compiled = torch.compile(model)
     with torch.no_grad():
         compiled(*inputs)
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
     compile_s = time.perf_counter() - t0
-    timer = DeviceTimer("cuda", preroll_us=preroll_us)
+    timer = DeviceTimer(device, preroll_us=preroll_us)
     out: dict = {"compile_s": compile_s, "cudnn_benchmark": torch.backends.cudnn.benchmark,
-                 "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32, "free_mem_gib": torch.cuda.mem_get_info()[0] / 2**30}
+                 "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32, "free_mem_gib": torch.cuda.mem_get_info()[0] / 2**30 if device == "cuda" else None}
     with torch.no_grad():
         for name, fn in (("eager", model), ("compile", compiled)):
             for _ in range(5):
@@ -57,23 +64,43 @@ def child(task_path: str, calls: int, preroll_us: float) -> dict:
             samples = [timer.time_call(lambda: fn(*inputs))[1] for _ in range(calls)]
             out[f"{name}_ms"] = statistics.median(samples)
             out[f"{name}_min_ms"] = min(samples)
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with profile(activities=[ProfilerActivity.CUDA if device == "cuda" else ProfilerActivity.CPU]) as prof:
                 for _ in range(10):
                     fn(*inputs)
-                torch.cuda.synchronize()
-            kernels = sorted(((e.key, e.count // 10, e.self_device_time_total / max(1, e.count) / 1000.0)
-                              for e in prof.key_averages() if e.self_device_time_total > 0), key=lambda k: -k[2])
+                timer.sync()
+            attr = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+            kernels = sorted(((e.key, e.count // 10, getattr(e, attr) / max(1, e.count) / 1000.0)
+                              for e in prof.key_averages() if getattr(e, attr) > 0), key=lambda k: -k[2])
             out[f"{name}_kernels"] = [{"name": k[:160], "per_call": c, "ms": ms} for k, c, ms in kernels]
             out[f"{name}_fingerprint"] = hashlib.sha256(json.dumps([(k, c) for k, c, _ in kernels]).encode()).hexdigest()[:12]
         # Input data: the harness times on several seeded input sets; does any set's data change the time?
         by_seed = {}
         for seed in range(4):
             torch.manual_seed(1000 + seed)
-            xs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+            xs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
             for _ in range(3):
                 timer.time_call(lambda: model(*xs))
             by_seed[seed] = statistics.median(timer.time_call(lambda: model(*xs))[1] for _ in range(calls // 2))
         out["eager_by_seed_ms"] = by_seed
+        # Placement: the same data at other byte offsets inside one allocation (each tensor input). A per-process
+        # shift that follows the offset is the inputs' placement, not the program.
+        by_offset = {}
+        for offset in OFFSETS:
+            placed = []
+            for x in inputs:
+                if isinstance(x, torch.Tensor):
+                    nbytes = x.numel() * x.element_size()
+                    raw = torch.empty(nbytes + offset, dtype=torch.uint8, device=x.device)
+                    view = raw[offset:].view(x.dtype).view(x.shape)
+                    view.copy_(x)
+                    placed.append(view)
+                else:
+                    placed.append(x)
+            for _ in range(3):
+                timer.time_call(lambda: model(*placed))
+            by_offset[offset] = statistics.median(timer.time_call(lambda: model(*placed))[1] for _ in range(calls // 2))
+            del placed, raw
+        out["eager_by_offset_ms"] = by_offset
         out["input_ptr_mod_256"] = [x.data_ptr() % 256 for x in inputs if isinstance(x, torch.Tensor)]
     return out
 
@@ -84,16 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=5)
     ap.add_argument("--calls", type=int, default=200, help="Timed calls per quantity and process.")
     ap.add_argument("--preroll-us", type=float, default=200.0)
+    ap.add_argument("--device", default="cuda", help="cuda (the probe) or cpu (a smoke test of the script).")
     ap.add_argument("--out", default="compile_baseline_probe.json")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.task, args.calls, args.preroll_us)))
+        print(json.dumps(child(args.task, args.calls, args.preroll_us, args.device)))
         return 0
     rows = []
     for i in range(args.processes):
         proc = subprocess.run([sys.executable, __file__, "--child", "--task", args.task, "--calls", str(args.calls),
-                               "--preroll-us", str(args.preroll_us)], capture_output=True, text=True, timeout=600)
+                               "--preroll-us", str(args.preroll_us), "--device", args.device], capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             print(f"process {i} failed: {proc.stderr[-2000:]}")
             return 1
@@ -101,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"process {i}: eager {row['eager_ms']:.4f} ms [{row['eager_fingerprint']}]  compile {row['compile_ms']:.4f} ms "
               f"[{row['compile_fingerprint']}]  compile time {row['compile_s']:.1f} s  eager by input seed "
-              f"{[round(v, 5) for v in row['eager_by_seed_ms'].values()]}", flush=True)
+              f"{[round(v, 5) for v in row['eager_by_seed_ms'].values()]}  by input offset "
+              f"{ {k: round(v, 5) for k, v in row['eager_by_offset_ms'].items()} }", flush=True)
         for k in row["eager_kernels"]:
             print(f"    eager {k['ms']:.4f} ms x{k['per_call']}  {k['name'][:110]}")
         for k in row["compile_kernels"]:
