@@ -24,8 +24,13 @@ the release runs them). Timing spread = for each
 task and quantity (candidate, eager, compile), (max - min) / min of the
 per-repeat medians; the maximum over tasks and quantities is reported.
 
+``--reference-profiles P`` runs the reference method's profile step P times per task (fresh processes), so
+its own spread is known; ``--reference-tasks a,b`` picks the tasks it runs on. Each of our rows carries
+its medians' dispersion (fastest call, IQR, calls).
+
 usage: python benchmarks/eval_throughput.py [--backend cuda] [--repeats 3] [--limit N] [--concurrency C]
-       [--reference-repeats R] [--reference-limit M] [--out FILE.json]
+       [--reference-repeats R] [--reference-limit M | --reference-tasks a,b] [--reference-profiles P]
+       [--harness KEY=VALUE ...] [--out FILE.json]
 """
 
 from __future__ import annotations
