@@ -55,8 +55,9 @@ def child(task_path: str, calls: int, preroll_us: float, device: str = "cuda") -
             torch.cuda.synchronize()
     compile_s = time.perf_counter() - t0
     timer = DeviceTimer(device, preroll_us=preroll_us)
+    free_gib = torch.cuda.mem_get_info()[0] / 2**30 if device == "cuda" else None
     out: dict = {"compile_s": compile_s, "cudnn_benchmark": torch.backends.cudnn.benchmark,
-                 "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32, "free_mem_gib": torch.cuda.mem_get_info()[0] / 2**30 if device == "cuda" else None}
+                 "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32, "free_mem_gib": free_gib}
     with torch.no_grad():
         for name, fn in (("eager", model), ("compile", compiled)):
             for _ in range(5):
@@ -121,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for i in range(args.processes):
         proc = subprocess.run([sys.executable, __file__, "--child", "--task", args.task, "--calls", str(args.calls),
-                               "--preroll-us", str(args.preroll_us), "--device", args.device], capture_output=True, text=True, timeout=600)
+                               "--preroll-us", str(args.preroll_us), "--device", args.device],
+                              capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             print(f"process {i} failed: {proc.stderr[-2000:]}")
             return 1
