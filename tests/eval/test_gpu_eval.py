@@ -133,3 +133,21 @@ def test_throughput_spread_of_one_measurement_is_unknown_and_counts_extra_profil
     copies = [{"task": "swish__copy0", "candidate_ms": 0.100}, {"task": "swish__copy1", "candidate_ms": 0.102}]
     assert et.max_spread(copies) == {"spread": pytest.approx(0.02), "task": "swish", "quantity": "candidate_ms",
                                      "values": [0.100, 0.102]}
+
+
+@pytest.mark.slow
+def test_compile_baseline_probe_runs_fresh_processes_on_cpu(tmp_path):
+    """The probe's CPU smoke mode: two fresh processes, each with its medians, kernel list and placement test."""
+    out = tmp_path / "probe.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "compile_baseline_probe.py"), "--device", "cpu",
+                           "--task", str(REPO / "examples" / "tasks" / "swish.py"), "--processes", "2", "--calls", "4",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert len(report["processes"]) == 2
+    offsets = [str(o) for o in (0, 512, 4096, 65536, 1 << 20, (2 << 20) + 512)]
+    for row in report["processes"]:
+        assert row["eager_ms"] > 0 and row["compile_ms"] > 0 and row["compile_kernels"]
+        assert list(row["eager_by_offset_ms"]) == offsets and all(v > 0 for v in row["eager_by_offset_ms"].values())
+        assert len(row["eager_by_seed_ms"]) == 4
+    assert report["compile_programs"] and 0 <= report["compile_ms_spread"]
