@@ -38,13 +38,13 @@ ANCHOR_TURN_S = (55.0, 60.0)
 
 
 def _backend(kind: str, preroll_us: float | None = None, min_timing_s: float | None = None,
-             net_overhead: bool | None = None):
+             net_overhead: bool | None = None, overrides: dict | None = None):
     from cuda_agent.harness.settings import HarnessSettings
     from cuda_agent.plugins.backends._common import KernelBackendConfig
 
     # Unset fields take the backend's device defaults (HarnessSettings.with_device_defaults).
     given = {"timing_preroll_us": preroll_us, "min_timing_s": min_timing_s, "timing_net_overhead": net_overhead}
-    harness = HarnessSettings(**{k: v for k, v in given.items() if v is not None})
+    harness = HarnessSettings(**{**(overrides or {}), **{k: v for k, v in given.items() if v is not None}})
     config = KernelBackendConfig(harness=harness)
 
     if kind == "cpu":
@@ -192,17 +192,27 @@ def main() -> int:
                         help="harness.min_timing_s for our environment (sample at least this long per timed batch).")
     parser.add_argument("--net-overhead", action="store_true", default=None,
                         help="harness.timing_net_overhead: times net of the protocol's per-process cost.")
+    parser.add_argument("--harness", action="append", default=[], metavar="KEY=VALUE",
+                        help="Any other harness setting for our environment (repeatable; VALUE read as JSON), e.g. "
+                        "--harness timing_cpus=gpu_local.")
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write.")
     args = parser.parse_args()
+    from cuda_agent.harness.settings import parse_overrides
 
-    backend = _backend(args.backend, args.preroll_us, args.min_timing_s, args.net_overhead)
+    try:
+        overrides = parse_overrides(args.harness)
+    except ValueError as e:
+        parser.error(f"--harness: {e}")
+
+    backend = _backend(args.backend, args.preroll_us, args.min_timing_s, args.net_overhead, overrides)
     base = Path(tempfile.mkdtemp(prefix="env-latency-"))
     report: dict = {"backend": args.backend, "task": args.task, "device": backend.device_facts(),
                     "preroll_us": backend.config.harness.timing_preroll_us,
                     "timing_settings": backend.config.harness.model_dump(
                         include={"target_rel_ci", "min_timed_calls", "max_timed_calls", "max_timing_s",
                                  "timing_preroll_us", "grade_calls_per_round", "timing_input_sets",
-                                 "min_timing_s", "timing_net_overhead"})}
+                                 "min_timing_s", "timing_net_overhead", "timing_cpus"}),
+                    "harness_overrides": overrides}
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every phase, so a run cut short still leaves what it measured

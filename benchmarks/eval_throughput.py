@@ -172,26 +172,6 @@ def run_reference(task_file: Path, backend_name: str, solution: Path, scratch: P
     return out
 
 
-def parse_settings(pairs: list[str]) -> dict[str, Any]:
-    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}`` (values read as JSON where they parse, else kept as strings),
-    checked against HarnessSettings so a misspelt key fails before any task runs."""
-    from cuda_agent.harness.settings import HarnessSettings
-
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--harness {pair!r}: expected KEY=VALUE")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    unknown = sorted(set(out) - set(HarnessSettings.model_fields))
-    if unknown:
-        raise ValueError(f"--harness: unknown harness settings {unknown}; valid: {', '.join(sorted(HarnessSettings.model_fields))}")
-    return out
-
-
 def spread_text(worst: dict[str, Any]) -> str:
     """``0.0541 (conv2d_relu compile_ms)``, or why there is no figure."""
     if worst["spread"] is None:
@@ -284,10 +264,12 @@ def main(argv: list[str] | None = None) -> int:
                          "e.g. --harness timing_net_overhead=true --harness spare_references=0.")
     ap.add_argument("--out", default="eval_throughput.json", help="JSON output path.")
     args = ap.parse_args(argv)
+    from cuda_agent.harness.settings import parse_overrides
+
     try:
-        harness = parse_settings(args.harness)
+        harness = parse_overrides(args.harness)
     except ValueError as e:
-        ap.error(str(e))
+        ap.error(f"--harness: {e}")
 
     from rich.progress import Progress
 

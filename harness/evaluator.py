@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import structlog
 
+from cuda_agent.harness._affinity import timing_cpus
 from cuda_agent.harness._vmm import close_fds
 from cuda_agent.harness.baselines import BaselineCache, cached_baselines
 from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess, close_all
@@ -240,7 +241,8 @@ class Evaluator:
         s = self.settings
         return ReferenceProcess(None, self.device, threads=s.cpu_threads, preroll_us=s.timing_preroll_us,
                                 net_overhead=self.net_overhead, compile_threads=s.reference_compile_threads,
-                                preimport_compile=s.with_compile_baseline)
+                                preimport_compile=s.with_compile_baseline,
+                                cpus=timing_cpus(self.device, s.timing_cpus))
 
     def _new_reference(self, task: TaskManifest) -> ReferenceProcess:
         """``task``'s reference process: a spare that is still alive, else one started now; then the spares are

@@ -519,7 +519,7 @@ class ReferenceProcess:
     def __init__(
         self, code: str | None, device: str, init_seed: int = 42, start_timeout_s: float = 300.0,
         threads: int | None = None, preroll_us: float = 0.0, compile_threads: int | None = None,
-        net_overhead: bool = False, preimport_compile: bool = False,
+        net_overhead: bool = False, preimport_compile: bool = False, cpus: frozenset[int] | None = None,
     ) -> None:
         """:param code: the task's source; None for a spare (see :meth:`start`).
         :param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
@@ -528,6 +528,7 @@ class ReferenceProcess:
         :param net_overhead: baselines are timed net of the protocol's per-process cost (``timing_net_overhead``).
         :param compile_threads: inductor compile workers of the child (``HarnessSettings.reference_compile_threads``);
             None = inductor's default.
+        :param cpus: the cores the child starts on (``HarnessSettings.timing_cpus``); None = this process's.
         """
         self.device = device
         #: The baselines were warmed (:meth:`ReferenceServer.warm_baselines`) in this process.
@@ -555,11 +556,14 @@ class ReferenceProcess:
         env[PREIMPORT_ENV] = "compile" if preimport_compile else ""
         self._threads = threads
         self.info: Any = None
-        self.proc = subprocess.Popen(
+        from cuda_agent.harness import _spawner
+
+        self.proc = _spawner.popen(  # a long-lived process: forked by the spawner thread (harness/_spawner.py)
             [sys.executable, "-m", "cuda_agent.harness.reference"],
             pass_fds=(to_child_r, from_child_w, child_sock.fileno()),
             env=env,
             stdin=subprocess.DEVNULL,
+            cpus=cpus,
         )
         os.close(to_child_r)
         os.close(from_child_w)

@@ -34,6 +34,7 @@ import structlog
 
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.harness import _spawner
+from cuda_agent.harness._affinity import timing_cpus
 from cuda_agent.harness.settings import HarnessSettings
 from cuda_agent.harness.timing import PREROLL_ENV
 from cuda_agent.harness._bwrap import BwrapSpec, Isolation, IsolationUnavailable
@@ -190,6 +191,7 @@ class CandidateProcess:
                                child_sock.fileno() if child_sock else None),
             start_new_session=True,
             cwd="/tmp" if isolation.level == "bwrap" else str(exchange),
+            cpus=timing_cpus(device, settings.timing_cpus),
         )
         os.close(req_r)
         os.close(resp_w)

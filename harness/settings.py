@@ -128,6 +128,14 @@ class HarnessSettings(BaseModel):
         "measured without the lock read up to 0.3 ms where other processes used the GPU. Kept for experiments. "
         "Method 'events_l2flush_net'.",
     )
+    timing_cpus: Literal["any", "gpu_local"] = Field(
+        "any",
+        description="CPU cores of the processes that time (candidate runners, reference processes). 'any': where "
+        "the OS puts them; 'gpu_local': the cores NVML lists as local to their GPU, within this process's own "
+        "cores (nothing is pinned where NVML, the GPU or such a core is missing). A launch reaches the GPU through "
+        "command buffers in host memory, so a process on a far NUMA node may pay a constant per launch; a "
+        "hypothesis for short kernels' shift between processes, not yet measured.",
+    )
     spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
     spot_check_max: int | None = Field(
         3,
@@ -288,3 +296,25 @@ class HarnessSettings(BaseModel):
     def resolved_baseline_cache(self) -> Path:
         """The baseline cache folder (created on first use by the cache)."""
         return self.baseline_cache_dir or Path.home() / ".cache" / "cuda-agent" / "baselines"
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, object]:
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``: harness settings given on a command line (values read as JSON
+    where they parse, else kept as strings), checked against :class:`HarnessSettings` so that a misspelt key fails
+    before anything runs (``ValueError`` naming the valid keys)."""
+    import json
+
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"harness setting {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    unknown = sorted(set(out) - set(HarnessSettings.model_fields))
+    if unknown:
+        raise ValueError(f"unknown harness settings {unknown}; valid: {', '.join(sorted(HarnessSettings.model_fields))}")
+    return out
+

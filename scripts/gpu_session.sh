@@ -52,7 +52,7 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
   case $what in
     preflight)   part "$s" "preflight$tag" 320 python3 scripts/gpu_preflight.py --env-file "$OUT/preflight.env" ;;
     doctor)      part "$s" "doctor$tag" 60 cuda-agent doctor ;;
-    envinfo)     part "$s" "envinfo$tag" 60 bash -c 'nvidia-smi topo -m; python3 -c "import torch;print(torch.cuda.device_count(), torch.__file__)"' ;;
+    envinfo)     part "$s" "envinfo$tag" 60 bash -c 'nvidia-smi topo -m; lscpu | grep -i -E "numa|socket|model name"; nproc; python3 -c "import torch;print(torch.cuda.device_count(), torch.__file__)"' ;;
     gputests)    part "$s" "gputests$tag" 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --basetemp "/tmp/bt_gpu$tag" --junitxml "$RES/gpu-junit$tag.xml" ;;
     gpufiles*)   # each GPU test file on its own clock; GPU_FILES_A / GPU_FILES_B pick halves (gpufilesA, gpufilesB)
                  local var="GPU_FILES_${what#gpufiles}"; [ "$what" = gpufiles ] && var=GPU_FILES
