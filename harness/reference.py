@@ -32,6 +32,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from cuda_agent.errors import CudaAgentError
+from cuda_agent.harness import _spawner
 
 #: Seed of the warm-up inputs (:meth:`ReferenceServer.warm_baselines`): public, never used to check a candidate.
 WARM_SEED = 0
@@ -556,8 +557,6 @@ class ReferenceProcess:
         env[PREIMPORT_ENV] = "compile" if preimport_compile else ""
         self._threads = threads
         self.info: Any = None
-        from cuda_agent.harness import _spawner
-
         self.proc = _spawner.popen(  # a long-lived process: forked by the spawner thread (harness/_spawner.py)
             [sys.executable, "-m", "cuda_agent.harness.reference"],
             pass_fds=(to_child_r, from_child_w, child_sock.fileno()),

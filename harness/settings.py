@@ -7,8 +7,8 @@ Every number that decides a verdict or a timing lives here, documented.
 
 from __future__ import annotations
 
+import json
 import os
-
 from pathlib import Path
 from typing import Literal
 
@@ -302,8 +302,6 @@ def parse_overrides(pairs: list[str]) -> dict[str, object]:
     """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``: harness settings given on a command line (values read as JSON
     where they parse, else kept as strings), checked against :class:`HarnessSettings` so that a misspelt key fails
     before anything runs (``ValueError`` naming the valid keys)."""
-    import json
-
     out: dict[str, object] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -317,4 +315,3 @@ def parse_overrides(pairs: list[str]) -> dict[str, object]:
     if unknown:
         raise ValueError(f"unknown harness settings {unknown}; valid: {', '.join(sorted(HarnessSettings.model_fields))}")
     return out
-

@@ -230,7 +230,7 @@ class DeviceTimer:
         self._preroll_cycles = self._spin_cycles(preroll_us) if self.is_cuda and preroll_us > 0 else 0
         self._sync = torch.cuda.synchronize if self.is_cuda else (lambda *a, **k: None)
         self._perf = time.perf_counter
-        #: Fastest ms of a null call (one element written) under this protocol, in this process: None until
+        #: Median ms of a null call (one element written) under this protocol, in this process: None until
         #: :meth:`measure_overhead` ran (0 on CPU). On the H200 it is 3.1-3.3 us and differs between processes by
         #: up to 0.2 us, constant within one: that shift alone moved a 15 us kernel's median 1.4% from process to
         #: process. Meant to be measured under the device's timing lock (another process's kernels made a
