@@ -20,7 +20,9 @@ the same with bf16 master weights, gradients and Adam states
 (``engine.master_weights: bf16``), i.e. the plain step's arithmetic; "plain"
 is the bare module with bf16 weights and fused AdamW. The like-for-like
 comparison is deepspeed_bf16 vs plain; deepspeed vs plain adds the cost of
-fp32 masters. Each engine's time is split into forward, backward and
+fp32 masters. ``deepspeed_bf16/z0`` is ZeRO stage 0 with bf16 masters,
+DeepSpeed's native mode (``training/engines/native_step.py``): at one GPU
+there is nothing to shard, and the ZeRO-1/2 gradient bucket copies go away. Each engine's time is split into forward, backward and
 optimizer step (device-synchronised around each call; 24 syncs per iteration).
 
 FLOP convention (ANCHORS.md): per token, training = 6 x parameters (LM head
@@ -173,7 +175,8 @@ def flops_of_iteration(lengths: list[int], actor_params: int, critic_params: int
 
 
 ENGINE_MODIFIERS = {"nooverlap": {"zero_overlap_comm": "off"}, "overlap": {"zero_overlap_comm": "on"},
-                    "nocontig": {"zero_contiguous_gradients": False}}
+                    "nocontig": {"zero_contiguous_gradients": False},
+                    **{f"z{n}": {"zero_stage": n} for n in range(4)}}
 
 
 def engine_settings(kind: str, settings: Any) -> Any:
@@ -277,7 +280,8 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=3, help="timed PPO iterations per engine (after one warm-up)")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="episode lengths of the batch")
     ap.add_argument("--zero-stage", type=int, default=2, choices=[0, 1, 2, 3],
-                    help="DeepSpeed ZeRO stage (0: DeepSpeed's bf16 optimizer, fp32 masters only)")
+                    help="DeepSpeed ZeRO stage of every DeepSpeed engine without a /zN modifier (0 with fp32 masters: "
+                         "DeepSpeed's BF16_Optimizer; 0 with bf16 masters: its native mode)")
     ap.add_argument("--no-checkpointing", action="store_true",
                     help="Train without gradient checkpointing (both engines; more memory, no recomputation).")
     ap.add_argument("--no-overflow-check", action="store_true",
@@ -292,7 +296,9 @@ def main() -> int:
     ap.add_argument("--engines", default="plain,deepspeed_bf16,deepspeed",
                     help="Engines to measure, comma-separated: plain, deepspeed (fp32 masters), deepspeed_bf16; a "
                          "DeepSpeed engine may carry modifiers: /nooverlap (zero_overlap_comm off), /overlap (on), "
-                         "/nocontig (zero_contiguous_gradients off), e.g. deepspeed_bf16/nooverlap/nocontig.")
+                         "/nocontig (zero_contiguous_gradients off), /z0 ... /z3 (this ZeRO stage instead of "
+                         "--zero-stage), e.g. deepspeed_bf16/nooverlap/nocontig, deepspeed_bf16/z0 (DeepSpeed's "
+                         "native mode: training/engines/native_step.py).")
     ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # from the deepspeed launcher
     args = ap.parse_args()
     from cuda_agent.training.engines.deepspeed_engine import ensure_distributed
@@ -331,7 +337,8 @@ def main() -> int:
             continue
         f = flops_of_iteration(lengths, r["actor_params"], r["critic_params"], QWEN2_1_5B["num_hidden_layers"],
                                QWEN2_1_5B["hidden_size"])
-        r.update({"tokens": f["tokens"], "tokens_per_s": f["tokens"] / r["seconds"],
+        es = engine_settings(kind, settings)
+        r.update({"zero_stage": None if es is None else es.zero_stage, "tokens": f["tokens"], "tokens_per_s": f["tokens"] / r["seconds"],
                   "model_tflops": f["total"] / 1e12, "mfu": f["total"] / r["seconds"] / (PEAK_TFLOPS * 1e12)})
         results[kind] = r
     ok = {k: r for k, r in results.items() if k in engines and "error" not in r}

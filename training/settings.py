@@ -37,7 +37,8 @@ class EngineSettings(BaseModel):
         description="Precision of the optimizer's master weights, gradients and Adam states under bf16 (ZeRO 1-3). "
         "'fp32' (default) keeps small updates: at lr 1e-6 a bf16 weight of magnitude 0.02 cannot move by less than "
         "its 1e-4 step, so most PPO updates vanish. 'bf16' does the plain bf16 step's arithmetic (less memory, "
-        "less optimizer traffic); for benchmarks and large learning rates only.",
+        "less optimizer traffic); for benchmarks and large learning rates only. At ZeRO stage 0, 'bf16' runs "
+        "DeepSpeed's native mode: the client optimizer steps the bf16 module itself (training/engines/native_step.py).",
     )
     zero_bucket_size: int = Field(
         500_000_000,
@@ -67,7 +68,9 @@ class EngineSettings(BaseModel):
         description="ZeRO-1/2: replace the per-tensor loops of DeepSpeed's optimizer step with fused equivalents "
         "(training/engines/zero_step.py): the gradient norm from one multi-tensor fp64 norm, the inf/NaN check from "
         "that norm instead of a per-tensor scan, parameters re-pointed to the flat buffer only when they moved. Same "
-        "arithmetic and the same skipped steps as DeepSpeed's own step (tested against it); False = DeepSpeed as is.",
+        "arithmetic and the same skipped steps as DeepSpeed's own step (tested against it). Stage 0 in native mode "
+        "(master_weights 'bf16'): the backward all-reduce skipped at one rank (an identity there) and the per-tensor "
+        "gradient clip fused (training/engines/native_step.py). False = DeepSpeed as is.",
     )
     grad_clip: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")

@@ -48,8 +48,11 @@ def test_zero2_engine_trains_on_cpu_with_client_adamw(toy_config):
     assert losses[-1] < losses[0] - 0.5, losses
 
 
-def test_checkpoint_roundtrip_restores_weights_and_optimizer(toy_config, tmp_path):
-    s = EngineSettings(zero_stage=2)
+@pytest.mark.parametrize("settings", [EngineSettings(zero_stage=2),
+                                      EngineSettings(zero_stage=0, dtype="bf16", master_weights="bf16")],
+                         ids=["zero2", "zero0-native-bf16"])
+def test_checkpoint_roundtrip_restores_weights_and_optimizer(toy_config, tmp_path, settings):
+    s = settings
     a = build_train_engine(load_causal_lm(toy_config, seed=2), 1e-2, s)
     ids = _batch(1)
     for _ in range(2):
@@ -179,11 +182,19 @@ def test_bf16_master_weights_keep_optimizer_state_in_bf16_and_train():
     assert dtypes["bf16"] == ({torch.bfloat16}, {torch.bfloat16})
 
 
-def test_bf16_master_weights_need_a_zero_stage():
-    with pytest.raises(ValueError, match="ZeRO stage 1, 2 or 3"):
-        ds_config(EngineSettings(zero_stage=0, dtype="bf16", master_weights="bf16"))
+def test_bf16_master_weights_at_stage_0_run_deepspeeds_native_mode():
+    # DeepSpeed's stage-0 bf16 optimizers keep fp32 masters: bf16 masters there mean no mixed-precision wrapper
+    assert ds_config(EngineSettings(zero_stage=0, dtype="bf16", master_weights="bf16"))["bf16"] == {"enabled": False}
+    assert ds_config(EngineSettings(zero_stage=0, dtype="bf16", master_weights="fp32"))["bf16"]["enabled"] is True
     # fp32 runs (the CPU default) are untouched by the setting
     assert "bf16_master_weights_and_grads" not in ds_config(EngineSettings(zero_stage=2, dtype="fp32", master_weights="bf16"))["bf16"]
+    engine = build_train_engine(load_causal_lm(_tiny_qwen2(layers=2), seed=1), 1e-2,
+                                EngineSettings(zero_stage=0, dtype="bf16", master_weights="bf16"))
+    assert engine.optimizer is engine.basic_optimizer and isinstance(engine.optimizer, torch.optim.AdamW)
+    assert {p.dtype for p in engine.module.parameters()} == {torch.bfloat16}
+    losses = _train(engine, _batch(), 6)
+    assert losses[-1] < losses[0] - 0.3, losses
+    assert {s["exp_avg"].dtype for s in engine.optimizer.state.values()} == {torch.bfloat16}
 
 
 @pytest.mark.parametrize("fraction,recomputed", [(1.0, [0, 1, 2, 3]), (0.5, [0, 2]), (0.25, [0])])
@@ -345,3 +356,133 @@ def test_gradient_layout_settings_do_not_change_the_arithmetic_on_cuda(stage):
     separate = _fused_vs_deepspeed_run(True, stage, "bf16", 0.05, "cuda", zero_overlap_comm="off",
                                        zero_contiguous_gradients=False)
     _assert_same_run(overlapped, separate)
+
+
+def _native_run(fused: bool, clip: float, device: str = "cpu", nan_step: int | None = None, **extra) -> dict:
+    """Five steps of a tiny bf16 Qwen2 in DeepSpeed's native mode (ZeRO 0, bf16 masters), optionally a NaN loss."""
+    s = EngineSettings(zero_stage=0, dtype="bf16", master_weights="bf16", grad_clip=clip, fused_zero_step=fused, **extra)
+    engine = build_train_engine(load_causal_lm(_tiny_qwen2(layers=2), seed=1), 1e-2, s)
+    ids = _batch().to(device)
+    norms, losses = [], []
+    for k in range(5):
+        loss = _lm_loss(engine, ids)
+        if k == nan_step:
+            loss = loss * float("nan")
+        engine.backward(loss)
+        engine.step()
+        losses.append(float(loss.detach()))
+        norms.append(engine.get_global_grad_norm())
+    state = [v.clone() for st in engine.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+    return {"engine": engine, "norms": norms, "losses": losses, "state": state,
+            "params": {n: p.detach().clone() for n, p in engine.module.named_parameters()}}
+
+
+@pytest.mark.parametrize("clip", [0.05, 1e3])
+def test_native_stage0_step_matches_deepspeed_bit_for_bit(clip):
+    # clip 0.05: every step is clipped (norms ~2), the fused multiply runs; 1e3: nothing is clipped, it is skipped
+    ds, fused = _native_run(False, clip), _native_run(True, clip)
+    assert ds["engine"].enable_backward_allreduce is True and fused["engine"].enable_backward_allreduce is False
+    assert ds["losses"] == fused["losses"]
+    for n in ds["params"]:
+        assert torch.equal(ds["params"][n], fused["params"][n]), n
+    assert len(ds["state"]) == len(fused["state"]) and all(torch.equal(x, y) for x, y in zip(ds["state"], fused["state"]))
+    assert ds["norms"] == [None] * 5  # DeepSpeed's native mode keeps no norm; ours reports the clip's
+    assert all(1.0 < n < 5.0 for n in fused["norms"]), fused["norms"]
+
+
+def test_native_stage0_norm_is_deepspeeds_clip_norm():
+    from deepspeed.runtime.utils import clip_grad_norm_
+
+    fused = _native_run(True, 1e3)["engine"]
+    fused.backward(_lm_loss(fused, _batch()))
+    grads = [p.grad.clone() for p in fused.module.parameters()]
+    want = float(clip_grad_norm_(list(fused.module.parameters()), 1e3))
+    for p, g in zip(fused.module.parameters(), grads):
+        p.grad = g
+    fused.step()
+    assert fused.get_global_grad_norm() == want
+
+
+def test_native_stage0_backward_copies_no_gradient_at_one_rank():
+    # DeepSpeed's one-rank all-reduce flattens every gradient (one cat) and copies each back; skipped, backward
+    # leaves the gradients where autograd put them
+    from torch.profiler import ProfilerActivity, profile
+
+    counts = {}
+    for fused in (False, True):
+        engine = _native_run(fused, 1e3)["engine"]
+        loss = _lm_loss(engine, _batch())
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            engine.backward(loss)
+        counts[fused] = {k: sum(e.count for e in prof.key_averages() if e.key == k) for k in ("aten::cat", "aten::copy_")}
+        engine.step()
+    assert counts[False]["aten::cat"] >= 1 and counts[True]["aten::cat"] == 0, counts
+    assert counts[True]["aten::copy_"] < counts[False]["aten::copy_"], counts
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_native_stage0_overflow_check_skips_a_non_finite_step(check):
+    run = _native_run(True, 0.05, nan_step=2, overflow_check=check)
+    ref = _native_run(False, 0.05, nan_step=2)  # DeepSpeed's native mode applies it
+    finite = all(bool(torch.isfinite(p).all()) for p in run["params"].values())
+    if check:
+        assert finite and run["engine"].skipped_steps == 1 and run["norms"][2] == float("inf")
+        assert all(n < float("inf") for i, n in enumerate(run["norms"]) if i != 2)
+    else:
+        assert not finite and run["engine"].skipped_steps == 0
+        assert all(torch.equal(run["params"][n], ref["params"][n], ) or torch.isnan(ref["params"][n]).any()
+                   for n in ref["params"])
+
+
+NATIVE_RANK = """
+import json, os, sys, torch
+from cuda_agent.training.engines.deepspeed_engine import build_train_engine
+from cuda_agent.training.engines.models import load_causal_lm
+from cuda_agent.training.settings import EngineSettings
+cfg = json.loads(sys.argv[1])
+engine = build_train_engine(load_causal_lm(cfg, seed=1), 1e-2, EngineSettings(zero_stage=0, dtype="bf16",
+                            master_weights="bf16", grad_clip=0.05))
+ids = torch.randint(0, 32, (4, 6), generator=torch.Generator().manual_seed(int(os.environ["RANK"])))
+logits = engine(input_ids=ids).logits[:, :-1].float()
+engine.backward(torch.nn.functional.cross_entropy(logits.reshape(-1, 32), ids[:, 1:].reshape(-1)))
+grads = [p.grad.float().sum().item() for p in engine.module.parameters()]
+engine.step()
+print(json.dumps({"allreduce": engine.enable_backward_allreduce, "grads": grads,
+                  "params": [p.float().sum().item() for p in engine.module.parameters()]}))
+"""
+
+
+@pytest.mark.slow
+def test_native_stage0_still_averages_gradients_over_two_ranks():
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, "-c", NATIVE_RANK, json.dumps(_tiny_qwen2(layers=1))],
+                              env={**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2",
+                                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert [o["allreduce"] for o in outs] == [True, True]
+    assert outs[0]["grads"] == outs[1]["grads"]  # averaged: the two ranks saw different batches
+    assert outs[0]["params"] == outs[1]["params"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("clip", [0.05, 1e3])
+def test_native_stage0_step_matches_deepspeed_on_cuda(clip):
+    # CUDA: the multi-tensor fp32 norm and the multiply by a Python scalar (fp32 opmath) against DeepSpeed's loops
+    ds, fused = _native_run(False, clip, "cuda"), _native_run(True, clip, "cuda")
+    assert ds["losses"] == fused["losses"]
+    for n in ds["params"]:
+        assert torch.equal(ds["params"][n], fused["params"][n]), n
+    assert all(torch.equal(x, y) for x, y in zip(ds["state"], fused["state"]))

@@ -113,8 +113,11 @@ def ds_config(settings: EngineSettings, *, micro_batch: int = 1, train: bool = T
         )
     if train and dtype == torch.bfloat16 and settings.master_weights == "bf16":
         if stage == 0:
-            raise ValueError("engine.master_weights='bf16' needs ZeRO stage 1, 2 or 3 (DeepSpeed keeps fp32 masters at stage 0)")
-        cfg["bf16"].update({"bf16_master_weights_and_grads": True, "bf16_optimizer_states": True})
+            # DeepSpeed's stage-0 bf16 optimizers keep fp32 masters; its native mode (no mixed-precision wrapper)
+            # lets the client optimizer step the bf16 module itself (training/engines/native_step.py).
+            cfg["bf16"] = {"enabled": False}
+        else:
+            cfg["bf16"].update({"bf16_master_weights_and_grads": True, "bf16_optimizer_states": True})
     if stage == 3:
         cfg["zero_optimization"].update({"stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 5e7})
     return cfg
@@ -145,6 +148,10 @@ def build_train_engine(model: nn.Module, lr: float, settings: EngineSettings, *,
         from cuda_agent.training.engines.zero_step import install
 
         install(engine.optimizer)
+    elif settings.fused_zero_step and settings.zero_stage == 0:
+        from cuda_agent.training.engines import native_step
+
+        native_step.install(engine, overflow_check=settings.overflow_check)
     return engine
 
 
