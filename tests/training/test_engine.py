@@ -358,10 +358,30 @@ def test_gradient_layout_settings_do_not_change_the_arithmetic_on_cuda(stage):
     _assert_same_run(overlapped, separate)
 
 
-def _native_run(fused: bool, clip: float, device: str = "cpu", nan_step: int | None = None, **extra) -> dict:
+def _native_engine(s: EngineSettings, fused_adamw: bool):
+    """A native-mode engine; ``fused_adamw`` builds it around torch's fused AdamW on CPU too (CUDA's client optimizer),
+    the optimizer whose ``found_inf`` lets the clip run without a host sync."""
+    if not fused_adamw:
+        return build_train_engine(load_causal_lm(_tiny_qwen2(layers=2), seed=1), 1e-2, s)
+    import deepspeed
+
+    from cuda_agent.training.engines import native_step
+    from cuda_agent.training.engines.deepspeed_engine import ensure_distributed
+
+    ensure_distributed()
+    model = load_causal_lm(_tiny_qwen2(layers=2), seed=1).to(torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, betas=s.betas, eps=s.eps, weight_decay=0.0, fused=True)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=ds_config(s))
+    if s.fused_zero_step:
+        assert native_step.install(engine, overflow_check=s.overflow_check)
+    return engine
+
+
+def _native_run(fused: bool, clip: float, device: str = "cpu", nan_step: int | None = None, fused_adamw: bool = False,
+                **extra) -> dict:
     """Five steps of a tiny bf16 Qwen2 in DeepSpeed's native mode (ZeRO 0, bf16 masters), optionally a NaN loss."""
     s = EngineSettings(zero_stage=0, dtype="bf16", master_weights="bf16", grad_clip=clip, fused_zero_step=fused, **extra)
-    engine = build_train_engine(load_causal_lm(_tiny_qwen2(layers=2), seed=1), 1e-2, s)
+    engine = _native_engine(s, fused_adamw)
     ids = _batch().to(device)
     norms, losses = [], []
     for k in range(5):
@@ -371,16 +391,19 @@ def _native_run(fused: bool, clip: float, device: str = "cpu", nan_step: int | N
         engine.backward(loss)
         engine.step()
         losses.append(float(loss.detach()))
-        norms.append(engine.get_global_grad_norm())
+        norm = engine.get_global_grad_norm()
+        norms.append(None if norm is None else float(norm))
     state = [v.clone() for st in engine.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
     return {"engine": engine, "norms": norms, "losses": losses, "state": state,
             "params": {n: p.detach().clone() for n, p in engine.module.named_parameters()}}
 
 
+@pytest.mark.parametrize("fused_adamw", [False, True], ids=["host-path", "device-path"])
 @pytest.mark.parametrize("clip", [0.05, 1e3])
-def test_native_stage0_step_matches_deepspeed_bit_for_bit(clip):
-    # clip 0.05: every step is clipped (norms ~2), the fused multiply runs; 1e3: nothing is clipped, it is skipped
-    ds, fused = _native_run(False, clip), _native_run(True, clip)
+def test_native_stage0_step_matches_deepspeed_bit_for_bit(clip, fused_adamw):
+    # clip 0.05: every step is clipped (norms ~2); 1e3: nothing is clipped (the host path skips the multiply by 1).
+    # The device path (fused AdamW) is what CUDA runs; on CPU its fp32 factor gives DeepSpeed's products exactly.
+    ds, fused = _native_run(False, clip, fused_adamw=fused_adamw), _native_run(True, clip, fused_adamw=fused_adamw)
     assert ds["engine"].enable_backward_allreduce is True and fused["engine"].enable_backward_allreduce is False
     assert ds["losses"] == fused["losses"]
     for n in ds["params"]:
@@ -420,14 +443,21 @@ def test_native_stage0_backward_copies_no_gradient_at_one_rank():
     assert counts[True]["aten::copy_"] < counts[False]["aten::copy_"], counts
 
 
+@pytest.mark.parametrize("fused_adamw", [False, True], ids=["host-path", "device-path"])
 @pytest.mark.parametrize("check", [True, False])
-def test_native_stage0_overflow_check_skips_a_non_finite_step(check):
-    run = _native_run(True, 0.05, nan_step=2, overflow_check=check)
-    ref = _native_run(False, 0.05, nan_step=2)  # DeepSpeed's native mode applies it
+def test_native_stage0_overflow_check_skips_a_non_finite_step(check, fused_adamw):
+    run = _native_run(True, 0.05, nan_step=2, overflow_check=check, fused_adamw=fused_adamw)
+    ref = _native_run(False, 0.05, nan_step=2, fused_adamw=fused_adamw)  # DeepSpeed's native mode applies it
     finite = all(bool(torch.isfinite(p).all()) for p in run["params"].values())
     if check:
         assert finite and run["engine"].skipped_steps == 1 and run["norms"][2] == float("inf")
         assert all(n < float("inf") for i, n in enumerate(run["norms"]) if i != 2)
+        # the skipped step left the Adam step counts alone: 4 applied steps of 5
+        steps = {float(st["step"]) for st in run["engine"].optimizer.state.values()}
+        assert steps == {4.0}, steps
+        # and otherwise the run of a model that never took that step: losses after it are one step behind
+        clean = _native_run(True, 0.05, overflow_check=check, fused_adamw=fused_adamw)
+        assert run["losses"][:2] == clean["losses"][:2] and run["losses"][3:] == clean["losses"][2:4]
     else:
         assert not finite and run["engine"].skipped_steps == 0
         assert all(torch.equal(run["params"][n], ref["params"][n], ) or torch.isnan(ref["params"][n]).any()
@@ -478,11 +508,43 @@ def test_native_stage0_still_averages_gradients_over_two_ranks():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("clip", [0.05, 1e3])
-def test_native_stage0_step_matches_deepspeed_on_cuda(clip):
-    # CUDA: the multi-tensor fp32 norm and the multiply by a Python scalar (fp32 opmath) against DeepSpeed's loops
-    ds, fused = _native_run(False, clip, "cuda"), _native_run(True, clip, "cuda")
+def test_native_stage0_step_matches_deepspeed_on_cuda_when_nothing_is_clipped():
+    # CUDA's device path: multi-tensor fp32 norm, a factor of exactly 1 multiplied on device, found_inf unset
+    ds, fused = _native_run(False, 1e3, "cuda"), _native_run(True, 1e3, "cuda")
+    assert fused["engine"].optimizer.defaults.get("fused") is True
     assert ds["losses"] == fused["losses"]
     for n in ds["params"]:
         assert torch.equal(ds["params"][n], fused["params"][n]), n
     assert all(torch.equal(x, y) for x, y in zip(ds["state"], fused["state"]))
+
+
+@pytest.mark.gpu
+def test_native_stage0_clip_on_cuda_multiplies_by_the_bf16_factor():
+    # bf16 gradients on CUDA: g x bf16(factor) in one multi-tensor kernel (DeepSpeed's native loop: g x fp32 factor)
+    from deepspeed.runtime.utils import clip_grad_norm_
+
+    engine = _native_run(True, 0.05, "cuda")["engine"]
+    engine.backward(_lm_loss(engine, _batch().to("cuda")))
+    before = [p.grad.clone() for p in engine.module.parameters()]
+    want_norm = float(clip_grad_norm_(_with_grads(engine.module, before), 1e9))
+    seen = []
+    hook = engine.optimizer.register_step_pre_hook(lambda opt, *_: seen.append([p.grad.clone() for p in engine.module.parameters()]))
+    engine.step()
+    hook.remove()
+    norm = float(engine.get_global_grad_norm())
+    assert norm == pytest.approx(want_norm, rel=1e-5)
+    total = torch.tensor(norm, device="cuda")
+    factor = torch.min(torch.tensor([1.0], device="cuda"), torch.tensor([0.05], device="cuda") / (total + 1e-6))
+    assert float(factor) < 1.0
+    for g0, g1 in zip(before, seen[0]):
+        assert torch.equal(g1, g0 * factor.reshape(()).to(torch.bfloat16))
+
+
+def _with_grads(module, grads):
+    """Copies of ``module``'s parameters carrying ``grads`` (for DeepSpeed's own clip_grad_norm_ to read)."""
+    out = []
+    for p, g in zip(module.parameters(), grads):
+        q = torch.nn.Parameter(p.detach().clone())
+        q.grad = g.clone()
+        out.append(q)
+    return out
