@@ -22,10 +22,12 @@ which :func:`install` removes (``engine.fused_zero_step``):
    with ``engine.overflow_check`` a step whose global norm is non-finite is skipped on the device through the
    optimizer's ``found_inf`` (what ``torch.amp.GradScaler`` sets: parameters, Adam states and step counts stay
    as they were; ``skipped_steps`` counted after the step, grad norm ``inf``), as the ZeRO optimizers skip such a
-   step. (A first version read the norm on the host to skip the multiply when nothing is clipped; with it the
-   native mode measured 0.995 of the plain step on the H200, its optimizer steps 0.7 and 2.7 ms slower than the
-   plain step's: while the host waits, nothing is queued for the GPU, which then idles through the optimizer's
-   Python preparing its kernels.)
+   step. Nothing here copies from the host either: DeepSpeed's ``torch.tensor([max_norm], device=...)`` and
+   ``torch.tensor([1.0], device=...)`` copy from pageable memory, which waits for the queued gradient kernels
+   like a sync. (The first version read the norm on the host to skip the multiply when nothing is clipped and
+   kept those copies: 0.995-0.997 of the plain step on the H200, each optimizer step 1-5 ms slower than the plain
+   step's, because while the host waits nothing is queued and the GPU then idles through the optimizer's Python
+   preparing its kernels.)
    For bf16 gradients on CUDA the multi-tensor kernel takes the factor in bf16 (the product of DeepSpeed's ZeRO
    ``mul_`` and of torch's ``clip_grad_norm_``; DeepSpeed's native loop multiplies by the fp32 factor, so clipped
    bf16 gradients can differ from it in the last bit). With a non-fused optimizer (CPU's default) the norm is
@@ -86,11 +88,15 @@ def fused_clip(engine: Any, *, overflow_check: bool) -> Any:
     device = get_accelerator().current_device_name()
     total = _stacked_fp32_norms(grads).pow(2).sum().float().to(device).pow(1.0 / 2)
     pg = groups._get_data_parallel_group()
-    scaled = total * 1.0 / float(dist.get_world_size(group=pg))
-    dist.all_reduce(scaled, group=pg)
-    total = scaled.to(params[0].device)
-    max_norm = torch.tensor([float(engine.gradient_clipping())], device=total.device)
-    clip_coef = torch.min(torch.tensor([1.0], device=total.device), max_norm / (total + 1e-6))
+    world = dist.get_world_size(group=pg)
+    if world > 1:  # the data-parallel average of the norms; over one rank x * 1.0 / 1.0 == x
+        total = total * 1.0 / float(world)
+        dist.all_reduce(total, group=pg)
+    total = total.to(params[0].device)
+    # DeepSpeed builds max_norm and 1.0 with torch.tensor([...], device=...): a copy from pageable host memory,
+    # which waits for every kernel queued before it. full_like / ones_like fill on the device: the same values.
+    max_norm = torch.full((1,), float(engine.gradient_clipping()), dtype=total.dtype, device=total.device)
+    clip_coef = torch.minimum(torch.ones_like(max_norm), max_norm / (total + 1e-6))
     if takes_found_inf(engine.optimizer):
         finite = torch.isfinite(total)
         engine._global_grad_norm = torch.where(finite, total, torch.full_like(total, math.inf))
