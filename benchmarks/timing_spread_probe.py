@@ -16,6 +16,12 @@ Printed per workload and quantity: each process's median and the spread (max - m
 spread between the two blocks of one process (a time drift shows there too; a per-process offset does not), and
 the spread of ``median - null median`` (if that is small, the shift is a per-process constant cost).
 
+``--placements N`` adds, for row_sum, N placements inside each process: N flush buffers (N timers) and N input
+copies, each its own allocation made while the others are alive (so different device memory), timed as
+(timer k, input k), (timer 0, input k) and (timer k, input 0). If the medians move between placements of one
+process as much as between processes, the per-process shift is where memory lands (input or flush buffer),
+not the process.
+
     python benchmarks/timing_spread_probe.py --processes 6 --out timing_spread_probe.json
 """
 
@@ -47,7 +53,8 @@ def _sm_clock() -> int | None:
         return None
 
 
-def child(calls: int, preroll_us: float, gap_s: float) -> dict:
+def child(calls: int, preroll_us: float, gap_s: float, placements: int = 0,
+          workloads: list[str] | None = None) -> dict:
     import torch
 
     from cuda_agent.harness.timing import DeviceTimer
@@ -59,6 +66,8 @@ def child(calls: int, preroll_us: float, gap_s: float) -> dict:
     one = torch.empty(1, device=dev)
     out: dict = {}
     for name, (shape, op) in WORKLOADS.items():
+        if workloads is not None and name not in workloads:
+            continue
         x_pristine = torch.randn(*shape, device=dev)
         x = torch.empty_like(x_pristine)
         fn = (lambda t: torch.sum(t, dim=1, keepdim=True)) if op == "sum" else (lambda t: t * torch.sigmoid(t))
@@ -92,7 +101,37 @@ def child(calls: int, preroll_us: float, gap_s: float) -> dict:
             row["sm_clock_mhz"] = [clock0, _sm_clock()]
             blocks.append(row)
         out[name] = blocks
+    if placements:
+        out["placements"] = _placements(placements, calls, preroll_us)
     return out
+
+
+def _placements(n: int, calls: int, preroll_us: float) -> list[dict[str, float]]:
+    """row_sum's median under n flush-buffer and n input placements (see the module docstring)."""
+    import torch
+
+    from cuda_agent.harness.timing import DeviceTimer
+
+    shape = WORKLOADS["row_sum"][0]
+    pristine = torch.randn(*shape, device="cuda")
+    timers = [DeviceTimer("cuda", preroll_us=preroll_us) for _ in range(n)]
+    inputs = [torch.empty_like(pristine) for _ in range(n)]
+    for x in inputs:
+        x.copy_(pristine)
+    fn = lambda t: torch.sum(t, dim=1, keepdim=True)  # noqa: E731
+    for _ in range(5):
+        timers[0].time_call(lambda: fn(inputs[0]))
+    rows = []
+    for k in range(n):
+        s: dict[str, list[float]] = {"both": [], "input_only": [], "flush_only": []}
+        for _ in range(calls):  # interleaved, so a drift in time moves all three alike
+            s["both"].append(timers[k].time_call(lambda: fn(inputs[k]))[1])
+            s["input_only"].append(timers[0].time_call(lambda: fn(inputs[k]))[1])
+            s["flush_only"].append(timers[k].time_call(lambda: fn(inputs[0]))[1])
+        rows.append({key: statistics.median(v) for key, v in s.items()}
+                    | {"input_ptr_mod_2m": inputs[k].data_ptr() % (2 << 20),
+                       "flush_ptr_mod_2m": timers[k].flush_buf.data_ptr() % (2 << 20)})
+    return rows
 
 
 def _spread(xs: list[float]) -> float:
@@ -105,17 +144,24 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=300, help="Timed calls per quantity and block.")
     ap.add_argument("--gap-s", type=float, default=1.0, help="Idle seconds between a process's two blocks.")
     ap.add_argument("--preroll-us", type=float, default=200.0)
+    ap.add_argument("--placements", type=int, default=0,
+                    help="row_sum under N flush-buffer and input allocations per process (0 = off).")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="Comma-separated subset of: " + ", ".join(WORKLOADS))
     ap.add_argument("--out", type=Path, default=Path("timing_spread_probe.json"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.calls, args.preroll_us, args.gap_s)))
+        print(json.dumps(child(args.calls, args.preroll_us, args.gap_s, args.placements, args.workloads.split(","))))
         return 0
+    unknown = set(args.workloads.split(",")) - set(WORKLOADS)
+    if unknown:
+        ap.error(f"--workloads: unknown {sorted(unknown)}; valid: {', '.join(WORKLOADS)}")
     runs = []
     for i in range(args.processes):
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, __file__, "--child", "--calls", str(args.calls), "--preroll-us",
-                               str(args.preroll_us), "--gap-s", str(args.gap_s)],
+                               str(args.preroll_us), "--gap-s", str(args.gap_s), "--placements", str(args.placements),
+                               "--workloads", args.workloads],
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             print(proc.stderr[-3000:])
@@ -124,7 +170,7 @@ def main() -> int:
         print(f"process {i}: {time.perf_counter() - t0:.1f} s", flush=True)
     table: dict = {}
     quantities = ["default", "stream", "null", "default_minus_null", "read", "read_null", "read_minus_null"]
-    for name in WORKLOADS:
+    for name in args.workloads.split(","):
         table[name] = {}
         for q in quantities:
             per_process = [statistics.fmean(b[q] for b in r[name]) for r in runs]
@@ -134,6 +180,18 @@ def main() -> int:
                   f"us {' '.join('%.2f' % (m * 1e3) for m in per_process)}")
         clocks = [b["sm_clock_mhz"] for r in runs for b in r[name]]
         print(f"{name:10s} SM clock MHz (block start, end): {clocks}")
+    if args.placements:
+        table["placements"] = {}
+        for key in ("both", "input_only", "flush_only"):
+            per_process = [[row[key] for row in r["placements"]] for r in runs]
+            within = max(_spread(v) for v in per_process)
+            between = _spread([statistics.median(v) for v in per_process])
+            table["placements"][key] = {"per_process_us": [[m * 1e3 for m in v] for v in per_process],
+                                        "max_within": within, "between_medians": between}
+            print(f"row_sum placements {key:10s} within a process up to {within * 100:6.2f}%  between processes "
+                  f"{between * 100:6.2f}%")
+            for i, v in enumerate(per_process):
+                print(f"    process {i}: us {' '.join('%.2f' % (m * 1e3) for m in v)}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "table": table, "runs": runs},
                                    indent=2))
