@@ -446,11 +446,13 @@ def test_native_stage0_backward_copies_no_gradient_at_one_rank():
 @pytest.mark.parametrize("fused_adamw", [False, True], ids=["host-path", "device-path"])
 @pytest.mark.parametrize("check", [True, False])
 def test_native_stage0_overflow_check_skips_a_non_finite_step(check, fused_adamw):
+    from cuda_agent.training.engines import native_step
+
     run = _native_run(True, 0.05, nan_step=2, overflow_check=check, fused_adamw=fused_adamw)
     ref = _native_run(False, 0.05, nan_step=2, fused_adamw=fused_adamw)  # DeepSpeed's native mode applies it
     finite = all(bool(torch.isfinite(p).all()) for p in run["params"].values())
     if check:
-        assert finite and run["engine"].skipped_steps == 1 and run["norms"][2] == float("inf")
+        assert finite and native_step.settle(run["engine"]) == 1 and run["norms"][2] == float("inf")
         assert all(n < float("inf") for i, n in enumerate(run["norms"]) if i != 2)
         # the skipped step left the Adam step counts alone: 4 applied steps of 5
         steps = {float(st["step"]) for st in run["engine"].optimizer.state.values()}
@@ -459,7 +461,7 @@ def test_native_stage0_overflow_check_skips_a_non_finite_step(check, fused_adamw
         clean = _native_run(True, 0.05, overflow_check=check, fused_adamw=fused_adamw)
         assert run["losses"][:2] == clean["losses"][:2] and run["losses"][3:] == clean["losses"][2:4]
     else:
-        assert not finite and run["engine"].skipped_steps == 0
+        assert not finite and native_step.settle(run["engine"]) == 0
         assert all(torch.equal(run["params"][n], ref["params"][n], ) or torch.isnan(ref["params"][n]).any()
                    for n in ref["params"])
 
@@ -548,3 +550,14 @@ def _with_grads(module, grads):
         q.grad = g.clone()
         out.append(q)
     return out
+
+
+@pytest.mark.gpu
+def test_native_stage0_skips_a_non_finite_step_on_cuda_without_waiting():
+    from cuda_agent.training.engines import native_step
+
+    run = _native_run(True, 0.05, "cuda", nan_step=2)
+    clean = _native_run(True, 0.05, "cuda")
+    assert native_step.settle(run["engine"]) == 1 and run["norms"][2] == float("inf")
+    assert {float(st["step"]) for st in run["engine"].optimizer.state.values()} == {4.0}
+    assert run["losses"][:2] == clean["losses"][:2] and run["losses"][3:] == clean["losses"][2:4]
