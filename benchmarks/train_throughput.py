@@ -1,6 +1,6 @@
 """Throughput and MFU of one PPO iteration (actor + critic) on DeepSpeed vs a plain PyTorch step.
 
-Usage (one H200, about 4-6 minutes)::
+Usage (one H200, about 4 minutes)::
 
     python benchmarks/train_throughput.py --out train_throughput.json
     deepspeed --num_gpus 2 benchmarks/train_throughput.py --out train_throughput_2gpu.json   # per-GPU figures
@@ -293,7 +293,7 @@ def main() -> int:
                     help="One extra iteration whose optimizer steps run under torch.profiler (tables printed and saved).")
     ap.add_argument("--checkpoint-fraction", type=float, default=1.0,
                     help="Share of decoder layers recomputed in backward when checkpointing (1.0 = all).")
-    ap.add_argument("--engines", default="plain,deepspeed_bf16,deepspeed",
+    ap.add_argument("--engines", default="plain,deepspeed_bf16/z0,deepspeed",
                     help="Engines to measure, comma-separated: plain, deepspeed (fp32 masters), deepspeed_bf16; a "
                          "DeepSpeed engine may carry modifiers: /nooverlap (zero_overlap_comm off), /overlap (on), "
                          "/nocontig (zero_contiguous_gradients off), /z0 ... /z3 (this ZeRO stage instead of "
