@@ -109,17 +109,8 @@ def test_throughput_benchmark_refuses_an_unknown_harness_setting(tmp_path):
     assert not (tmp_path / "tp.json").exists()
 
 
-def _eval_throughput_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("eval_throughput", REPO / "benchmarks" / "eval_throughput.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_throughput_spread_of_one_measurement_is_unknown_and_counts_extra_profiles():
-    et = _eval_throughput_module()
+def test_throughput_spread_of_one_measurement_is_unknown_and_counts_extra_profiles(benchmark_module):
+    et = benchmark_module("eval_throughput")
     once = [{"task": "conv2d_relu", "candidate_ms": 1.0, "eager_ms": 2.0, "compile_ms": 3.0}]
     assert et.max_spread(once)["spread"] is None  # one measurement: no spread, not a spread of 0
     assert "unknown" in et.spread_text(et.max_spread(once))

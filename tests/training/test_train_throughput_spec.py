@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from cuda_agent.training.settings import EngineSettings
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("train_throughput", REPO / "benchmarks" / "train_throughput.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_engine_specs_map_to_settings():
-    bench = _bench()
+def test_engine_specs_map_to_settings(benchmark_module):
+    bench = benchmark_module("train_throughput")
     base = EngineSettings(zero_stage=1, dtype="bf16")
     assert bench.engine_settings("plain", base) is None
     z0 = bench.engine_settings("deepspeed_bf16/z0", base)
@@ -32,6 +20,6 @@ def test_engine_specs_map_to_settings():
 
 @pytest.mark.parametrize("spec,message", [("plain/z0", "DeepSpeed engines only"), ("deepspeed_bf16/z9", "unknown modifier"),
                                           ("torch", "unknown engine")])
-def test_bad_engine_specs_are_refused_with_the_valid_choices(spec, message):
+def test_bad_engine_specs_are_refused_with_the_valid_choices(spec, message, benchmark_module):
     with pytest.raises(ValueError, match=message):
-        _bench().engine_settings(spec, EngineSettings())
+        benchmark_module("train_throughput").engine_settings(spec, EngineSettings())
