@@ -294,9 +294,13 @@ def test_gradient_layout_settings_do_not_change_the_arithmetic(stage):
     _assert_same_run(contiguous, separate)
 
 
-def test_fused_zero_step_matches_on_fp32_without_bf16():
+@pytest.mark.parametrize("stage", [0, 2])
+def test_fused_zero_step_matches_on_fp32_without_bf16(stage):
+    # stage 0 in fp32 is DeepSpeed's native mode as well (no mixed-precision wrapper): native_step applies
     a, b = (build_train_engine(load_causal_lm(_tiny_qwen2(layers=2), seed=1), 1e-2,
-                               EngineSettings(zero_stage=2, dtype="fp32", grad_clip=0.05, fused_zero_step=f)) for f in (False, True))
+                               EngineSettings(zero_stage=stage, dtype="fp32", grad_clip=0.05, fused_zero_step=f)) for f in (False, True))
+    if stage == 0:
+        assert (a.enable_backward_allreduce, b.enable_backward_allreduce) == (True, False)
     ids = _batch()
     assert _train(a, ids, 4) == _train(b, ids, 4)
     assert all(torch.equal(p, q) for p, q in zip(a.module.parameters(), b.module.parameters()))

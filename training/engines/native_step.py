@@ -4,7 +4,7 @@
 and a config without mixed precision (``bf16.enabled: false``): DeepSpeed then wraps nothing around the client
 optimizer, which steps the module's own bf16 parameters, the arithmetic of a plain PyTorch step. (With
 ``bf16.enabled`` DeepSpeed's stage-0 optimizers keep fp32 masters: ``BF16_Optimizer``, or ``FP16_UnfusedOptimizer``
-when gradients accumulate in bf16.) Two costs remain in DeepSpeed 0.19.8's native path, both loops over tensors,
+when gradients accumulate in bf16.) Stage 0 in fp32 (the CPU default dtype) is native mode too. Two costs remain in DeepSpeed 0.19.8's native path, both loops over tensors,
 which :func:`install` removes (``engine.fused_zero_step``):
 
 1. **The gradient all-reduce at one rank.** After every backward ``allreduce_gradients`` ->
