@@ -132,10 +132,12 @@ def test_compile_baseline_probe_runs_fresh_processes_on_cpu(tmp_path):
     out = tmp_path / "probe.json"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "compile_baseline_probe.py"), "--device", "cpu",
                            "--task", str(REPO / "examples" / "tasks" / "swish.py"), "--processes", "2", "--calls", "4",
-                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+                           "--bystanders", "2", "--sets", "3", "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     assert len(report["processes"]) == 2
+    assert (report["bystanders"], report["sets"]) == (2, 3) and report["eager_clone_rotated_ms_spread"] >= 0
+    assert all(row["eager_clone_rotated_ms"] > 0 for row in report["processes"])
     offsets = [str(o) for o in (0, 512, 4096, 65536, 1 << 20, (2 << 20) + 512)]
     for row in report["processes"]:
         assert row["eager_ms"] > 0 and row["compile_ms"] > 0 and row["compile_kernels"]
