@@ -69,8 +69,9 @@ class EngineSettings(BaseModel):
         "(training/engines/zero_step.py): the gradient norm from one multi-tensor fp64 norm, the inf/NaN check from "
         "that norm instead of a per-tensor scan, parameters re-pointed to the flat buffer only when they moved. Same "
         "arithmetic and the same skipped steps as DeepSpeed's own step (tested against it). Stage 0 in native mode "
-        "(master_weights 'bf16'): the backward all-reduce skipped at one rank (an identity there) and the per-tensor "
-        "gradient clip fused (training/engines/native_step.py). False = DeepSpeed as is.",
+        "(master_weights 'bf16', or fp32 training): the backward all-reduce skipped at one rank (an identity there), "
+        "the per-tensor gradient clip fused and, with fused AdamW, free of host waits (training/engines/native_step.py). "
+        "False = DeepSpeed as is.",
     )
     grad_clip: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
