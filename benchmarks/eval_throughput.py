@@ -147,27 +147,33 @@ def run_reference(task_file: Path, backend_name: str, solution: Path, scratch: P
     copy_solution(ws.root, solution)
     out: dict[str, Any] = {"task": task_file.stem}
     total = 0.0
-    for step in ("compile", "verify", "profile"):
-        t0 = time.perf_counter()
+
+    def step_process(step: str) -> tuple[dict[str, Any] | None, str]:
+        """One step of the reference method in a fresh process: (its JSON line, or None; its stderr's tail)."""
         proc = subprocess.run([sys.executable, str(CHILD), step, str(ws.root), str(scratch / "ref_build")],
                               capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            return None, proc.stderr[-1500:]
+        return json.loads(proc.stdout.strip().splitlines()[-1]), ""
+
+    for step in ("compile", "verify", "profile"):
+        t0 = time.perf_counter()
+        got, err = step_process(step)
         dt = time.perf_counter() - t0
         total += dt
         out[f"{step}_s"] = dt
-        if proc.returncode != 0:
-            out["error"] = f"{step} failed: {proc.stderr[-1500:]}"
+        if got is None:
+            out["error"] = f"{step} failed: {err}"
             break
-        out.update({k: v for k, v in json.loads(proc.stdout.strip().splitlines()[-1]).items() if k != "step"})
+        out.update({k: v for k, v in got.items() if k != "step"})
     out["wall_s"] = total
     if "error" not in out and profiles > 1:
         out["extra_profiles"] = []
         for _ in range(profiles - 1):
-            proc = subprocess.run([sys.executable, str(CHILD), "profile", str(ws.root), str(scratch / "ref_build")],
-                                  capture_output=True, text=True, timeout=1800)
-            if proc.returncode != 0:
-                out["extra_profiles_error"] = proc.stderr[-1500:]
+            got, err = step_process("profile")
+            if got is None:
+                out["extra_profiles_error"] = err
                 break
-            got = json.loads(proc.stdout.strip().splitlines()[-1])
             out["extra_profiles"].append({q: got.get(q) for q in QUANTITIES})
     return out
 

@@ -133,8 +133,8 @@ class HarnessSettings(BaseModel):
         description="CPU cores of the processes that time (candidate runners, reference processes). 'any': where "
         "the OS puts them; 'gpu_local': the cores NVML lists as local to their GPU, within this process's own "
         "cores (nothing is pinned where NVML, the GPU or such a core is missing). A launch reaches the GPU through "
-        "command buffers in host memory, so a process on a far NUMA node may pay a constant per launch; a "
-        "hypothesis for short kernels' shift between processes, not yet measured.",
+        "command buffers in host memory, so a process on a far NUMA node may pay a constant per launch. On the "
+        "lent H200 host (one NUMA node, every core local to the GPU) it pins nothing new (2026-12-01).",
     )
     spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
     spot_check_max: int | None = Field(

@@ -50,6 +50,8 @@ from typing import Any
 
 import torch
 
+from cuda_agent.training.engines.zero_step import by_device_and_dtype, stacked_norms
+
 
 def applies(engine: Any) -> bool:
     """Whether ``engine`` runs DeepSpeed's native mode: ZeRO stage 0, no fp16/bf16 wrapper, the client optimizer bare."""
@@ -102,7 +104,8 @@ def fused_clip(engine: Any, *, overflow_check: bool, params: list[torch.nn.Param
         return torch.zeros(())
     grads = [p.grad.data for p in params]
     device = get_accelerator().current_device_name()
-    total = _stacked_fp32_norms(grads).pow(2).sum().float().to(device).pow(1.0 / 2)
+    # DeepSpeed: g.float().norm(2) per gradient, stacked, squared, summed
+    total = stacked_norms(grads, torch.float32, device).pow(2).sum().float().pow(1.0 / 2)
     world = engine.dp_world_size  # the data-parallel group's size (applies(): no MoE, no model parallelism)
     if world > 1:  # the data-parallel average of the norms; over one rank x * 1.0 / 1.0 == x
         total = total * 1.0 / float(world)
@@ -115,7 +118,7 @@ def fused_clip(engine: Any, *, overflow_check: bool, params: list[torch.nn.Param
     if takes_found_inf(engine.optimizer):
         finite = torch.isfinite(total)
         engine._global_grad_norm = torch.where(finite, total, torch.full_like(total, math.inf))
-        for (dev, dtype), tensors in _by_kind(grads).items():
+        for (dev, dtype), tensors in by_device_and_dtype(grads).items():
             torch._foreach_mul_(tensors, _device_factor(clip_coef, dev, dtype))
         engine.optimizer.found_inf = (~finite).float().reshape(()) if overflow_check else None
         return total
@@ -129,7 +132,7 @@ def fused_clip(engine: Any, *, overflow_check: bool, params: list[torch.nn.Param
         return total
     factor = float(clip_coef)
     if factor != 1.0:
-        for (dev, _dtype), tensors in _by_kind(grads).items():
+        for (dev, _dtype), tensors in by_device_and_dtype(grads).items():
             torch._foreach_mul_(tensors, factor if dev.type == "cuda" else clip_coef.reshape(()).to(dev))
     return total
 
@@ -182,13 +185,6 @@ def settle(engine: Any) -> int:
     return counter.settle() if counter is not None else int(engine.skipped_steps)
 
 
-def _by_kind(grads: list[torch.Tensor]) -> dict[tuple[torch.device, torch.dtype], list[torch.Tensor]]:
-    out: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
-    for g in grads:
-        out.setdefault((g.device, g.dtype), []).append(g)
-    return out
-
-
 def _device_factor(clip_coef: torch.Tensor, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
     """The clip factor as the 0-dim tensor ``_foreach_mul_`` takes without a host sync. CUDA's multi-tensor kernel
     needs it in the gradients' dtype (otherwise it falls back to one ``mul_`` per tensor, which rounds it to that dtype
@@ -196,16 +192,3 @@ def _device_factor(clip_coef: torch.Tensor, device: torch.device, dtype: torch.d
     ``clip_grad_norm_``, where DeepSpeed's native loop uses the fp32 factor. CPU keeps the fp32 factor's value."""
     factor = clip_coef.reshape(()).to(device)
     return factor.to(dtype) if device.type == "cuda" else factor
-
-
-def _stacked_fp32_norms(grads: list[torch.Tensor]) -> torch.Tensor:
-    """Each gradient's fp32 2-norm, stacked in order (DeepSpeed: ``g.float().norm(2)`` per tensor)."""
-    groups = _by_kind(grads)
-    if len(groups) == 1:
-        return torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32))
-    first = grads[0].device
-    norms: dict[int, torch.Tensor] = {}
-    for tensors in groups.values():
-        for t, n in zip(tensors, torch._foreach_norm(tensors, 2, dtype=torch.float32)):
-            norms[id(t)] = n.to(first)
-    return torch.stack([norms[id(g)] for g in grads])

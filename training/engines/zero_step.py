@@ -65,6 +65,30 @@ def _fused_class() -> type:
 _FUSED: type | None = None
 
 
+def by_device_and_dtype(tensors: list[torch.Tensor]) -> dict[tuple[torch.device, torch.dtype], list[torch.Tensor]]:
+    """``tensors`` grouped by (device, dtype), each group in order: what one multi-tensor kernel can take."""
+    out: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
+    for t in tensors:
+        out.setdefault((t.device, t.dtype), []).append(t)
+    return out
+
+
+def stacked_norms(tensors: list[torch.Tensor], norm_dtype: torch.dtype, device: Any) -> torch.Tensor:
+    """The tensors' 2-norms in ``norm_dtype``, stacked in order on ``device``: one ``_foreach_norm`` per dtype and
+    device (DeepSpeed: one norm of an up-cast copy per tensor, then ``stack``); an empty tensor's norm is 0."""
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+    for i, t in enumerate(tensors):
+        if t.numel() > 0:
+            groups.setdefault((t.device, t.dtype), []).append(i)
+    if len(groups) == 1 and len(next(iter(groups.values()))) == len(tensors):  # the usual case: one group
+        return torch.stack(torch._foreach_norm(tensors, 2, dtype=norm_dtype)).to(device)
+    norms: list[Any] = [torch.zeros((), dtype=norm_dtype, device=device)] * len(tensors)  # empty: norm 0
+    for idx in groups.values():
+        for i, n in zip(idx, torch._foreach_norm([tensors[i] for i in idx], 2, dtype=norm_dtype)):
+            norms[i] = n.to(device)
+    return torch.stack(norms)
+
+
 def _make_fused_class(base: type) -> type:
     from deepspeed import comm as dist
     from deepspeed.accelerator import get_accelerator
@@ -102,7 +126,7 @@ def _make_fused_class(base: type) -> type:
             norm_dtype = get_norm_dtype()
             if chosen:
                 device = get_accelerator().current_device_name()
-                total_norm = self._stacked_norms(chosen, norm_dtype, device).pow(2.0).sum().float()
+                total_norm = stacked_norms(chosen, norm_dtype, device).pow(2.0).sum().float()
             else:
                 total_norm = torch.tensor(0.0, dtype=torch.float32).to(self.device)
             dist.all_reduce(total_norm, op=dist.ReduceOp.SUM, group=self.dp_process_group)
@@ -110,22 +134,6 @@ def _make_fused_class(base: type) -> type:
             total_norm = total_norm.pow(1.0 / 2.0)
             mask_nan_or_inf_with_val_inplace(total_norm, device=self.device)
             return total_norm
-
-        @staticmethod
-        def _stacked_norms(tensors: list[torch.Tensor], norm_dtype: torch.dtype, device: Any) -> torch.Tensor:
-            """The tensors' 2-norms in ``norm_dtype``, stacked in order on ``device``: one ``_foreach_norm`` per
-            dtype and device (DeepSpeed: one ``vector_norm`` of an fp64 copy per tensor, then ``stack``)."""
-            groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
-            for i, t in enumerate(tensors):
-                if t.numel() > 0:
-                    groups.setdefault((t.device, t.dtype), []).append(i)
-            if len(groups) == 1 and len(next(iter(groups.values()))) == len(tensors):  # the usual case: one group
-                return torch.stack(torch._foreach_norm(tensors, 2, dtype=norm_dtype)).to(device)
-            norms: list[Any] = [torch.zeros((), dtype=norm_dtype, device=device)] * len(tensors)  # empty: norm 0
-            for idx in groups.values():
-                for i, n in zip(idx, torch._foreach_norm([tensors[i] for i in idx], 2, dtype=norm_dtype)):
-                    norms[i] = n.to(device)
-            return torch.stack(norms)
 
         def unscale_and_clip_grads(self, grad_groups_flat: list[Any], total_norm: Any) -> None:
             if self.clip_grad == 0.0 and self.loss_scale == 1.0:
@@ -143,10 +151,7 @@ def _make_fused_class(base: type) -> type:
             if float(factor) == 1.0:
                 return  # x * 1 == x: no clipping this step (the norm check above already synchronised)
             grads = [g.data for grad in grad_groups_flat for g in (grad if isinstance(grad, list) else [grad])]
-            by_kind: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
-            for g in grads:
-                by_kind.setdefault((g.device, g.dtype), []).append(g)
-            for (device, dtype), tensors in by_kind.items():
+            for (device, dtype), tensors in by_device_and_dtype(grads).items():
                 # DeepSpeed: g.mul_(factor), factor a 0-dim fp32 device tensor, which sends mul_ to a generic
                 # (non-vectorised) kernel. _foreach_mul_ gives the same products in one vectorised kernel where its
                 # factor has the dtype the elementwise kernel computes with: fp32 gradients (x * factor in fp32), and
