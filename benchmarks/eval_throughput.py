@@ -78,9 +78,40 @@ def copy_solution(ws_root: Path, solution: Path) -> None:
             dest.write_text(path.read_text())
 
 
+def diagnose_eager(backend: Any, task: Any, calls: int) -> dict[str, Any] | None:
+    """``task``'s eager baseline timed under protocol variants in its own warm reference process, under the device's
+    timing lock (``harness/_timing_variants.py``); None when the process is no longer warm."""
+    ev = backend.evaluator()
+    ref = ev.warm_reference(backend.task_for(task))
+    if ref is None:
+        return None
+    with ev.lock:
+        return ref.call("timing_variants", None, calls)
+
+
+def diagnostics_lines(rows: list[dict[str, Any]], repeats: list[dict[str, Any]]) -> list[str]:
+    """One line per diagnosed process and moment: the graded eager median, then each variant's median (us)."""
+    lines = []
+    late = {(rep["repeat"], task): d for rep in repeats for task, d in (rep.get("late_diagnostics") or {}).items()}
+    for row in rows:
+        for moment, diag in (("early", row.get("diagnostics")), ("late", late.get((row["repeat"], row["task"])))):
+            if not diag:
+                continue
+            variants = " ".join(f"{name} {v['median_ms'] * 1e3:.2f}" for name, v in diag.items() if name != "info")
+            eager = row.get("eager_ms")
+            lines.append(f"  {row['task']} r{row['repeat']} {moment:5s} pid {diag['info']['pid']}: graded eager "
+                         f"{eager * 1e3 if eager else float('nan'):.2f} us | {variants}")
+    return lines
+
+
 def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Path, concurrency: int,
-             build_workers: int, on_row: Any, harness: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One repeat over every task: one backend, ``concurrency`` tasks in flight; returns the repeat's figures."""
+             build_workers: int, on_row: Any, harness: dict[str, Any] | None = None,
+             diagnose: frozenset[str] = frozenset(), diagnose_calls: int = 100) -> dict[str, Any]:
+    """One repeat over every task: one backend, ``concurrency`` tasks in flight; returns the repeat's figures.
+
+    Tasks named in ``diagnose`` get :func:`diagnose_eager` right after their grade (the row's ``diagnostics``) and
+    again once every task is graded (the figures' ``late_diagnostics``, by task): the repeat's wall time then
+    includes them."""
     from concurrent.futures import ThreadPoolExecutor
 
     from cuda_agent.harness.evaluation.scheduling import DevicePool, EpisodeUsage, ScheduledBackend
@@ -92,6 +123,7 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
     backend = pm.registry.build("backend", backend_name,
                                 {"harness": {**(harness or {}), "baseline_cache_dir": str(scratch / "baselines")}})
     pool = DevicePool({0: backend}, build_workers)
+    diagnosed: list[tuple[dict[str, Any], Any]] = []
 
     def one(task_file: Path) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -108,7 +140,10 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
         finally:
             pool.release(slot)
         b = result.baselines
-        return {
+        diagnostics = None
+        if base_task(task_file.stem) in diagnose and result.status.value != "error":
+            diagnostics = diagnose_eager(backend, task, diagnose_calls)
+        row = {
             "task": task_file.stem, "status": result.status.value, "probe_s": probe_s, "build_s": usage.build_s,
             "gpu_wait_s": usage.gpu_wait_s, "grade_s": usage.gpu_busy_s, "wall_s": time.perf_counter() - t0,
             "candidate_ms": result.timing.median_ms if result.timing else None,
@@ -122,16 +157,26 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
             "spot_checks": result.extra.get("spot_checks"), "isolation": result.isolation, "flags": result.flags,
             "phase_s": result.extra.get("phase_s"), "transport": result.extra.get("transport"),
         }
+        if diagnostics is not None:
+            row["diagnostics"] = diagnostics
+            diagnosed.append((row, task))
+        return row
 
+    late: dict[str, Any] = {}
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as ex:
             for row in ex.map(one, tasks):
                 on_row(row)
+        for row, task in diagnosed:  # every task graded: the same processes again, the GPU otherwise idle
+            late[row["task"]] = diagnose_eager(backend, task, diagnose_calls)
     finally:
         pool.close()
     wall = time.perf_counter() - t_repeat
     busy = sum(sl.busy_s for sl in pool.slots)
-    return {"tasks": len(tasks), "wall_s": wall, "device_busy_s": busy, "device_busy_share": busy / wall if wall else None}
+    out = {"tasks": len(tasks), "wall_s": wall, "device_busy_s": busy, "device_busy_share": busy / wall if wall else None}
+    if diagnose:
+        out["late_diagnostics"] = late
+    return out
 
 
 def run_reference(task_file: Path, backend_name: str, solution: Path, scratch: Path, profiles: int = 1) -> dict[str, Any]:
@@ -268,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--harness", action="append", default=[], metavar="KEY=VALUE",
                     help="A harness setting for our evaluation (repeatable; VALUE read as JSON, else as a string), "
                          "e.g. --harness timing_net_overhead=true --harness spare_references=0.")
+    ap.add_argument("--diagnose", default="",
+                    help="Comma-separated task names whose eager baseline is re-timed under protocol variants in its "
+                    "own reference process after its grade and at the repeat's end (issue 4's spread diagnostics; "
+                    "the repeat's wall time then includes them).")
+    ap.add_argument("--diagnose-calls", type=int, default=100, help="Timed calls per variant of --diagnose.")
     ap.add_argument("--out", default="eval_throughput.json", help="JSON output path.")
     args = ap.parse_args(argv)
     from cuda_agent.harness.settings import parse_overrides
@@ -295,6 +345,10 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             ap.error(f"--reference-tasks: no such task {unknown}; tasks: {', '.join(t.stem for t in tasks)}")
         ref_tasks = [t for t in tasks if t.stem in wanted]
+    diagnose = frozenset(t for t in args.diagnose.split(",") if t)
+    if diagnose - {t.stem for t in tasks}:
+        ap.error(f"--diagnose: no such task {sorted(diagnose - {t.stem for t in tasks})}; "
+                 f"tasks: {', '.join(t.stem for t in tasks)}")
     t_start = time.perf_counter()
 
     def build_report(partial: bool) -> dict[str, Any]:
@@ -341,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
 
             ours_tasks = task_copies(tasks, args.copies, scratch / "task_copies")
             rep_figures = run_ours(ours_tasks, args.backend, solutions, scratch, args.concurrency, args.build_workers, on_row,
-                                   harness)
+                                   harness, diagnose, args.diagnose_calls)
             ours_repeats.append({**rep_figures, "repeat": rep})
             print(f"[{time.perf_counter() - t_start:7.1f} s] ours      repeat {rep}: {rep_figures['tasks']} tasks in "
                   f"{rep_figures['wall_s']:.1f} s (device lock busy {rep_figures['device_busy_share']:.0%})", flush=True)
@@ -356,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
     report = build_report(partial=False)
     ours = report["ours"]
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))
+    if diagnose:
+        print("eager baseline under protocol variants, in each diagnosed reference process (median us):")
+        print("\n".join(diagnostics_lines(ours_rows, ours_repeats)))
     print(f"ours: {ours['tasks_per_gpu_hour']} tasks/GPU-hour, max median spread {spread_text(ours['max_median_spread'])}"
           + (f"  VOID: {ours['void']}" if ours.get("void") else ""))
     if with_ref:

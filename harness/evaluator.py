@@ -288,6 +288,13 @@ class Evaluator:
                 excess -= 1
         return out
 
+    def warm_reference(self, task: TaskManifest) -> ReferenceProcess | None:
+        """``task``'s reference process if one is warm and alive now, else None; starts nothing (diagnostics:
+        ``benchmarks/eval_throughput.py --diagnose``)."""
+        with self._refs_lock:
+            ref = self._refs.get(task.code_hash)
+        return ref if ref is not None and ref.alive else None
+
     def reference(self, task: TaskManifest) -> ReferenceProcess:
         """The warm reference process of ``task`` (not held: for one-off calls; sessions use :meth:`acquire_reference`)."""
         ref = self.acquire_reference(task)

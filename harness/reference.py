@@ -368,6 +368,13 @@ class ReferenceServer:
                     samples.append(net_of_overhead(ms, self.timer.overhead_ms) if net else ms)
         return samples
 
+    def timing_variants(self, sets: list[int] | None = None, calls: int = 100) -> dict[str, Any]:
+        """Diagnostics: the eager baseline timed under variants of the protocol in this process
+        (:mod:`cuda_agent.harness._timing_variants`); the caller holds the device's timing lock."""
+        from cuda_agent.harness._timing_variants import timing_variants
+
+        return timing_variants(self, sets, calls)
+
     def profiler_sum(self, which: str, k: int, compile_mode: str) -> float:
         """The release's profiler-sum time of the eager/compiled reference on set ``k``."""
         torch = self.torch

@@ -63,7 +63,9 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  done ;;
     env_latency) part "$s" "env_latency$tag" "${ENV_LATENCY_CAP_S:-300}" python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
     spread_probe) part "$s" "timing_spread_probe$tag" 200 python3 benchmarks/timing_spread_probe.py ${SPREAD_PROBE_ARGS:-} --out "$RES/timing_spread_probe.json" ;;
-    compile_probe) part "$s" "compile_baseline_probe$tag" 200 python3 benchmarks/compile_baseline_probe.py ${COMPILE_PROBE_ARGS:-} --out "$RES/compile_baseline_probe.json" ;;
+    compile_probe[A-Z]|compile_probe) # compile_probe, compile_probeA ...: args from COMPILE_PROBE_ARGS, COMPILE_PROBE_ARGS_A ...
+                 local csfx=${what#compile_probe} cvar=COMPILE_PROBE_ARGS; [ -n "$csfx" ] && cvar="COMPILE_PROBE_ARGS_$csfx"
+                 part "$s" "compile_baseline_probe$csfx$tag" 200 python3 benchmarks/compile_baseline_probe.py ${!cvar:-} --out "$RES/compile_baseline_probe$csfx.json" ;;
     task_load)   part "$s" "task_load_latency$tag" 200 python3 benchmarks/task_load_latency.py --sizes full --device cuda ${TASK_LOAD_ARGS:---concurrency 8 --copies 2} --out "$RES/task_load_latency.json" ;;
     eval[A-Z]|eval) # eval, evalA, evalB ...: args from EVAL_ARGS, EVAL_ARGS_A, EVAL_ARGS_B ... (one JSON each)
                  local esfx=${what#eval} evar=EVAL_ARGS; [ -n "$esfx" ] && evar="EVAL_ARGS_$esfx"

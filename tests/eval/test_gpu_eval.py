@@ -80,11 +80,19 @@ def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     out = tmp_path / "tp.json"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_throughput.py"), "--backend", "cpu",
                            "--repeats", "1", "--limit", "1", "--copies", "2", "--concurrency", "2", "--build-workers", "2",
-                           "--harness", "spare_references=0", "--out", str(out)],
+                           "--harness", "spare_references=0", "--diagnose", "conv2d_relu", "--diagnose-calls", "3",
+                           "--out", str(out)],
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     ours = data["ours"]
+    # --diagnose: each copy's eager baseline re-timed in its own reference process, after its grade and at the end
+    pids = {r["task"]: r["diagnostics"]["info"]["pid"] for r in ours["per_task"]}
+    assert len(set(pids.values())) == 2
+    late = ours["repeats"][0]["late_diagnostics"]
+    assert {t: d["info"]["pid"] for t, d in late.items()} == pids
+    assert all(d["standard"]["median_ms"] > 0 and d["info"]["calls"] == 3 for d in late.values())
+    assert proc.stdout.count("graded eager") == 4
     assert ours["tasks_measured"] == 2 and ours["failures"] == 0, ours["per_task"]
     assert {r["status"] for r in ours["per_task"]} == {"correct"}
     # --copies: the one task scored twice as two distinct tasks
