@@ -1,19 +1,26 @@
 """Diagnostics: one reference process's eager baseline timed several ways, inside that very process.
 
 Issue 4's open spread: row_sum's eager baseline took one of two discrete levels (17.95 / 18.85 us on the H200)
-per evaluator reference process, while probe processes built to look like one showed a single level. Timing the
-same model in the same process under variants of the protocol tells apart what the level follows:
+in the evaluator's reference processes. Timing it in the same process under variants of the protocol (H200,
+2026-12-01, first version of this module) showed the level is not the process's: it flips inside one process
+when either the flush buffer or the input sets are allocated anew, with a write and a read flush alike, and not
+without a flush. So it follows how the flush buffer and the data lie relative to each other.
 
-- ``standard``: what :meth:`ReferenceServer.time_baseline` does (rotated sets, a clone per call, write flush);
-- ``rotated_buffers``: the clone goes to one of several destinations allocated now, in turn (where the input lies);
-- ``fresh_timer``: a new :class:`DeviceTimer` (a new flush buffer);
-- ``flush_read`` / ``no_flush``: the L2 left holding clean lines / not flushed (the flush's dirty lines' write-back);
-- ``no_preroll``: no device spin before the call (host launch latency shows);
-- ``direct_op``: the model's forward without ``nn.Module.__call__`` (hooks, dispatch);
-- ``null``: one element written (the protocol's own cost); ``copy``: the input's clone itself (memory bandwidth).
+Here every variant is timed over ``placements`` placements (new input sets and new timers, so new flush buffers,
+each), and reported per placement: a protocol whose per-placement medians agree is placement-proof.
 
-Each entry: median, fastest call and IQR in ms. Called by ``benchmarks/eval_throughput.py --diagnose TASKS``
-under the device's timing lock, never by grading.
+- ``standard``: what :meth:`ReferenceServer.time_baseline` does (rotated sets, a clone per call, the process's
+  flush: ``HarnessSettings.timing_l2_flush_multiple`` times the L2, written);
+- ``write_2x`` / ``write_4x`` / ``write_8x``: a written flush buffer of 2, 4 or 8 times the L2 (is 2x not enough
+  to evict every line of the data?);
+- ``read_2x`` / ``read_4x``: the same buffer read (clean lines left);
+- ``touch_2x``: the 2x write flush, then one element of every 2 MiB page of the inputs read (the data's address
+  translations warm, almost none of its lines cached: is it the TLB?);
+- ``direct``: the 2x write flush on the set's own tensors, no clone per call;
+- ``null`` and ``copy`` (once): one element written (the protocol's own cost); the input's clone itself.
+
+Each entry: per-placement medians (ms), their spread, fastest call and IQR. Called by
+``benchmarks/eval_throughput.py --diagnose TASKS`` under the device's timing lock, never by grading.
 """
 
 from __future__ import annotations
@@ -22,12 +29,23 @@ import os
 import statistics
 from typing import Any
 
-#: Destinations of the ``rotated_buffers`` variant.
-ROTATED_BUFFERS = 4
-#: Input sets made for the diagnostics when none is named (as many as a graded baseline rotates over).
+#: Input sets made per placement (as many as a graded baseline rotates over).
 DIAGNOSTIC_SETS = 5
-#: Their seeds: DIAGNOSTIC_SEED + k (public: nothing secret is timed here).
+#: Their seeds: DIAGNOSTIC_SEED + 100 * placement + k (public: nothing secret is timed here).
 DIAGNOSTIC_SEED = 9000
+#: Page size of the ``touch_2x`` variant (the CUDA caching allocator's large pages).
+TOUCH_PAGE_BYTES = 2 << 20
+#: Variant name -> (flush size in L2 multiples, flush mode, clone per call, touch inputs after the flush).
+VARIANTS: dict[str, tuple[float | None, str | None, bool, bool]] = {
+    "standard": (None, None, True, False),
+    "write_2x": (2.0, "write", True, False),
+    "write_4x": (4.0, "write", True, False),
+    "write_8x": (8.0, "write", True, False),
+    "read_2x": (2.0, "read", True, False),
+    "read_4x": (4.0, "read", True, False),
+    "touch_2x": (2.0, "write", True, True),
+    "direct": (2.0, "write", False, False),
+}
 
 
 def _stats(samples: list[float]) -> dict[str, float]:
@@ -48,76 +66,91 @@ def _clocks(index: int) -> dict[str, int] | None:
         return None
 
 
-def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100) -> dict[str, Any]:
-    """The eager model of ``server`` (a :class:`~cuda_agent.harness.reference.ReferenceServer`) timed per variant,
-    over the process's input sets ``sets``, or (None) :data:`DIAGNOSTIC_SETS` sets made now."""
+def _touch(torch: Any, tensors: list[Any]) -> None:
+    """Read one element of every :data:`TOUCH_PAGE_BYTES` page of each tensor's storage."""
+    for x in tensors:
+        flat = x.detach().view(-1) if x.is_contiguous() else x.detach().reshape(-1)
+        step = max(1, TOUCH_PAGE_BYTES // max(1, flat.element_size()))
+        flat[::step].sum()
+
+
+def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100, placements: int = 3) -> dict[str, Any]:
+    """The eager model of ``server`` (a :class:`~cuda_agent.harness.reference.ReferenceServer`) timed per variant and
+    placement. ``sets``: the process's own input sets for the first placement (default: sets made here, as for
+    every later placement)."""
     torch = server.torch
-    from cuda_agent.harness.timing import DeviceTimer
-
     from cuda_agent.harness.reference import generate_inputs
+    from cuda_agent.harness.timing import DeviceTimer, l2_bytes
 
-    if sets is None:  # a session's sets are dropped once it is graded: sets of this process's own, from public seeds
-        input_sets = [generate_inputs(torch, server.module.get_inputs, DIAGNOSTIC_SEED + k, server.device)
-                      for k in range(DIAGNOSTIC_SETS)]
-    elif not sets or any(k not in server.sets for k in sets):
+    if sets is not None and (not sets or any(k not in server.sets for k in sets)):
         raise ValueError(f"sets {sets} are not all made in this process (made: {sorted(server.sets)})")
-    else:
-        input_sets = [server.sets[k]["inputs"] for k in sets]
     if calls < 2:
         raise ValueError(f"calls must be at least 2, got {calls}")
+    if placements < 1:
+        raise ValueError(f"placements must be at least 1, got {placements}")
     device = str(server.device)
     base = server.timer or DeviceTimer(device)
     server.timer = base
     model = server.model
-    forward = getattr(model, "forward", model)
+    l2 = l2_bytes(device)
 
-    def inputs(j: int) -> list[Any]:
-        return input_sets[j % len(input_sets)]
+    def make_sets(p: int) -> list[list[Any]]:
+        if p == 0 and sets is not None:
+            return [server.sets[k]["inputs"] for k in sets]
+        return [generate_inputs(torch, server.module.get_inputs, DIAGNOSTIC_SEED + 100 * p + k, server.device)
+                for k in range(DIAGNOSTIC_SETS)]
 
-    def clones(j: int) -> list[Any]:
-        return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs(j)]
-
-    def run(timer: Any, make_args: Any, fn: Any, flush: bool = True) -> dict[str, float]:
+    def run(timer: Any, input_sets: list[list[Any]], fn: Any, clone: bool = True, touch: bool = False) -> dict[str, float]:
         samples = []
         with torch.no_grad():
             for j in range(calls + 3):
-                args = make_args(j)
-                _, ms, _ = timer.time_call(lambda: fn(*args), flush=flush)
+                src = input_sets[j % len(input_sets)]
+                args = [x.clone() if clone and isinstance(x, torch.Tensor) else x for x in src]
+                if touch:
+                    tensors = [x for x in args if isinstance(x, torch.Tensor)]
+                    flush = timer.flush
+
+                    def flush_and_touch(flush: Any = flush, tensors: list[Any] = tensors) -> None:
+                        flush()
+                        _touch(torch, tensors)
+
+                    timer.flush = flush_and_touch
+                try:
+                    _, ms, _ = timer.time_call(lambda: fn(*args))
+                finally:
+                    if touch:
+                        del timer.flush  # back to the class's method
                 if j >= 3:
                     samples.append(ms)
         return _stats(samples)
 
-    dests = [[torch.empty_like(x) if isinstance(x, torch.Tensor) else x for x in inputs(0)]
-             for _ in range(ROTATED_BUFFERS)]
-
-    def rotated(j: int) -> list[Any]:
-        out = dests[j % len(dests)]
-        for d, x in zip(out, inputs(j)):
-            if isinstance(x, torch.Tensor):
-                d.copy_(x)
-        return out
-
-    read_timer = DeviceTimer(device, flush_mode="read", preroll_us=base.preroll_us)
+    per: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
+    first_sets: list[list[Any]] = []
+    for p in range(placements):
+        input_sets = make_sets(p)
+        if p == 0:
+            first_sets = input_sets
+        for name, (multiple, mode, clone, touch) in VARIANTS.items():
+            timer = base if name == "standard" and p == 0 else DeviceTimer(
+                device, flush_bytes=int(multiple * l2) if multiple else None, flush_mode=mode, preroll_us=base.preroll_us)
+            per[name].append(run(timer, input_sets, model, clone, touch))
+            del timer
+    out: dict[str, Any] = {}
+    for name, rows in per.items():
+        medians = [r["median_ms"] for r in rows]
+        out[name] = {**rows[0], "placements_ms": medians,
+                     "spread": (max(medians) - min(medians)) / min(medians) if min(medians) > 0 else None}
     null = torch.empty(1, device=server.device)
-    first = next((x for x in inputs(0) if isinstance(x, torch.Tensor)), None)
-    out: dict[str, Any] = {
-        "standard": run(base, clones, model),
-        "rotated_buffers": run(base, rotated, model),
-        "fresh_timer": run(DeviceTimer(device, preroll_us=base.preroll_us), clones, model),
-        "flush_read": run(read_timer, clones, model),
-        "no_flush": run(base, clones, model, flush=False),
-        "no_preroll": run(DeviceTimer(device, preroll_us=0.0), clones, model),
-        "direct_op": run(base, clones, forward),
-        "null": run(base, lambda j: [], lambda: null.fill_(1.0)),
-    }
+    out["null"] = run(base, [[]], lambda: null.fill_(1.0), clone=False)
+    first = next((x for x in first_sets[0] if isinstance(x, torch.Tensor)), None)
     if first is not None:
-        out["copy"] = run(base, lambda j: [first], lambda x: x.clone())
-    info: dict[str, Any] = {"pid": os.getpid(), "preroll_us": base.preroll_us, "calls": calls}
+        out["copy"] = run(base, [[first]], lambda x: x.clone(), clone=False)
+    info: dict[str, Any] = {"pid": os.getpid(), "preroll_us": base.preroll_us, "calls": calls,
+                            "placements": placements, "l2_bytes": l2, "flush_bytes": base.flush_buf.numel() * 4}
     if server.device.type == "cuda":
         info["flush_buf_ptr"] = base.flush_buf.data_ptr()
-        info["input_ptrs"] = [x.data_ptr() for x in inputs(0) if isinstance(x, torch.Tensor)]
+        info["input_ptrs"] = [x.data_ptr() for x in first_sets[0] if isinstance(x, torch.Tensor)]
         info["reserved_bytes"] = torch.cuda.memory_reserved(server.device)
-        info["allocated_bytes"] = torch.cuda.memory_allocated(server.device)
         info["clocks_mhz"] = _clocks(server.device.index or 0)
     try:
         info["cpus"] = sorted(os.sched_getaffinity(0))

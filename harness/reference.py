@@ -368,12 +368,12 @@ class ReferenceServer:
                     samples.append(net_of_overhead(ms, self.timer.overhead_ms) if net else ms)
         return samples
 
-    def timing_variants(self, sets: list[int] | None = None, calls: int = 100) -> dict[str, Any]:
+    def timing_variants(self, sets: list[int] | None = None, calls: int = 100, placements: int = 3) -> dict[str, Any]:
         """Diagnostics: the eager baseline timed under variants of the protocol in this process
         (:mod:`cuda_agent.harness._timing_variants`); the caller holds the device's timing lock."""
         from cuda_agent.harness._timing_variants import timing_variants
 
-        return timing_variants(self, sets, calls)
+        return timing_variants(self, sets, calls, placements)
 
     def profiler_sum(self, which: str, k: int, compile_mode: str) -> float:
         """The release's profiler-sum time of the eager/compiled reference on set ``k``."""
@@ -528,6 +528,7 @@ class ReferenceProcess:
         self, code: str | None, device: str, init_seed: int = 42, start_timeout_s: float = 300.0,
         threads: int | None = None, preroll_us: float = 0.0, compile_threads: int | None = None,
         net_overhead: bool = False, preimport_compile: bool = False, cpus: frozenset[int] | None = None,
+        flush_multiple: float = 2.0,
     ) -> None:
         """:param code: the task's source; None for a spare (see :meth:`start`).
         :param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
@@ -537,6 +538,8 @@ class ReferenceProcess:
         :param compile_threads: inductor compile workers of the child (``HarnessSettings.reference_compile_threads``);
             None = inductor's default.
         :param cpus: the cores the child starts on (``HarnessSettings.timing_cpus``); None = this process's.
+        :param flush_multiple: the timer's L2 flush size in L2 multiples (``HarnessSettings.timing_l2_flush_multiple``),
+            as the candidate's.
         """
         self.device = device
         #: The baselines were warmed (:meth:`ReferenceServer.warm_baselines`) in this process.
@@ -555,9 +558,10 @@ class ReferenceProcess:
         env[FD_SOCKET_ENV] = str(child_sock.fileno())
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
-        from cuda_agent.harness.timing import NET_ENV, PREROLL_ENV
+        from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, NET_ENV, PREROLL_ENV
 
         env[PREROLL_ENV] = str(preroll_us)
+        env[FLUSH_MULTIPLE_ENV] = str(flush_multiple)
         env[NET_ENV] = "1" if net_overhead else "0"
         if compile_threads is not None:
             env["TORCHINDUCTOR_COMPILE_THREADS"] = str(compile_threads)

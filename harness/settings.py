@@ -114,6 +114,13 @@ class HarnessSettings(BaseModel):
         "candidate and baselines alike. Meant for sub-100 us tasks, whose medians moved by up to 80% between "
         "processes on the H200 with launch latency inside the events.",
     )
+    timing_l2_flush_multiple: float = Field(
+        2.0,
+        ge=1,
+        le=32,
+        description="Size of the buffer each timed call's L2 flush writes, in multiples of the device's L2 "
+        "(candidate and baselines alike). 2 = twice the L2 (the common choice: Triton's do_bench writes 256 MB).",
+    )
     timing_net_overhead: bool = Field(
         False,
         description="Report each timed call net of the protocol's own cost in that process: the median of 64 "

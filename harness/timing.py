@@ -47,6 +47,13 @@ PREROLL_ENV = "CUDA_AGENT_TIMING_PREROLL_US"
 FLUSH_ENV = "CUDA_AGENT_TIMING_L2_FLUSH"
 #: Environment variable: "1" when the reference process reports baselines net of its protocol cost.
 NET_ENV = "CUDA_AGENT_TIMING_NET_OVERHEAD"
+#: Environment variable: the flush buffer's size in multiples of the L2 (``HarnessSettings.timing_l2_flush_multiple``)
+#: of a process's timers when the constructor names no size; unset = :data:`DEFAULT_FLUSH_MULTIPLE`.
+FLUSH_MULTIPLE_ENV = "CUDA_AGENT_TIMING_L2_FLUSH_MULTIPLE"
+#: The flush buffer's size in L2 multiples when nothing else says.
+DEFAULT_FLUSH_MULTIPLE = 2.0
+#: What :func:`l2_bytes` assumes where the device does not say (CUDA) and on CPU (a last-level cache's order).
+FALLBACK_L2_BYTES = {"cuda": 50 * 2**20, "cpu": 16 * 2**20}
 #: Null calls (one element written) timed at a CUDA timer's start to measure the protocol's own cost per call.
 OVERHEAD_CALLS = 64
 #: The smallest time a net-of-overhead call is reported as (ms): a call at or under the protocol's own cost.
@@ -176,6 +183,29 @@ def speed_of_light_ms(flops: float | None, bytes_moved: float | None, device_nam
 
 
 # ---------------------------------------------------------------------------- in-process timer
+def l2_bytes(device: str) -> int:
+    """The L2 cache's size of ``device`` ('cuda:N'; on CPU :data:`FALLBACK_L2_BYTES`)."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return FALLBACK_L2_BYTES["cpu"]
+    props = torch.cuda.get_device_properties(dev)
+    return int(getattr(props, "L2_cache_size", 0) or FALLBACK_L2_BYTES["cuda"])
+
+
+def flush_multiple_from_env() -> float:
+    """The flush size (L2 multiples) the harness set for this process, else :data:`DEFAULT_FLUSH_MULTIPLE`."""
+    raw = os.environ.get(FLUSH_MULTIPLE_ENV, "")
+    try:
+        value = float(raw) if raw else DEFAULT_FLUSH_MULTIPLE
+    except ValueError:
+        raise ValueError(f"{FLUSH_MULTIPLE_ENV}={raw!r} is not a number") from None
+    if not value >= 1:
+        raise ValueError(f"{FLUSH_MULTIPLE_ENV}={raw!r}: the flush must be at least the L2's size (>= 1)")
+    return value
+
+
 def _cudart() -> Any | None:
     """ctypes handle of the CUDA runtime torch loaded, or None."""
     names = ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
@@ -198,7 +228,8 @@ class DeviceTimer:
     """Times single calls with the harness protocol, inside one process (runner or baseline).
 
     :param device: 'cpu' or 'cuda:N'.
-    :param flush_bytes: size of the cache-flush buffer; default twice the L2 (CUDA) or 32 MiB (CPU).
+    :param flush_bytes: size of the cache-flush buffer; default ``$CUDA_AGENT_TIMING_L2_FLUSH_MULTIPLE`` (else 2)
+        times the L2 (:func:`l2_bytes`; CPU: 16 MiB).
     :param preroll_us: device spin before each timed call (default: ``$CUDA_AGENT_TIMING_PREROLL_US``, else 0).
     :param flush_mode: one of :data:`FLUSH_MODES` (default: ``$CUDA_AGENT_TIMING_L2_FLUSH``, else 'write').
     """
@@ -217,15 +248,15 @@ class DeviceTimer:
         self.flush_mode = flush_mode
         self.is_cuda = self.device.type == "cuda"
         self.flags: list[str] = []
+        if flush_bytes is None:  # set by the harness for its child processes (timing_l2_flush_multiple)
+            flush_bytes = int(flush_multiple_from_env() * l2_bytes(str(self.device)))
         if self.is_cuda:
-            props = torch.cuda.get_device_properties(self.device)
-            l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
-            self.flush_buf = torch.empty(max(flush_bytes or 2 * l2, 2**20) // 4, dtype=torch.int32, device=self.device)
+            self.flush_buf = torch.empty(max(flush_bytes, 2**20) // 4, dtype=torch.int32, device=self.device)
             self._rt = _cudart()
             if self._rt is None:
                 self.flags.append("persisting_l2_reset_unavailable")
         else:
-            self.flush_buf = torch.empty((flush_bytes or 32 * 2**20) // 4, dtype=torch.int32)
+            self.flush_buf = torch.empty(max(flush_bytes, 2**20) // 4, dtype=torch.int32)
             self._rt = None
         self._preroll_cycles = self._spin_cycles(preroll_us) if self.is_cuda and preroll_us > 0 else 0
         self._sync = torch.cuda.synchronize if self.is_cuda else (lambda *a, **k: None)

@@ -1,11 +1,15 @@
-"""The eager baseline timed under protocol variants inside a real reference process (issue 4's spread
-diagnostics, ``benchmarks/eval_throughput.py --diagnose``), on CPU."""
+"""The L2 flush's size as a harness setting, and the eager baseline timed under protocol variants inside a real
+reference process (issue 4's spread diagnostics, ``benchmarks/eval_throughput.py --diagnose``), on CPU."""
 
 from __future__ import annotations
 
 import pytest
 
+from cuda_agent.harness.baselines import baseline_key
 from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess
+from cuda_agent.harness.sandbox import _candidate_env
+from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, DeviceTimer, l2_bytes
 
 CODE = (
     "import torch\n"
@@ -15,29 +19,58 @@ CODE = (
     "def get_init_inputs():\n    return []\n"
 )
 
-VARIANTS = {"standard", "rotated_buffers", "fresh_timer", "flush_read", "no_flush", "no_preroll", "direct_op",
-            "null", "copy"}
+VARIANTS = {"standard", "write_2x", "write_4x", "write_8x", "read_2x", "read_4x", "touch_2x", "direct"}
 
 
-def test_every_variant_is_timed_in_the_reference_process_itself() -> None:
+def test_the_flush_size_follows_the_environment_in_l2_multiples(monkeypatch) -> None:
+    l2 = l2_bytes("cpu")
+    monkeypatch.delenv(FLUSH_MULTIPLE_ENV, raising=False)
+    assert DeviceTimer("cpu").flush_buf.numel() * 4 == 2 * l2  # the default: twice the L2
+    monkeypatch.setenv(FLUSH_MULTIPLE_ENV, "3")
+    assert DeviceTimer("cpu").flush_buf.numel() * 4 == 3 * l2
+    assert DeviceTimer("cpu", flush_bytes=4 << 20).flush_buf.numel() * 4 == 4 << 20  # an explicit size wins
+    for bad, says in (("0.5", "at least the L2"), ("lots", "not a number")):
+        monkeypatch.setenv(FLUSH_MULTIPLE_ENV, bad)
+        with pytest.raises(ValueError, match=says):
+            DeviceTimer("cpu")
+
+
+def test_the_flush_size_reaches_runner_and_reference_process_and_keys_the_baseline() -> None:
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        HarnessSettings(timing_l2_flush_multiple=0.5)
+    assert _candidate_env("cpu", (3, 4), 1, flush_multiple=4.0)[FLUSH_MULTIPLE_ENV] == "4.0"
+    args = ("hash", "NVIDIA H200", "2.11", "eager", "ours", "default", 1, 200.0, False, "any")
+    assert baseline_key(*args) == baseline_key(*args, 2.0)  # keys of runs with the old flush are unchanged
+    assert baseline_key(*args, 4.0) != baseline_key(*args)
+    ref = ReferenceProcess(CODE, "cpu", flush_multiple=3.0)
+    try:
+        got = ref.call("timing_variants", None, 2, 1)
+        assert got["info"]["flush_bytes"] == 3 * l2_bytes("cpu")  # the process's own timer
+    finally:
+        ref.close()
+
+
+def test_every_variant_is_timed_per_placement_in_the_reference_process_itself() -> None:
     ref = ReferenceProcess(CODE, "cpu")
     try:
         for k in (0, 1):
             ref.call("make_set", k, 100 + k, None, "host", False)
-        got = ref.call("timing_variants", [0, 1], 5)
-        assert set(got) == VARIANTS | {"info"}
-        assert got["info"]["pid"] == ref.proc.pid and got["info"]["calls"] == 5
+        got = ref.call("timing_variants", [0, 1], 5, 2)
+        assert set(got) == VARIANTS | {"null", "copy", "info"}
+        assert got["info"]["pid"] == ref.proc.pid and (got["info"]["calls"], got["info"]["placements"]) == (5, 2)
         for name in VARIANTS:
             v = got[name]
-            assert 0 < v["min_ms"] <= v["median_ms"] and v["iqr_ms"] >= 0, (name, v)
+            assert len(v["placements_ms"]) == 2 and v["median_ms"] == v["placements_ms"][0], name
+            assert 0 < v["min_ms"] <= v["median_ms"] and v["iqr_ms"] >= 0 and v["spread"] >= 0, (name, v)
         # A 1 MiB row sum takes longer than writing one element, whatever the machine.
         assert got["standard"]["median_ms"] > got["null"]["median_ms"]
         # None: sets of its own (a graded session's sets are gone by the time diagnostics run)
-        own = ref.call("timing_variants", None, 3)
-        assert own["info"]["pid"] == ref.proc.pid and own["standard"]["median_ms"] > own["null"]["median_ms"]
-        with pytest.raises(ReferenceError_, match=r"sets \[0, 7\] are not all made"):
-            ref.call("timing_variants", [0, 7], 5)
-        with pytest.raises(ReferenceError_, match="calls must be at least 2"):
-            ref.call("timing_variants", [0], 1)
+        own = ref.call("timing_variants", None, 3, 1)
+        assert own["info"]["pid"] == ref.proc.pid and len(own["touch_2x"]["placements_ms"]) == 1
+        refused = [(([0, 7], 5, 1), r"sets \[0, 7\] are not all made"), (([0], 1, 1), "calls must be"),
+                   (([0], 5, 0), "placements must be")]
+        for call, says in refused:
+            with pytest.raises(ReferenceError_, match=says):
+                ref.call("timing_variants", *call)
     finally:
         ref.close()
