@@ -10,14 +10,20 @@ Here every variant is timed over ``placements`` placements (new input sets and n
 each), and reported per placement: a protocol whose per-placement medians agree is placement-proof.
 
 - ``standard``: what :meth:`ReferenceServer.time_baseline` does (rotated sets, a clone per call, the process's
-  flush: ``HarnessSettings.timing_l2_flush_multiple`` times the L2, written);
+  flush: ``HarnessSettings.timing_l2_flush_multiple`` times the L2, written, and its
+  ``timing_warm_input_pages``);
 - ``write_2x`` / ``write_4x`` / ``write_8x``: a written flush buffer of 2, 4 or 8 times the L2 (is 2x not enough
   to evict every line of the data?);
 - ``read_2x`` / ``read_4x``: the same buffer read (clean lines left);
-- ``touch_2x``: the 2x write flush, then one element of every 2 MiB page of the inputs read (the data's address
-  translations warm, almost none of its lines cached: is it the TLB?);
+- ``touch_2x``: the 2x write flush, then one byte of every 2 MiB page of the inputs read
+  (:func:`~cuda_agent.harness.timing.warm_input_pages`: the data's address translations warm, almost none of its
+  lines cached: is it the TLB?); every other variant but ``standard`` without that;
 - ``direct``: the 2x write flush on the set's own tensors, no clone per call;
 - ``null`` and ``copy`` (once): one element written (the protocol's own cost); the input's clone itself.
+
+Measured on the H200 (second version, 2026-12-01): the slow level came back in about one placement of three
+with every flush size and kind, and never (once in 42, at 18.7 us) with ``touch_2x``: it is the flush's eviction
+of the inputs' address translations, now undone by ``timing_warm_input_pages``.
 
 Each entry: per-placement medians (ms), their spread, fastest call and IQR. Called by
 ``benchmarks/eval_throughput.py --diagnose TASKS`` under the device's timing lock, never by grading.
@@ -33,11 +39,10 @@ from typing import Any
 DIAGNOSTIC_SETS = 5
 #: Their seeds: DIAGNOSTIC_SEED + 100 * placement + k (public: nothing secret is timed here).
 DIAGNOSTIC_SEED = 9000
-#: Page size of the ``touch_2x`` variant (the CUDA caching allocator's large pages).
-TOUCH_PAGE_BYTES = 2 << 20
-#: Variant name -> (flush size in L2 multiples, flush mode, clone per call, touch inputs after the flush).
-VARIANTS: dict[str, tuple[float | None, str | None, bool, bool]] = {
-    "standard": (None, None, True, False),
+#: Variant name -> (flush size in L2 multiples, flush mode, clone per call, warm the inputs' pages after the
+#: flush); None = the process's own setting.
+VARIANTS: dict[str, tuple[float | None, str | None, bool, bool | None]] = {
+    "standard": (None, None, True, None),
     "write_2x": (2.0, "write", True, False),
     "write_4x": (4.0, "write", True, False),
     "write_8x": (8.0, "write", True, False),
@@ -66,14 +71,6 @@ def _clocks(index: int) -> dict[str, int] | None:
         return None
 
 
-def _touch(torch: Any, tensors: list[Any]) -> None:
-    """Read one element of every :data:`TOUCH_PAGE_BYTES` page of each tensor's storage."""
-    for x in tensors:
-        flat = x.detach().view(-1) if x.is_contiguous() else x.detach().reshape(-1)
-        step = max(1, TOUCH_PAGE_BYTES // max(1, flat.element_size()))
-        flat[::step].sum()
-
-
 def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100, placements: int = 3) -> dict[str, Any]:
     """The eager model of ``server`` (a :class:`~cuda_agent.harness.reference.ReferenceServer`) timed per variant and
     placement. ``sets``: the process's own input sets for the first placement (default: sets made here, as for
@@ -100,26 +97,13 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
         return [generate_inputs(torch, server.module.get_inputs, DIAGNOSTIC_SEED + 100 * p + k, server.device)
                 for k in range(DIAGNOSTIC_SETS)]
 
-    def run(timer: Any, input_sets: list[list[Any]], fn: Any, clone: bool = True, touch: bool = False) -> dict[str, float]:
+    def run(timer: Any, input_sets: list[list[Any]], fn: Any, clone: bool = True) -> dict[str, float]:
         samples = []
         with torch.no_grad():
             for j in range(calls + 3):
                 src = input_sets[j % len(input_sets)]
                 args = [x.clone() if clone and isinstance(x, torch.Tensor) else x for x in src]
-                if touch:
-                    tensors = [x for x in args if isinstance(x, torch.Tensor)]
-                    flush = timer.flush
-
-                    def flush_and_touch(flush: Any = flush, tensors: list[Any] = tensors) -> None:
-                        flush()
-                        _touch(torch, tensors)
-
-                    timer.flush = flush_and_touch
-                try:
-                    _, ms, _ = timer.time_call(lambda: fn(*args))
-                finally:
-                    if touch:
-                        del timer.flush  # back to the class's method
+                _, ms, _ = timer.time_call(lambda: fn(*args), warm=args)  # the timer's warm_pages decides
                 if j >= 3:
                     samples.append(ms)
         return _stats(samples)
@@ -130,10 +114,11 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
         input_sets = make_sets(p)
         if p == 0:
             first_sets = input_sets
-        for name, (multiple, mode, clone, touch) in VARIANTS.items():
+        for name, (multiple, mode, clone, warm) in VARIANTS.items():
             timer = base if name == "standard" and p == 0 else DeviceTimer(
-                device, flush_bytes=int(multiple * l2) if multiple else None, flush_mode=mode, preroll_us=base.preroll_us)
-            per[name].append(run(timer, input_sets, model, clone, touch))
+                device, flush_bytes=int(multiple * l2) if multiple else None, flush_mode=mode, preroll_us=base.preroll_us,
+                warm_pages=warm)
+            per[name].append(run(timer, input_sets, model, clone))
             del timer
     out: dict[str, Any] = {}
     for name, rows in per.items():
@@ -146,7 +131,8 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
     if first is not None:
         out["copy"] = run(base, [[first]], lambda x: x.clone(), clone=False)
     info: dict[str, Any] = {"pid": os.getpid(), "preroll_us": base.preroll_us, "calls": calls,
-                            "placements": placements, "l2_bytes": l2, "flush_bytes": base.flush_buf.numel() * 4}
+                            "placements": placements, "l2_bytes": l2, "flush_bytes": base.flush_buf.numel() * 4,
+                            "warm_pages": base.warm_pages}
     if server.device.type == "cuda":
         info["flush_buf_ptr"] = base.flush_buf.data_ptr()
         info["input_ptrs"] = [x.data_ptr() for x in first_sets[0] if isinstance(x, torch.Tensor)]

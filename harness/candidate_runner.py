@@ -287,7 +287,7 @@ class _Runner:
             kernels.extend(getattr(seen, "kernels", []))
             return result
 
-        out, ms, host_ms = self.timer.time_call(forward, flush=bool(req.get("flush", True)))
+        out, ms, host_ms = self.timer.time_call(forward, flush=bool(req.get("flush", True)), warm=args)
         if audit:
             violations += runtime.op_audit_violations(ops, "cuda" if self.device.startswith("cuda") else "cpu")
             origin = getattr(runtime, "kernel_origin_violations", None)

@@ -363,7 +363,7 @@ class ReferenceServer:
             for j in range(warmup + n_calls):
                 s = self.sets[sets[j % len(sets)]]
                 args = [x.clone() if isinstance(x, torch.Tensor) else x for x in s["inputs"]]
-                _, ms, _ = self.timer.time_call(lambda: fn(*args))
+                _, ms, _ = self.timer.time_call(lambda: fn(*args), warm=args)
                 if j >= warmup:
                     samples.append(net_of_overhead(ms, self.timer.overhead_ms) if net else ms)
         return samples
@@ -528,7 +528,7 @@ class ReferenceProcess:
         self, code: str | None, device: str, init_seed: int = 42, start_timeout_s: float = 300.0,
         threads: int | None = None, preroll_us: float = 0.0, compile_threads: int | None = None,
         net_overhead: bool = False, preimport_compile: bool = False, cpus: frozenset[int] | None = None,
-        flush_multiple: float = 2.0,
+        flush_multiple: float = 2.0, warm_pages: bool = False,
     ) -> None:
         """:param code: the task's source; None for a spare (see :meth:`start`).
         :param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
@@ -540,6 +540,8 @@ class ReferenceProcess:
         :param cpus: the cores the child starts on (``HarnessSettings.timing_cpus``); None = this process's.
         :param flush_multiple: the timer's L2 flush size in L2 multiples (``HarnessSettings.timing_l2_flush_multiple``),
             as the candidate's.
+        :param warm_pages: warm the inputs' pages after each flush (``HarnessSettings.timing_warm_input_pages``), as
+            the candidate's.
         """
         self.device = device
         #: The baselines were warmed (:meth:`ReferenceServer.warm_baselines`) in this process.
@@ -558,10 +560,11 @@ class ReferenceProcess:
         env[FD_SOCKET_ENV] = str(child_sock.fileno())
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
-        from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, NET_ENV, PREROLL_ENV
+        from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, NET_ENV, PREROLL_ENV, WARM_PAGES_ENV
 
         env[PREROLL_ENV] = str(preroll_us)
         env[FLUSH_MULTIPLE_ENV] = str(flush_multiple)
+        env[WARM_PAGES_ENV] = "1" if warm_pages else "0"
         env[NET_ENV] = "1" if net_overhead else "0"
         if compile_threads is not None:
             env["TORCHINDUCTOR_COMPILE_THREADS"] = str(compile_threads)

@@ -36,7 +36,7 @@ from cuda_agent.errors import CudaAgentError
 from cuda_agent.harness import _spawner
 from cuda_agent.harness._affinity import timing_cpus
 from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, PREROLL_ENV
+from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, PREROLL_ENV, WARM_PAGES_ENV
 from cuda_agent.harness._bwrap import BwrapSpec, Isolation, IsolationUnavailable
 from cuda_agent.harness._bwrap import resolve_isolation as _resolve
 
@@ -70,7 +70,7 @@ def resolve_isolation(settings: HarnessSettings) -> Isolation:
 
 def _candidate_env(
     device: str, fds: tuple[int, int], threads: int, preroll_us: float = 0.0, fd_socket: int | None = None,
-    flush_multiple: float = 2.0,
+    flush_multiple: float = 2.0, warm_pages: bool = False,
 ) -> dict[str, str]:
     keep = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("NVIDIA_")}
@@ -86,6 +86,7 @@ def _candidate_env(
     )
     env[PREROLL_ENV] = str(preroll_us)  # the reference process gets the same values
     env[FLUSH_MULTIPLE_ENV] = str(flush_multiple)
+    env[WARM_PAGES_ENV] = "1" if warm_pages else "0"
     if fd_socket is not None:
         from cuda_agent.harness._vmm import FD_SOCKET_ENV
 
@@ -190,7 +191,8 @@ class CandidateProcess:
             stderr=subprocess.STDOUT,
             pass_fds=(req_r, resp_w) + ((child_sock.fileno(),) if child_sock else ()),
             env=_candidate_env(device, (req_r, resp_w), settings.cpu_threads, settings.timing_preroll_us,
-                               child_sock.fileno() if child_sock else None, settings.timing_l2_flush_multiple),
+                               child_sock.fileno() if child_sock else None, settings.timing_l2_flush_multiple,
+                               settings.timing_warm_input_pages),
             start_new_session=True,
             cwd="/tmp" if isolation.level == "bwrap" else str(exchange),
             cpus=timing_cpus(device, settings.timing_cpus),

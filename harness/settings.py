@@ -121,6 +121,16 @@ class HarnessSettings(BaseModel):
         description="Size of the buffer each timed call's L2 flush writes, in multiples of the device's L2 "
         "(candidate and baselines alike). 2 = twice the L2 (the common choice: Triton's do_bench writes 256 MB).",
     )
+    timing_warm_input_pages: bool = Field(
+        True,
+        description="CUDA: after each timed call's L2 flush, read one byte of every 2 MiB page of the call's input "
+        "tensors (outside the timed region; candidate and baselines alike), so their address translations are warm "
+        "while their data stays out of the L2. The flush evicts the TLBs too, and the translation misses a "
+        "memory-bound call then pays depend on where its inputs lie relative to the flush buffer: on the H200 "
+        "row_sum's eager time was 17.95 or 18.9 us by placement alone (one placement in three) with a flush of 2, "
+        "4 or 8 times the L2, written or read, and 17.9-18.2 us in every placement with the pages warmed "
+        "(2026-12-01, benchmarks/eval_throughput.py --diagnose). False = the earlier protocol.",
+    )
     timing_net_overhead: bool = Field(
         False,
         description="Report each timed call net of the protocol's own cost in that process: the median of 64 "

@@ -54,6 +54,11 @@ FLUSH_MULTIPLE_ENV = "CUDA_AGENT_TIMING_L2_FLUSH_MULTIPLE"
 DEFAULT_FLUSH_MULTIPLE = 2.0
 #: What :func:`l2_bytes` assumes where the device does not say (CUDA) and on CPU (a last-level cache's order).
 FALLBACK_L2_BYTES = {"cuda": 50 * 2**20, "cpu": 16 * 2**20}
+#: Environment variable: "1" when a process's timers warm the inputs' address translations after each flush
+#: (``HarnessSettings.timing_warm_input_pages``) and the constructor does not say.
+WARM_PAGES_ENV = "CUDA_AGENT_TIMING_WARM_INPUT_PAGES"
+#: Stride of that warm-up: one byte read per page of the caching allocator's large segments.
+WARM_PAGE_BYTES = 2 << 20
 #: Null calls (one element written) timed at a CUDA timer's start to measure the protocol's own cost per call.
 OVERHEAD_CALLS = 64
 #: The smallest time a net-of-overhead call is reported as (ms): a call at or under the protocol's own cost.
@@ -206,6 +211,36 @@ def flush_multiple_from_env() -> float:
     return value
 
 
+def warm_input_pages(tensors: Sequence[Any]) -> None:
+    """Read one byte of every :data:`WARM_PAGE_BYTES` page (and the last byte) of each tensor's storage.
+
+    After an L2 flush, which walks a buffer of twice the L2 and so evicts the inputs' address translations from the
+    GPU's TLBs, a memory-bound call pays for translation misses whose cost depends on where its inputs lie relative
+    to the flush buffer: on the H200 row_sum's eager time took 17.95 or 18.9 us by placement alone, in about one
+    placement of three, whatever the flush's size (2, 4 or 8 times the L2) or kind (written or read). With the
+    pages touched after the flush every placement measured 17.9-18.2 us (``harness/_timing_variants.py``). The
+    data's lines stay out of the L2 but for one line per 2 MiB (0.006% of the bytes). Storages are deduplicated;
+    any dtype, layout and contiguity (the bytes of the storage are read).
+    """
+    import torch
+
+    seen: set[int] = set()
+    for x in tensors:
+        if not isinstance(x, torch.Tensor) or x.device.type != "cuda":
+            continue
+        storage = x.untyped_storage()
+        nbytes = storage.nbytes()
+        if nbytes == 0 or storage.data_ptr() in seen:
+            continue
+        seen.add(storage.data_ptr())
+        raw = torch.empty(0, dtype=torch.uint8, device=x.device).set_(storage)
+        raw[::WARM_PAGE_BYTES].sum()  # one kernel: the first byte of the storage, then every page's stride on
+        start = storage.data_ptr()
+        last_touched = start + (nbytes - 1) // WARM_PAGE_BYTES * WARM_PAGE_BYTES
+        if last_touched // WARM_PAGE_BYTES != (start + nbytes - 1) // WARM_PAGE_BYTES:  # an unaligned tail page
+            raw[nbytes - 1:].sum()
+
+
 def _cudart() -> Any | None:
     """ctypes handle of the CUDA runtime torch loaded, or None."""
     names = ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
@@ -232,10 +267,12 @@ class DeviceTimer:
         times the L2 (:func:`l2_bytes`; CPU: 16 MiB).
     :param preroll_us: device spin before each timed call (default: ``$CUDA_AGENT_TIMING_PREROLL_US``, else 0).
     :param flush_mode: one of :data:`FLUSH_MODES` (default: ``$CUDA_AGENT_TIMING_L2_FLUSH``, else 'write').
+    :param warm_pages: after each flush, :func:`warm_input_pages` on the tensors :meth:`time_call` is given
+        (default: ``$CUDA_AGENT_TIMING_WARM_INPUT_PAGES`` == "1"; CUDA only).
     """
 
     def __init__(self, device: str, flush_bytes: int | None = None, preroll_us: float | None = None,
-                 flush_mode: str | None = None) -> None:
+                 flush_mode: str | None = None, warm_pages: bool | None = None) -> None:
         import torch
 
         self.device = torch.device(device)
@@ -247,6 +284,9 @@ class DeviceTimer:
             raise ValueError(f"L2 flush mode {flush_mode!r} is not one of {list(FLUSH_MODES)}")
         self.flush_mode = flush_mode
         self.is_cuda = self.device.type == "cuda"
+        if warm_pages is None:  # set by the harness for its child processes (timing_warm_input_pages)
+            warm_pages = os.environ.get(WARM_PAGES_ENV) == "1"
+        self.warm_pages = bool(warm_pages) and self.is_cuda
         self.flags: list[str] = []
         if flush_bytes is None:  # set by the harness for its child processes (timing_l2_flush_multiple)
             flush_bytes = int(flush_multiple_from_env() * l2_bytes(str(self.device)))
@@ -317,12 +357,15 @@ class DeviceTimer:
         """Device-wide synchronize (every stream of the device), no-op on CPU."""
         self._sync(self.device)
 
-    def time_call(self, fn: Callable[[], Any], *, flush: bool = True) -> tuple[Any, float, float]:
-        """Run ``fn`` once under the protocol; returns (result, ms, host_ms)."""
+    def time_call(self, fn: Callable[[], Any], *, flush: bool = True, warm: Sequence[Any] = ()) -> tuple[Any, float, float]:
+        """Run ``fn`` once under the protocol; returns (result, ms, host_ms). ``warm``: the call's input tensors,
+        whose pages are touched after the flush when :attr:`warm_pages` is on (outside the timed region)."""
         import torch
 
         if flush:
             self.flush()
+            if self.warm_pages and warm:
+                warm_input_pages(warm)
         self.sync()
         if self.is_cuda:
             start = torch.cuda.Event(enable_timing=True)

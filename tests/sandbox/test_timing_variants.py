@@ -9,7 +9,7 @@ from cuda_agent.harness.baselines import baseline_key
 from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess
 from cuda_agent.harness.sandbox import _candidate_env
 from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, DeviceTimer, l2_bytes
+from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, WARM_PAGES_ENV, DeviceTimer, l2_bytes
 
 CODE = (
     "import torch\n"
@@ -38,14 +38,18 @@ def test_the_flush_size_follows_the_environment_in_l2_multiples(monkeypatch) -> 
 def test_the_flush_size_reaches_runner_and_reference_process_and_keys_the_baseline() -> None:
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         HarnessSettings(timing_l2_flush_multiple=0.5)
-    assert _candidate_env("cpu", (3, 4), 1, flush_multiple=4.0)[FLUSH_MULTIPLE_ENV] == "4.0"
+    env = _candidate_env("cpu", (3, 4), 1, flush_multiple=4.0, warm_pages=True)
+    assert (env[FLUSH_MULTIPLE_ENV], env[WARM_PAGES_ENV]) == ("4.0", "1")
+    assert _candidate_env("cpu", (3, 4), 1)[WARM_PAGES_ENV] == "0"
+    assert HarnessSettings().timing_warm_input_pages is True  # the protocol measured on the H200 (2026-12-01)
     args = ("hash", "NVIDIA H200", "2.11", "eager", "ours", "default", 1, 200.0, False, "any")
-    assert baseline_key(*args) == baseline_key(*args, 2.0)  # keys of runs with the old flush are unchanged
-    assert baseline_key(*args, 4.0) != baseline_key(*args)
+    assert baseline_key(*args) == baseline_key(*args, 2.0, False)  # keys of runs with the old protocol are unchanged
+    assert len({baseline_key(*args), baseline_key(*args, 4.0), baseline_key(*args, 2.0, True)}) == 3
     ref = ReferenceProcess(CODE, "cpu", flush_multiple=3.0)
     try:
         got = ref.call("timing_variants", None, 2, 1)
         assert got["info"]["flush_bytes"] == 3 * l2_bytes("cpu")  # the process's own timer
+        assert got["info"]["warm_pages"] is False  # CPU: nothing to warm
     finally:
         ref.close()
 

@@ -1,0 +1,77 @@
+"""The inputs' page warm-up after each L2 flush (``timing_warm_input_pages``), on CUDA (``pytest -m gpu``)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+from cuda_agent.harness.reference import ReferenceProcess  # noqa: E402
+from cuda_agent.harness.timing import WARM_PAGE_BYTES, DeviceTimer, warm_input_pages  # noqa: E402
+
+CODE = (
+    "import torch\n"
+    "class Model(torch.nn.Module):\n"
+    "    def forward(self, x):\n        return torch.sum(x, dim=1, keepdim=True)\n"
+    "def get_inputs():\n    return [torch.randn(1024, 8192)]\n"
+    "def get_init_inputs():\n    return []\n"
+)
+
+
+def _kernels(fn) -> int:  # type: ignore[no-untyped-def]
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
+
+
+def test_one_read_per_storage_leaves_every_input_unchanged() -> None:
+    big = torch.randn(1024, 8192, device="cuda")  # 32 MiB: a large-pool block, 2 MiB aligned
+    view = big.t()[::3]  # non-contiguous view of the same storage: not read twice
+    small = torch.arange(10, dtype=torch.int64, device="cuda")
+    empty = torch.empty(0, device="cuda")
+    before = [big.clone(), small.clone()]
+    warm_input_pages([big, view, small, empty, torch.ones(3), 7])  # a CPU tensor and a number are skipped
+    torch.cuda.synchronize()
+    assert torch.equal(big, before[0]) and torch.equal(small, before[1])
+    assert _kernels(lambda: warm_input_pages([big, view])) == 1
+    # a storage that starts inside a page and ends in the next: the tail page is read too
+    pool = torch.empty(4 * WARM_PAGE_BYTES, dtype=torch.uint8, device="cuda")
+    tail = pool[WARM_PAGE_BYTES - 16: WARM_PAGE_BYTES + 16].clone()
+    start = tail.untyped_storage().data_ptr()
+    crosses = start // WARM_PAGE_BYTES != (start + 31) // WARM_PAGE_BYTES
+    assert _kernels(lambda: warm_input_pages([tail])) == (2 if crosses else 1)
+
+
+def test_the_warm_up_runs_before_the_timed_region_and_only_when_on() -> None:
+    x = torch.randn(1024, 8192, device="cuda")
+    on, off = DeviceTimer("cuda", preroll_us=50, warm_pages=True), DeviceTimer("cuda", preroll_us=50, warm_pages=False)
+    assert on.warm_pages and not off.warm_pages and not DeviceTimer("cpu", warm_pages=True).warm_pages
+    one = torch.empty(1, device="cuda")
+    for timer in (on, off):
+        for _ in range(5):
+            timer.time_call(lambda: one.fill_(1.0), warm=[x])
+    # a null call with 32 MiB to warm: the warm-up is outside the events (a 32 MiB read would take ~10 us)
+    ms_on = sorted(on.time_call(lambda: one.fill_(1.0), warm=[x])[1] for _ in range(30))[15]
+    ms_off = sorted(off.time_call(lambda: one.fill_(1.0), warm=[x])[1] for _ in range(30))[15]
+    assert ms_on < 0.008 and abs(ms_on - ms_off) < 0.002, (ms_on, ms_off)
+    # flush=False: no flush, so nothing to undo: no warm-up either
+    n_on = _kernels(lambda: on.time_call(lambda: one.fill_(1.0), warm=[x]))
+    n_off = _kernels(lambda: off.time_call(lambda: one.fill_(1.0), warm=[x]))
+    n_noflush = _kernels(lambda: on.time_call(lambda: one.fill_(1.0), flush=False, warm=[x]))
+    assert n_on == n_off + 1 and n_noflush < n_off
+
+
+def test_the_reference_process_takes_the_setting() -> None:
+    for warm in (True, False):
+        ref = ReferenceProcess(CODE, "cuda", warm_pages=warm, preroll_us=200.0)
+        try:
+            got = ref.call("timing_variants", None, 5, 1)
+            assert got["info"]["warm_pages"] is warm
+        finally:
+            ref.close()
