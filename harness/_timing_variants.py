@@ -9,7 +9,7 @@ without a flush. So it follows how the flush buffer and the data lie relative to
 Here every variant is timed over ``placements`` placements (new input sets and new timers, so new flush buffers,
 each), and reported per placement: a protocol whose per-placement medians agree is placement-proof.
 
-- ``standard``: what :meth:`ReferenceServer.time_baseline` does (rotated sets, a clone per call, the process's
+- ``standard``: what :meth:`ReferenceServer.time_baseline` does (rotated sets, the process's clone setting, its
   flush: ``HarnessSettings.timing_l2_flush_multiple`` times the L2, written, and its
   ``timing_warm_input_pages``);
 - ``write_2x`` / ``write_4x`` / ``write_8x``: a written flush buffer of 2, 4 or 8 times the L2 (is 2x not enough
@@ -18,7 +18,10 @@ each), and reported per placement: a protocol whose per-placement medians agree 
 - ``touch_2x``: the 2x write flush, then one byte of every 2 MiB page of the inputs read
   (:func:`~cuda_agent.harness.timing.warm_input_pages`: the data's address translations warm, almost none of its
   lines cached: is it the TLB?); every other variant but ``standard`` without that;
-- ``direct``: the 2x write flush on the set's own tensors, no clone per call;
+- ``direct`` / ``direct_warm``: the 2x write flush on the set's own tensors, no clone per call (without / with the
+  pages warmed);
+- ``graded``: :meth:`ReferenceServer.time_baseline` itself on this placement's sets (the graded code path, with
+  the process's settings: ``baseline_clone_inputs``, ``timing_warm_input_pages``, its own timer);
 - ``null`` and ``copy`` (once): one element written (the protocol's own cost); the input's clone itself.
 
 Measured on the H200 (second version, 2026-12-01): the slow level came back in about one placement of three
@@ -41,8 +44,8 @@ DIAGNOSTIC_SETS = 5
 DIAGNOSTIC_SEED = 9000
 #: Variant name -> (flush size in L2 multiples, flush mode, clone per call, warm the inputs' pages after the
 #: flush); None = the process's own setting.
-VARIANTS: dict[str, tuple[float | None, str | None, bool, bool | None]] = {
-    "standard": (None, None, True, None),
+VARIANTS: dict[str, tuple[float | None, str | None, bool | None, bool | None]] = {
+    "standard": (None, None, None, None),
     "write_2x": (2.0, "write", True, False),
     "write_4x": (4.0, "write", True, False),
     "write_8x": (8.0, "write", True, False),
@@ -50,6 +53,7 @@ VARIANTS: dict[str, tuple[float | None, str | None, bool, bool | None]] = {
     "read_4x": (4.0, "read", True, False),
     "touch_2x": (2.0, "write", True, True),
     "direct": (2.0, "write", False, False),
+    "direct_warm": (2.0, "write", False, True),
 }
 
 
@@ -76,7 +80,7 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
     placement. ``sets``: the process's own input sets for the first placement (default: sets made here, as for
     every later placement)."""
     torch = server.torch
-    from cuda_agent.harness.reference import generate_inputs
+    from cuda_agent.harness.reference import BASELINE_CLONE_ENV, generate_inputs
     from cuda_agent.harness.timing import DeviceTimer, l2_bytes
 
     if sets is not None and (not sets or any(k not in server.sets for k in sets)):
@@ -90,6 +94,7 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
     server.timer = base
     model = server.model
     l2 = l2_bytes(device)
+    clone_default = os.environ.get(BASELINE_CLONE_ENV) != "0"
 
     def make_sets(p: int) -> list[list[Any]]:
         if p == 0 and sets is not None:
@@ -108,17 +113,25 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
                     samples.append(ms)
         return _stats(samples)
 
-    per: dict[str, list[dict[str, float]]] = {name: [] for name in VARIANTS}
+    per: dict[str, list[dict[str, float]]] = {name: [] for name in ("graded", *VARIANTS)}
     first_sets: list[list[Any]] = []
     for p in range(placements):
         input_sets = make_sets(p)
         if p == 0:
             first_sets = input_sets
+        ids = [-1 - k for k in range(len(input_sets))]  # registered for the graded path, removed right after
+        for i, xs in zip(ids, input_sets):
+            server.sets[i] = {"inputs": xs}
+        try:
+            per["graded"].append(_stats(server.time_baseline("eager", ids, calls, 3, "default")))
+        finally:
+            for i in ids:
+                server.sets.pop(i, None)
         for name, (multiple, mode, clone, warm) in VARIANTS.items():
             timer = base if name == "standard" and p == 0 else DeviceTimer(
                 device, flush_bytes=int(multiple * l2) if multiple else None, flush_mode=mode, preroll_us=base.preroll_us,
                 warm_pages=warm)
-            per[name].append(run(timer, input_sets, model, clone))
+            per[name].append(run(timer, input_sets, model, clone if clone is not None else clone_default))
             del timer
     out: dict[str, Any] = {}
     for name, rows in per.items():
@@ -132,7 +145,7 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
         out["copy"] = run(base, [[first]], lambda x: x.clone(), clone=False)
     info: dict[str, Any] = {"pid": os.getpid(), "preroll_us": base.preroll_us, "calls": calls,
                             "placements": placements, "l2_bytes": l2, "flush_bytes": base.flush_buf.numel() * 4,
-                            "warm_pages": base.warm_pages}
+                            "warm_pages": base.warm_pages, "clone_inputs": clone_default}
     if server.device.type == "cuda":
         info["flush_buf_ptr"] = base.flush_buf.data_ptr()
         info["input_ptrs"] = [x.data_ptr() for x in first_sets[0] if isinstance(x, torch.Tensor)]

@@ -26,13 +26,14 @@ from cuda_agent.schemas.result import Baselines, Timing
 def baseline_key(
     code_hash: str, device_name: str, torch_version: str, which: str, preset: str, compile_mode: str, threads: int = 1,
     preroll_us: float = 0.0, net_overhead: bool = False, timing_cpus: str = "any", flush_multiple: float = 2.0,
-    warm_pages: bool = False,
+    warm_pages: bool = False, clone_inputs: bool = True,
 ) -> str:
     """Stable id of one baseline measurement (``threads``: intra-op threads it ran with; ``preroll_us``: the timer's
     pre-call spin, which changes what a short call's events measure; ``net_overhead``: times net of the protocol's
     per-process cost; ``timing_cpus``: where the timing process ran, ``HarnessSettings.timing_cpus``;
     ``flush_multiple``: the L2 flush's size, ``HarnessSettings.timing_l2_flush_multiple``; ``warm_pages``: inputs'
-    pages warmed after the flush, ``HarnessSettings.timing_warm_input_pages``)."""
+    pages warmed after the flush, ``HarnessSettings.timing_warm_input_pages``; ``clone_inputs``: a clone per call,
+    ``HarnessSettings.baseline_clone_inputs``)."""
     material: list[Any] = [code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else "", threads]
     if preroll_us:
         material.append(float(preroll_us))
@@ -44,6 +45,8 @@ def baseline_key(
         material.append(f"flush={float(flush_multiple)}")
     if warm_pages:
         material.append("warm_pages")
+    if not clone_inputs:
+        material.append("direct_inputs")
     blob = json.dumps(material)
     return f"{which}-" + hashlib.sha256(blob.encode()).hexdigest()[:20]
 
@@ -117,7 +120,7 @@ def cached_baselines(
         key = baseline_key(
             code_hash, device_name, torch_version, which, settings.timing, settings.compile_mode, settings.cpu_threads,
             settings.timing_preroll_us, method == "events_l2flush_net", settings.timing_cpus,
-            settings.timing_l2_flush_multiple, settings.timing_warm_input_pages,
+            settings.timing_l2_flush_multiple, settings.timing_warm_input_pages, settings.baseline_clone_inputs,
         )
         timing = cache.get(key)
         if timing is None:

@@ -64,6 +64,10 @@ def _jsonable(value: Any) -> Any:
     )
 
 
+#: Environment variable: "0" when baselines are timed on the input sets' own tensors where the model leaves them
+#: unchanged (``HarnessSettings.baseline_clone_inputs`` false); anything else: a clone per call.
+BASELINE_CLONE_ENV = "CUDA_AGENT_BASELINE_CLONE_INPUTS"
+
 #: Environment variable naming the reference child's end of the descriptor socket.
 FD_SOCKET_ENV = "CUDA_AGENT_REFERENCE_FD_SOCKET"
 
@@ -99,6 +103,7 @@ class ReferenceServer:
         self.model = model.to(self.device).eval() if isinstance(model, torch.nn.Module) else model
         self.sets: dict[int, dict[str, Any]] = {}
         self.compiled: Any = None
+        self._mutation: dict[str, bool] = {}  # baseline kind -> writes to its inputs (:meth:`_mutates_inputs`)
         self.timer: Any = None
         self.reader: Any = None  # DeviceReader of outputs staged by candidates (CUDA)
         self._vmm_driver: Any = None  # driver calls of the 'vmm' transport (made on first use)
@@ -358,11 +363,12 @@ class ReferenceServer:
         if net and self.timer.overhead_ms is None:
             self.timer.measure_overhead()  # the caller holds the device's timing lock while baselines are timed
         fn = self._baseline_fn(which, compile_mode)
+        clone = os.environ.get(BASELINE_CLONE_ENV) != "0" or self._mutates_inputs(which, fn, sets[0])
         samples: list[float] = []
         with torch.no_grad():
             for j in range(warmup + n_calls):
                 s = self.sets[sets[j % len(sets)]]
-                args = [x.clone() if isinstance(x, torch.Tensor) else x for x in s["inputs"]]
+                args = [x.clone() if clone and isinstance(x, torch.Tensor) else x for x in s["inputs"]]
                 _, ms, _ = self.timer.time_call(lambda: fn(*args), warm=args)
                 if j >= warmup:
                     samples.append(net_of_overhead(ms, self.timer.overhead_ms) if net else ms)
@@ -374,6 +380,19 @@ class ReferenceServer:
         from cuda_agent.harness._timing_variants import timing_variants
 
         return timing_variants(self, sets, calls, placements)
+
+    def _mutates_inputs(self, which: str, fn: Any, k: int) -> bool:
+        """Whether the eager/compiled reference writes to its inputs: one call on clones of set ``k``, compared
+        bit for bit with the originals (cached per kind; a model that does is timed on clones per call)."""
+        cache = self._mutation
+        if which not in cache:
+            torch = self.torch
+            pristine = self.sets[k]["inputs"]
+            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+            with torch.no_grad():
+                fn(*copies)
+            cache[which] = any(isinstance(x, torch.Tensor) and not torch.equal(x, c) for x, c in zip(pristine, copies))
+        return cache[which]
 
     def profiler_sum(self, which: str, k: int, compile_mode: str) -> float:
         """The release's profiler-sum time of the eager/compiled reference on set ``k``."""
@@ -528,7 +547,7 @@ class ReferenceProcess:
         self, code: str | None, device: str, init_seed: int = 42, start_timeout_s: float = 300.0,
         threads: int | None = None, preroll_us: float = 0.0, compile_threads: int | None = None,
         net_overhead: bool = False, preimport_compile: bool = False, cpus: frozenset[int] | None = None,
-        flush_multiple: float = 2.0, warm_pages: bool = False,
+        flush_multiple: float = 2.0, warm_pages: bool = False, clone_inputs: bool = True,
     ) -> None:
         """:param code: the task's source; None for a spare (see :meth:`start`).
         :param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
@@ -542,6 +561,7 @@ class ReferenceProcess:
             as the candidate's.
         :param warm_pages: warm the inputs' pages after each flush (``HarnessSettings.timing_warm_input_pages``), as
             the candidate's.
+        :param clone_inputs: baselines on a clone of the inputs per call (``HarnessSettings.baseline_clone_inputs``).
         """
         self.device = device
         #: The baselines were warmed (:meth:`ReferenceServer.warm_baselines`) in this process.
@@ -565,6 +585,7 @@ class ReferenceProcess:
         env[PREROLL_ENV] = str(preroll_us)
         env[FLUSH_MULTIPLE_ENV] = str(flush_multiple)
         env[WARM_PAGES_ENV] = "1" if warm_pages else "0"
+        env[BASELINE_CLONE_ENV] = "1" if clone_inputs else "0"
         env[NET_ENV] = "1" if net_overhead else "0"
         if compile_threads is not None:
             env["TORCHINDUCTOR_COMPILE_THREADS"] = str(compile_threads)

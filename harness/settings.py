@@ -131,6 +131,14 @@ class HarnessSettings(BaseModel):
         "4 or 8 times the L2, written or read, and 17.9-18.2 us in every placement with the pages warmed "
         "(2026-12-01, benchmarks/eval_throughput.py --diagnose). False = the earlier protocol.",
     )
+    baseline_clone_inputs: bool = Field(
+        True,
+        description="Time the eager and compiled baselines on a fresh clone of the inputs per call. False: on the "
+        "input sets' own tensors, where one check call on clones showed the model leaves its inputs unchanged (a "
+        "model that writes to them is still timed on clones). On the H200 the clone written just before each "
+        "flush left row_sum's eager time at one of two levels (17.95 / 18.9 us) by placement; without it, "
+        "17.9-18.2 us (2026-12-01, benchmarks/eval_throughput.py --diagnose, variant 'direct').",
+    )
     timing_net_overhead: bool = Field(
         False,
         description="Report each timed call net of the protocol's own cost in that process: the median of 64 "

@@ -4,6 +4,7 @@ reference process (issue 4's spread diagnostics, ``benchmarks/eval_throughput.py
 from __future__ import annotations
 
 import pytest
+import torch
 
 from cuda_agent.harness.baselines import baseline_key
 from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess
@@ -19,7 +20,8 @@ CODE = (
     "def get_init_inputs():\n    return []\n"
 )
 
-VARIANTS = {"standard", "write_2x", "write_4x", "write_8x", "read_2x", "read_4x", "touch_2x", "direct"}
+VARIANTS = {"graded", "standard", "write_2x", "write_4x", "write_8x", "read_2x", "read_4x", "touch_2x", "direct",
+            "direct_warm"}
 
 
 def test_the_flush_size_follows_the_environment_in_l2_multiples(monkeypatch) -> None:
@@ -78,3 +80,50 @@ def test_every_variant_is_timed_per_placement_in_the_reference_process_itself() 
                 ref.call("timing_variants", *call)
     finally:
         ref.close()
+
+
+RECORDING = (
+    "import torch\n"
+    "SEEN = []\n"
+    "class Model(torch.nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        SEEN.append(x.data_ptr())\n"
+    "        return {body}\n"
+    "def get_inputs():\n    return [torch.randn(8, 64)]\n"
+    "def get_init_inputs():\n    return []\n"
+)
+
+
+@pytest.mark.parametrize("clone_env", ["1", "0"])
+def test_baselines_use_the_sets_own_tensors_only_where_the_model_leaves_them_unchanged(monkeypatch, clone_env) -> None:
+    from cuda_agent.harness.reference import BASELINE_CLONE_ENV, ReferenceServer
+
+    monkeypatch.setenv(BASELINE_CLONE_ENV, clone_env)
+    for body, writes in (("x.sum(dim=1)", False), ("x.mul_(2.0).sum(dim=1)", True)):
+        server = ReferenceServer(RECORDING.format(body=body), "cpu")
+        server.make_set(0, 5, None, "host", False)
+        pristine = server.sets[0]["inputs"][0].clone()
+        own = server.sets[0]["inputs"][0].data_ptr()
+        server.module.SEEN.clear()
+        assert len(server.time_baseline("eager", [0], 4, 1, "default")) == 4
+        direct = clone_env == "0" and not writes
+        timed = server.module.SEEN[-5:]  # the warm-up call and four timed ones (after the check call, if any)
+        assert all((p == own) is direct for p in timed), (body, clone_env)
+        assert torch.equal(server.sets[0]["inputs"][0], pristine)  # the set itself is never written
+        assert server._mutation.get("eager", writes) is writes
+
+
+def test_the_clone_setting_reaches_the_reference_process_and_keys_the_baseline() -> None:
+    from cuda_agent.harness.reference import BASELINE_CLONE_ENV
+
+    assert HarnessSettings().baseline_clone_inputs is True
+    args = ("hash", "NVIDIA H200", "2.11", "eager", "ours", "default", 1, 200.0, False, "any", 2.0, True)
+    assert baseline_key(*args) == baseline_key(*args, True) != baseline_key(*args, False)
+    for clone in (True, False):
+        ref = ReferenceProcess(CODE, "cpu", clone_inputs=clone)
+        try:
+            got = ref.call("timing_variants", None, 2, 1)
+            assert got["info"]["clone_inputs"] is clone
+        finally:
+            ref.close()
+    assert BASELINE_CLONE_ENV.startswith("CUDA_AGENT_")
