@@ -126,18 +126,21 @@ class HarnessSettings(BaseModel):
         description="CUDA: after each timed call's L2 flush, read one byte of every 2 MiB page of the call's input "
         "tensors (outside the timed region; candidate and baselines alike), so their address translations are warm "
         "while their data stays out of the L2. The flush evicts the TLBs too, and the translation misses a "
-        "memory-bound call then pays depend on where its inputs lie relative to the flush buffer: on the H200 "
-        "row_sum's eager time was 17.95 or 18.9 us by placement alone (one placement in three) with a flush of 2, "
-        "4 or 8 times the L2, written or read, and 17.9-18.2 us in every placement with the pages warmed "
-        "(2026-12-01, benchmarks/eval_throughput.py --diagnose). False = the earlier protocol.",
+        "memory-bound call then pays may depend on where its inputs lie relative to the flush buffer. Measured on "
+        "the H200 (2026-12-01, benchmarks/eval_throughput.py --diagnose): with a clone per call it did not remove "
+        "row_sum's two placement levels in a second run (it seemed to in the first); on the sets' own tensors "
+        "(baseline_clone_inputs false) it gave 17.98-18.32 us in all 18 placements, 17.84-18.85 us without it. "
+        "False = the earlier protocol.",
     )
     baseline_clone_inputs: bool = Field(
-        True,
-        description="Time the eager and compiled baselines on a fresh clone of the inputs per call. False: on the "
-        "input sets' own tensors, where one check call on clones showed the model leaves its inputs unchanged (a "
-        "model that writes to them is still timed on clones). On the H200 the clone written just before each "
-        "flush left row_sum's eager time at one of two levels (17.95 / 18.9 us) by placement; without it, "
-        "17.9-18.2 us (2026-12-01, benchmarks/eval_throughput.py --diagnose, variant 'direct').",
+        False,
+        description="Time the eager and compiled baselines on a fresh clone of the inputs per call. False (the "
+        "default): on the input sets' own tensors, rotated, wherever one check call on clones showed the model "
+        "leaves its inputs unchanged (a model that writes to them is still timed on clones). On the H200 the clone "
+        "written just before each flush left row_sum's eager time at one of two levels (17.95 / 18.9 us) by "
+        "placement, in about one placement of three, whatever the flush's size or kind; on the sets' own tensors "
+        "17.9-18.3 us in 36 placements but one, and four evaluator copies' eager medians agreed within 0.17% "
+        "(2026-12-01, benchmarks/eval_throughput.py --diagnose: variants 'direct' and 'direct_warm').",
     )
     timing_net_overhead: bool = Field(
         False,
