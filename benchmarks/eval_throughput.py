@@ -89,6 +89,18 @@ def diagnose_eager(backend: Any, task: Any, calls: int, placements: int = 3) -> 
         return ref.call("timing_variants", None, calls, placements)
 
 
+def over_spin_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per task copy with a baseline call whose host enqueue outlasted the spin (``baseline_host``)."""
+    lines = []
+    for row in rows:
+        stats = row.get("baseline_host") or {}
+        parts = [f"{kind} {s['over_spin']}/{s['calls']} (max {s['max_enqueue_ms']:.3f} ms)"
+                 for kind, s in sorted(stats.items()) if s.get("over_spin")]
+        if parts:
+            lines.append(f"  {row['task']} r{row['repeat']}: " + ", ".join(parts))
+    return lines
+
+
 def diagnostics_lines(rows: list[dict[str, Any]], repeats: list[dict[str, Any]]) -> list[str]:
     """One line per diagnosed process and moment: the graded eager median, then each variant's median per placement
     (us, ``a/b/c``)."""
@@ -144,6 +156,8 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
         finally:
             pool.release(slot)
         b = result.baselines
+        ref = backend.evaluator().warm_reference(backend.task_for(task))
+        baseline_host = ref.call("baseline_host_stats") if ref is not None else None  # no GPU work: no lock
         diagnostics = None
         if base_task(task_file.stem) in diagnose and result.status.value != "error":
             diagnostics = diagnose_eager(backend, task, diagnose_calls, diagnose_placements)
@@ -160,6 +174,8 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
                                         ("compile", b.compile if b else None)) if t is not None},
             "spot_checks": result.extra.get("spot_checks"), "isolation": result.isolation, "flags": result.flags,
             "phase_s": result.extra.get("phase_s"), "transport": result.extra.get("transport"),
+            # Per baseline kind: timed calls whose host enqueue outlasted the pre-roll spin (a busy host in the time).
+            "baseline_host": baseline_host,
         }
         if diagnostics is not None:
             row["diagnostics"] = diagnostics
@@ -416,6 +432,10 @@ def main(argv: list[str] | None = None) -> int:
     report = build_report(partial=False)
     ours = report["ours"]
     Path(args.out).write_text(json.dumps(report, indent=2, default=str))
+    host_lines = over_spin_lines(ours_rows)
+    if host_lines:
+        print("baseline calls whose host enqueue outlasted the pre-roll spin (calls over / timed, longest enqueue):")
+        print("\n".join(host_lines))
     if diagnose:
         print("eager baseline under protocol variants, in each diagnosed reference process (median us):")
         print("\n".join(diagnostics_lines(ours_rows, ours_repeats)))

@@ -104,6 +104,7 @@ class ReferenceServer:
         self.sets: dict[int, dict[str, Any]] = {}
         self.compiled: Any = None
         self._mutation: dict[str, bool] = {}  # baseline kind -> writes to its inputs (:meth:`_mutates_inputs`)
+        self.host_stats: dict[str, dict[str, float]] = {}  # baseline kind -> :meth:`baseline_host_stats`
         self.timer: Any = None
         self.reader: Any = None  # DeviceReader of outputs staged by candidates (CUDA)
         self._vmm_driver: Any = None  # driver calls of the 'vmm' transport (made on first use)
@@ -365,6 +366,7 @@ class ReferenceServer:
         fn = self._baseline_fn(which, compile_mode)
         clone = os.environ.get(BASELINE_CLONE_ENV) != "0" or self._mutates_inputs(which, fn, sets[0])
         samples: list[float] = []
+        self.timer.take_host_stats()
         with torch.no_grad():
             for j in range(warmup + n_calls):
                 s = self.sets[sets[j % len(sets)]]
@@ -372,7 +374,18 @@ class ReferenceServer:
                 _, ms, _ = self.timer.time_call(lambda: fn(*args), warm=args)
                 if j >= warmup:
                     samples.append(net_of_overhead(ms, self.timer.overhead_ms) if net else ms)
+        got = self.timer.take_host_stats()
+        mine = self.host_stats.setdefault(which, {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0})
+        mine["calls"] += got["calls"]
+        mine["over_spin"] += got["over_spin"]
+        mine["max_enqueue_ms"] = max(mine["max_enqueue_ms"], got["max_enqueue_ms"])
         return samples
+
+    def baseline_host_stats(self) -> dict[str, dict[str, float]]:
+        """Per baseline kind, over every :meth:`time_baseline` call of this process (warm-ups included): timed
+        calls, those whose host enqueue outlasted the pre-roll spin, the longest enqueue (ms); CUDA only
+        (:attr:`DeviceTimer.host_stats`)."""
+        return {k: dict(v) for k, v in self.host_stats.items()}
 
     def timing_variants(self, sets: list[int] | None = None, calls: int = 100, placements: int = 3) -> dict[str, Any]:
         """Diagnostics: the eager baseline timed under variants of the protocol in this process

@@ -307,6 +307,15 @@ class DeviceTimer:
         #: process. Meant to be measured under the device's timing lock (another process's kernels made a
         #: measurement taken without it read up to 0.3 ms) and, in a candidate runner, before the candidate loads.
         self.overhead_ms: float | None = None if self.is_cuda else 0.0
+        #: CUDA: host milliseconds from the spin's launch to the call's end event enqueued, last timed call.
+        self.last_enqueue_ms: float | None = None
+        #: CUDA: timed calls, those whose enqueue outlasted the pre-roll spin (the device then idled inside the
+        #: events, waiting for the host: a busy host shows in the time) and the longest enqueue, since the last
+        #: :meth:`take_host_stats`. The compile baselines of conv2d_relu and gemm read up to 60% apart between
+        #: evaluator copies on the H200 with interquartile ranges of 40-108 us while their eager baselines, timed
+        #: in the same rounds, stayed within 1%: a compiled call's host path (guards, wrapper, several launches)
+        #: outlasting the 200 us spin on a host busy with builds would do that; these counts tell.
+        self.host_stats: dict[str, float] = {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0}
 
     def _spin_cycles(self, us: float) -> int:
         """GPU clock cycles of ``torch.cuda._sleep`` that last about ``us`` microseconds (calibrated once)."""
@@ -353,6 +362,19 @@ class DeviceTimer:
         else:
             self.flush_buf.fill_(1)
 
+    def _note_enqueue(self, ms: float) -> None:
+        """Count one timed call whose host side took ``ms`` (CUDA: spin launch to end event; CPU: the call)."""
+        self.last_enqueue_ms = ms
+        self.host_stats["calls"] += 1
+        self.host_stats["max_enqueue_ms"] = max(self.host_stats["max_enqueue_ms"], ms)
+        if self.is_cuda and ms > self.preroll_us / 1e3:  # on CPU the host is the device: nothing to outlast
+            self.host_stats["over_spin"] += 1
+
+    def take_host_stats(self) -> dict[str, float]:
+        """:attr:`host_stats` since the last take, then reset."""
+        stats, self.host_stats = self.host_stats, {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0}
+        return stats
+
     def sync(self) -> None:
         """Device-wide synchronize (every stream of the device), no-op on CPU."""
         self._sync(self.device)
@@ -371,12 +393,14 @@ class DeviceTimer:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             after_sync = torch.cuda.Event(enable_timing=True)
+            t_spin = self._perf()
             if self._preroll_cycles:
                 torch.cuda._sleep(self._preroll_cycles)  # the device spins while the host enqueues the call below
             t0 = self._perf()
             start.record()
             out = fn()
             end.record()
+            self._note_enqueue((self._perf() - t_spin) * 1e3)
             self.sync()  # device-wide: work on side streams (T9) has finished when this returns
             after_sync.record()
             after_sync.synchronize()
@@ -393,6 +417,7 @@ class DeviceTimer:
         out = fn()
         t1 = self._perf()
         host_ms = (t1 - t0) * 1e3
+        self._note_enqueue(host_ms)
         return out, host_ms, host_ms
 
     @property

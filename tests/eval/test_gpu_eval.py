@@ -93,6 +93,9 @@ def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     assert {t: d["info"]["pid"] for t, d in late.items()} == pids
     assert all(len(d["standard"]["placements_ms"]) == 2 and d["info"]["calls"] == 3 for d in late.values())
     assert proc.stdout.count("graded eager") == 4
+    for r in ours["per_task"]:  # per baseline kind, what the reference process's timer saw of the host
+        assert set(r["baseline_host"]) == {"eager", "compile"}
+        assert all(s["calls"] >= r["dispersion"][k]["samples"] for k, s in r["baseline_host"].items())
     assert ours["tasks_measured"] == 2 and ours["failures"] == 0, ours["per_task"]
     assert {r["status"] for r in ours["per_task"]} == {"correct"}
     # --copies: the one task scored twice as two distinct tasks

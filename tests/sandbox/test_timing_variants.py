@@ -127,3 +127,15 @@ def test_the_clone_setting_reaches_the_reference_process_and_keys_the_baseline()
         finally:
             ref.close()
     assert BASELINE_CLONE_ENV.startswith("CUDA_AGENT_")
+
+
+def test_the_timer_counts_its_calls_and_their_host_time_until_taken() -> None:
+    import time
+
+    timer = DeviceTimer("cpu")
+    for _ in range(3):
+        timer.time_call(lambda: time.sleep(0.002))
+    stats = timer.take_host_stats()
+    assert stats["calls"] == 3 and stats["over_spin"] == 0  # CPU: no spin to outlast
+    assert stats["max_enqueue_ms"] >= 2.0 and timer.last_enqueue_ms >= 2.0
+    assert timer.take_host_stats() == {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0}

@@ -79,3 +79,21 @@ def test_the_reference_process_takes_the_setting() -> None:
             assert got["info"]["warm_pages"] is warm
         finally:
             ref.close()
+
+
+def test_a_host_side_longer_than_the_spin_is_counted() -> None:
+    import time
+
+    timer = DeviceTimer("cuda:0", preroll_us=100.0)
+    one = torch.empty(1, device="cuda")
+    for _ in range(3):
+        timer.time_call(lambda: one.fill_(1.0))
+    timer.take_host_stats()
+    for _ in range(4):
+        timer.time_call(lambda: one.fill_(1.0))
+    quick = timer.take_host_stats()
+    for _ in range(2):
+        timer.time_call(lambda: (time.sleep(0.002), one.fill_(1.0)))
+    slow = timer.take_host_stats()
+    assert (quick["calls"], quick["over_spin"]) == (4, 0), quick
+    assert (slow["calls"], slow["over_spin"]) == (2, 2) and slow["max_enqueue_ms"] >= 2.0, slow
