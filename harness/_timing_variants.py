@@ -24,9 +24,11 @@ each), and reported per placement: a protocol whose per-placement medians agree 
   the process's settings: ``baseline_clone_inputs``, ``timing_warm_input_pages``, its own timer);
 - ``null`` and ``copy`` (once): one element written (the protocol's own cost); the input's clone itself.
 
-Measured on the H200 (second version, 2026-12-01): the slow level came back in about one placement of three
-with every flush size and kind, and never (once in 42, at 18.7 us) with ``touch_2x``: it is the flush's eviction
-of the inputs' address translations, now undone by ``timing_warm_input_pages``.
+Measured on the H200 (2026-12-01): the slow level came back in about one placement of three with every flush
+size and kind; ``touch_2x`` was free of it in one run (41 of 42 placements) and not in the next (where the process
+itself warmed pages and ``standard`` and ``graded`` showed both levels too); ``direct_warm`` gave 17.98-18.32 us in
+all 18 placements, ``direct`` 17.84-18.85 us: writing the inputs just before the flush is what brings the slow
+level, hence ``HarnessSettings.baseline_clone_inputs`` false by default.
 
 Each entry: per-placement medians (ms), their spread, fastest call and IQR. Called by
 ``benchmarks/eval_throughput.py --diagnose TASKS`` under the device's timing lock, never by grading.
