@@ -139,3 +139,27 @@ def test_the_timer_counts_its_calls_and_their_host_time_until_taken() -> None:
     assert stats["calls"] == 3 and stats["over_spin"] == 0  # CPU: no spin to outlast
     assert stats["max_enqueue_ms"] >= 2.0 and timer.last_enqueue_ms >= 2.0
     assert timer.take_host_stats() == {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0}
+
+
+def test_a_model_that_writes_to_some_inputs_only_is_caught_after_its_first_batch(monkeypatch) -> None:
+    from cuda_agent.harness.reference import BASELINE_CLONE_ENV, ReferenceServer
+
+    monkeypatch.setenv(BASELINE_CLONE_ENV, "0")
+    # Writes to its input only where the first element is positive: the check call on set 0 (negative) sees nothing.
+    code = RECORDING.format(body="(x.mul_(2.0) if x[0, 0] > 0 else x).sum(dim=1)").replace(
+        "return [torch.randn(8, 64)]", "x = torch.randn(8, 64).abs()\n    return [x if torch.rand(()) > 0.5 else -x]")
+    server = ReferenceServer(code, "cpu")
+    signs = {}
+    for k in range(12):
+        server.make_set(k, 40 + k, None, "host", False)
+        signs[k] = bool(server.sets[k]["inputs"][0][0, 0] > 0)
+    neg, pos = next(k for k, p in signs.items() if not p), next(k for k, p in signs.items() if p)
+    pristine = server.sets[pos]["inputs"][0].clone()
+    server.time_baseline("eager", [neg, pos], 4, 1, "default")  # the check call ran on `neg`: direct timing
+    assert server._mutation["eager"] is True  # found by the fingerprints after the batch
+    assert torch.equal(server.sets[pos]["inputs"][0], pristine)  # made again from its seed
+    server.module.SEEN.clear()
+    server.time_baseline("eager", [neg, pos], 4, 1, "default")
+    own = {server.sets[k]["inputs"][0].data_ptr() for k in (neg, pos)}
+    assert not own & set(server.module.SEEN)  # clones from now on
+    assert torch.equal(server.sets[pos]["inputs"][0], pristine)
