@@ -214,13 +214,13 @@ def flush_multiple_from_env() -> float:
 def warm_input_pages(tensors: Sequence[Any]) -> None:
     """Read one byte of every :data:`WARM_PAGE_BYTES` page (and the last byte) of each tensor's storage.
 
-    After an L2 flush, which walks a buffer of twice the L2 and so evicts the inputs' address translations from the
-    GPU's TLBs, a memory-bound call pays for translation misses whose cost depends on where its inputs lie relative
-    to the flush buffer: on the H200 row_sum's eager time took 17.95 or 18.9 us by placement alone, in about one
-    placement of three, whatever the flush's size (2, 4 or 8 times the L2) or kind (written or read). With the
-    pages touched after the flush every placement measured 17.9-18.2 us (``harness/_timing_variants.py``). The
-    data's lines stay out of the L2 but for one line per 2 MiB (0.006% of the bytes). Storages are deduplicated;
-    any dtype, layout and contiguity (the bytes of the storage are read).
+    An L2 flush walks a buffer of twice the L2 and so also evicts the inputs' address translations from the GPU's
+    TLBs; this makes them warm again while the data's lines stay out of the L2 but for one line per 2 MiB (0.006% of
+    the bytes). Measured on the H200 (``harness/_timing_variants.py``, 2026-12-01): on inputs written just before
+    the flush (a clone per call) row_sum's eager time took 17.95 or 18.9 us by placement with or without it (it
+    seemed to cure that in one run, not in the next); on inputs not rewritten before the flush it gave
+    17.98-18.32 us in all 18 placements, 17.84-18.85 us without it. Storages are deduplicated; any dtype, layout
+    and contiguity (the bytes of the storage are read).
     """
     import torch
 
