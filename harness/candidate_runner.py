@@ -112,6 +112,21 @@ class _Runner:
         with self.runtime.audit_ops():  # lazy imports of the audit happen before the snapshot
             (x + 1).sum()
         self.guard_before = self.runtime.take_guard_snapshot()
+        self.timer_before = self.timer.state()
+
+    def _guard_violations(self) -> list[Any]:
+        """The integrity guard's violations since the snapshot, plus any change to this runner's timer itself (an
+        instance attribute shadowing a method, another flush buffer or spin: T8), which the guard's identities of
+        module and class attributes cannot see."""
+        from cuda_agent.harness.timing import timer_state_changes
+
+        out = list(self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot()))
+        changes = timer_state_changes(self.timer_before, self.timer.state())
+        if changes:
+            out.append({"rule": "T8.runtime.timer_patched", "file": None, "line": None,
+                        "message": "the harness's timer was changed after the candidate loaded: " + "; ".join(changes[:6])
+                                   + "; the timer must stay untouched"})
+        return out
 
     # ------------------------------------------------------------------ requests
     def op_load(self, req: dict[str, Any]) -> None:
@@ -143,7 +158,7 @@ class _Runner:
         if isinstance(model, torch.nn.Module):
             model = model.to(self.device)
         self.model = model
-        violations = self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot())
+        violations = self._guard_violations()
         self.send(ok=True, violations=[_violation_dict(v) for v in violations], seeded_fingerprints=seeded)
 
     def _generate_seeded_sets(self, task_code: str | None, seeds: dict[str, int]) -> dict[str, Any]:
@@ -185,6 +200,7 @@ class _Runner:
             if str(self.device).startswith("cuda"):
                 torch.cuda.synchronize()
             self.guard_before = self.runtime.take_guard_snapshot()
+        self.timer_before = self.timer.state()
         return out
 
     def op_inputs(self, req: dict[str, Any]) -> None:
@@ -393,14 +409,14 @@ class _Runner:
         self.send(ok=True, overhead_ms=self.timer.measure_overhead())
 
     def op_guard(self, req: dict[str, Any]) -> None:
-        violations = self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot())
+        violations = self._guard_violations()
         self.send(ok=True, violations=[_violation_dict(v) for v in violations], threads=_native_threads())
 
     def op_kernels(self, req: dict[str, Any]) -> None:
         from cuda_agent.harness.timing import kernel_breakdown, profiler_sum_ms
 
         # Guard first: threads the profiler starts below are the harness's and are excused afterwards.
-        violations = self.runtime.compare_guard_snapshot(self.guard_before, self.runtime.take_guard_snapshot())
+        violations = self._guard_violations()
         args = self._copy_inputs(int(req["set"]))
         model = self.model
         result: dict[str, Any] = {"ok": True, "violations": [_violation_dict(v) for v in violations]}

@@ -241,6 +241,17 @@ def warm_input_pages(tensors: Sequence[Any]) -> None:
             raw[nbytes - 1:].sum()
 
 
+def timer_state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two :meth:`DeviceTimer.state` snapshots of one timer, in words (empty: nothing)."""
+    out = []
+    added = sorted(set(after["attributes"]) - set(before["attributes"]))
+    removed = sorted(set(before["attributes"]) - set(after["attributes"]))
+    if added or removed:
+        out.append("attributes " + ", ".join([f"`{a}` added" for a in added] + [f"`{r}` removed" for r in removed]))
+    out += [f"`{k}` {before[k]!r} -> {after[k]!r}" for k in before if k != "attributes" and after.get(k) != before[k]]
+    return out
+
+
 def _cudart() -> Any | None:
     """ctypes handle of the CUDA runtime torch loaded, or None."""
     names = ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
@@ -361,6 +372,15 @@ class DeviceTimer:
             self.flush_buf.max()  # a read of the whole buffer: the L2 is left holding clean lines
         else:
             self.flush_buf.fill_(1)
+
+    def state(self) -> dict[str, Any]:
+        """What defines this timer's protocol, for the runner's guard (T8): the attributes it has (a method
+        shadowed on the instance shows as a new one) and the values that must not move once a candidate is loaded
+        (flush buffer, spin, flush mode, page warm-up). Counters and the measured overhead are left out."""
+        buf = self.flush_buf
+        return {"attributes": sorted(vars(self)), "flush_buf": [id(buf), buf.data_ptr(), buf.numel()],
+                "preroll_cycles": self._preroll_cycles, "preroll_us": self.preroll_us, "flush_mode": self.flush_mode,
+                "warm_pages": self.warm_pages, "is_cuda": self.is_cuda}
 
     def _note_enqueue(self, ms: float) -> None:
         """Count one timed call whose host side took ``ms`` (CUDA: spin launch to end event; CPU: the call)."""

@@ -39,7 +39,8 @@ TIMER_FUNCTIONS: tuple[str, ...] = (
     "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "torch.cuda.Event.wait", "torch.cuda.current_stream",
     "torch.cuda.default_stream", "torch.cuda.Stream.synchronize", "torch._C._cuda_synchronize",
     "torch.profiler.profile", "torch.autograd.profiler.profile",
-    "cuda_agent.harness.timing.DeviceTimer.time_call",
+    "cuda_agent.harness.timing.DeviceTimer.time_call", "cuda_agent.harness.timing.DeviceTimer.flush",
+    "cuda_agent.harness.timing.DeviceTimer.sync", "cuda_agent.harness.timing.warm_input_pages",
 )
 
 #: Dotted names of checking functions and torch entry points the harness relies on (T7).
