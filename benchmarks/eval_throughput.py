@@ -78,15 +78,16 @@ def copy_solution(ws_root: Path, solution: Path) -> None:
             dest.write_text(path.read_text())
 
 
-def diagnose_eager(backend: Any, task: Any, calls: int, placements: int = 3) -> dict[str, Any] | None:
-    """``task``'s eager baseline timed under protocol variants in its own warm reference process, under the device's
-    timing lock (``harness/_timing_variants.py``); None when the process is no longer warm."""
+def diagnose_eager(backend: Any, task: Any, calls: int, placements: int = 3, which: str = "eager") -> dict[str, Any] | None:
+    """``task``'s eager (or, ``which``, compiled) baseline timed under protocol variants in its own warm reference
+    process, under the device's timing lock (``harness/_timing_variants.py``); None when the process is no longer
+    warm."""
     ev = backend.evaluator()
     ref = ev.warm_reference(backend.task_for(task))
     if ref is None:
         return None
     with ev.lock:
-        return ref.call("timing_variants", None, calls, placements)
+        return ref.call("timing_variants", None, calls, placements, which)
 
 
 def over_spin_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -101,28 +102,35 @@ def over_spin_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _variant_text(name: str, v: dict[str, Any]) -> str:
+    """``name m1/m2/m3`` (us per placement), with ``[over spin a/b/c]`` where calls outlasted the spin."""
+    text = f"{name} " + "/".join(f"{m * 1e3:.2f}" for m in v.get("placements_ms", [v["median_ms"]]))
+    over = v.get("over_spin")
+    over = over if isinstance(over, list) else [over or 0]
+    return text + (f" [over spin {'/'.join(str(n) for n in over)}]" if any(over) else "")
+
+
 def diagnostics_lines(rows: list[dict[str, Any]], repeats: list[dict[str, Any]]) -> list[str]:
-    """One line per diagnosed process and moment: the graded eager median, then each variant's median per placement
-    (us, ``a/b/c``)."""
+    """One line per diagnosed process and moment: the graded median of the diagnosed kind, then each variant's median
+    per placement (us, ``a/b/c``)."""
     lines = []
     late = {(rep["repeat"], task): d for rep in repeats for task, d in (rep.get("late_diagnostics") or {}).items()}
     for row in rows:
         for moment, diag in (("early", row.get("diagnostics")), ("late", late.get((row["repeat"], row["task"])))):
             if not diag:
                 continue
-            variants = " ".join(
-                f"{name} " + "/".join(f"{m * 1e3:.2f}" for m in v.get("placements_ms", [v["median_ms"]]))
-                for name, v in diag.items() if name != "info")
-            eager = row.get("eager_ms")
-            lines.append(f"  {row['task']} r{row['repeat']} {moment:5s} pid {diag['info']['pid']}: graded eager "
-                         f"{eager * 1e3 if eager else float('nan'):.2f} us | {variants}")
+            variants = " ".join(_variant_text(name, v) for name, v in diag.items() if name != "info")
+            kind = diag["info"].get("which", "eager")
+            graded = row.get(f"{kind}_ms")
+            lines.append(f"  {row['task']} r{row['repeat']} {moment:5s} pid {diag['info']['pid']}: graded {kind} "
+                         f"{graded * 1e3 if graded else float('nan'):.2f} us | {variants}")
     return lines
 
 
 def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Path, concurrency: int,
              build_workers: int, on_row: Any, harness: dict[str, Any] | None = None,
              diagnose: frozenset[str] = frozenset(), diagnose_calls: int = 100, diagnose_placements: int = 3,
-             ) -> dict[str, Any]:
+             diagnose_kind: str = "eager") -> dict[str, Any]:
     """One repeat over every task: one backend, ``concurrency`` tasks in flight; returns the repeat's figures.
 
     Tasks named in ``diagnose`` get :func:`diagnose_eager` right after their grade (the row's ``diagnostics``) and
@@ -160,7 +168,7 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
         baseline_host = ref.call("baseline_host_stats") if ref is not None else None  # no GPU work: no lock
         diagnostics = None
         if base_task(task_file.stem) in diagnose and result.status.value != "error":
-            diagnostics = diagnose_eager(backend, task, diagnose_calls, diagnose_placements)
+            diagnostics = diagnose_eager(backend, task, diagnose_calls, diagnose_placements, diagnose_kind)
         row = {
             "task": task_file.stem, "status": result.status.value, "probe_s": probe_s, "build_s": usage.build_s,
             "gpu_wait_s": usage.gpu_wait_s, "grade_s": usage.gpu_busy_s, "wall_s": time.perf_counter() - t0,
@@ -188,7 +196,7 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
             for row in ex.map(one, tasks):
                 on_row(row)
         for row, task in diagnosed:  # every task graded: the same processes again, the GPU otherwise idle
-            late[row["task"]] = diagnose_eager(backend, task, diagnose_calls, diagnose_placements)
+            late[row["task"]] = diagnose_eager(backend, task, diagnose_calls, diagnose_placements, diagnose_kind)
     finally:
         pool.close()
     wall = time.perf_counter() - t_repeat
@@ -340,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--diagnose-calls", type=int, default=100, help="Timed calls per variant and placement of --diagnose.")
     ap.add_argument("--diagnose-placements", type=int, default=3,
                     help="Placements (new input sets and flush buffers) per variant of --diagnose.")
+    ap.add_argument("--diagnose-kind", choices=("eager", "compile"), default="eager",
+                    help="The baseline --diagnose re-times: eager, or torch.compile's (its spin variants tell whether "
+                    "a compiled call's host path outlasts the pre-roll spin under load).")
     ap.add_argument("--out", default="eval_throughput.json", help="JSON output path.")
     args = ap.parse_args(argv)
     from cuda_agent.harness.settings import parse_overrides
@@ -417,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
 
             ours_tasks = task_copies(tasks, args.copies, scratch / "task_copies")
             rep_figures = run_ours(ours_tasks, args.backend, solutions, scratch, args.concurrency, args.build_workers, on_row,
-                                   harness, diagnose, args.diagnose_calls, args.diagnose_placements)
+                                   harness, diagnose, args.diagnose_calls, args.diagnose_placements, args.diagnose_kind)
             ours_repeats.append({**rep_figures, "repeat": rep})
             print(f"[{time.perf_counter() - t_start:7.1f} s] ours      repeat {rep}: {rep_figures['tasks']} tasks in "
                   f"{rep_figures['wall_s']:.1f} s (device lock busy {rep_figures['device_busy_share']:.0%})", flush=True)

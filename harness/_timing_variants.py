@@ -22,6 +22,8 @@ each), and reported per placement: a protocol whose per-placement medians agree 
   pages warmed);
 - ``graded``: :meth:`ReferenceServer.time_baseline` itself on this placement's sets (the graded code path, with
   the process's settings: ``baseline_clone_inputs``, ``timing_warm_input_pages``, its own timer);
+- ``spin_500`` / ``spin_1000``: the process's protocol with a 500 / 1000 us pre-roll spin (does a longer spin
+  steady a compiled model's time under load? its host path may outlast the 200 us default);
 - ``null`` and ``copy`` (once): one element written (the protocol's own cost); the input's clone itself.
 
 Measured on the H200 (2026-12-01): the slow level came back in about one placement of three with every flush
@@ -45,18 +47,22 @@ DIAGNOSTIC_SETS = 5
 #: Their seeds: DIAGNOSTIC_SEED + 100 * placement + k (public: nothing secret is timed here).
 DIAGNOSTIC_SEED = 9000
 #: Variant name -> (flush size in L2 multiples, flush mode, clone per call, warm the inputs' pages after the
-#: flush); None = the process's own setting.
-VARIANTS: dict[str, tuple[float | None, str | None, bool | None, bool | None]] = {
-    "standard": (None, None, None, None),
-    "write_2x": (2.0, "write", True, False),
-    "write_4x": (4.0, "write", True, False),
-    "write_8x": (8.0, "write", True, False),
-    "read_2x": (2.0, "read", True, False),
-    "read_4x": (4.0, "read", True, False),
-    "touch_2x": (2.0, "write", True, True),
-    "direct": (2.0, "write", False, False),
-    "direct_warm": (2.0, "write", False, True),
+#: flush, pre-roll spin in us); None = the process's own setting.
+VARIANTS: dict[str, tuple[float | None, str | None, bool | None, bool | None, float | None]] = {
+    "standard": (None, None, None, None, None),
+    "write_2x": (2.0, "write", True, False, None),
+    "write_4x": (4.0, "write", True, False, None),
+    "write_8x": (8.0, "write", True, False, None),
+    "read_2x": (2.0, "read", True, False, None),
+    "read_4x": (4.0, "read", True, False, None),
+    "touch_2x": (2.0, "write", True, True, None),
+    "direct": (2.0, "write", False, False, None),
+    "direct_warm": (2.0, "write", False, True, None),
+    "spin_500": (None, None, None, None, 500.0),
+    "spin_1000": (None, None, None, None, 1000.0),
 }
+#: Baseline kinds :func:`timing_variants` times.
+KINDS = ("eager", "compile")
 
 
 def _stats(samples: list[float]) -> dict[str, float]:
@@ -77,10 +83,12 @@ def _clocks(index: int) -> dict[str, int] | None:
         return None
 
 
-def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100, placements: int = 3) -> dict[str, Any]:
-    """The eager model of ``server`` (a :class:`~cuda_agent.harness.reference.ReferenceServer`) timed per variant and
-    placement. ``sets``: the process's own input sets for the first placement (default: sets made here, as for
-    every later placement)."""
+def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100, placements: int = 3,
+                    which: str = "eager") -> dict[str, Any]:
+    """The eager model of ``server`` (a :class:`~cuda_agent.harness.reference.ReferenceServer`), or with ``which``
+    'compile' its ``torch.compile`` wrapper, timed per variant and placement. ``sets``: the process's own input sets
+    for the first placement (default: sets made here, as for every later placement). Every entry also counts the
+    calls whose host enqueue outlasted that variant's spin (``over_spin``, of ``calls`` per placement)."""
     torch = server.torch
     from cuda_agent.harness.reference import BASELINE_CLONE_ENV, generate_inputs
     from cuda_agent.harness.timing import DeviceTimer, l2_bytes
@@ -91,10 +99,12 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
         raise ValueError(f"calls must be at least 2, got {calls}")
     if placements < 1:
         raise ValueError(f"placements must be at least 1, got {placements}")
+    if which not in KINDS:
+        raise ValueError(f"which must be one of {list(KINDS)}, got {which!r}")
     device = str(server.device)
     base = server.timer or DeviceTimer(device)
     server.timer = base
-    model = server.model
+    model = server._baseline_fn(which, "default")
     l2 = l2_bytes(device)
     clone_default = os.environ.get(BASELINE_CLONE_ENV) != "0"
 
@@ -106,6 +116,7 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
 
     def run(timer: Any, input_sets: list[list[Any]], fn: Any, clone: bool = True) -> dict[str, float]:
         samples = []
+        timer.take_host_stats()
         with torch.no_grad():
             for j in range(calls + 3):
                 src = input_sets[j % len(input_sets)]
@@ -113,7 +124,7 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
                 _, ms, _ = timer.time_call(lambda: fn(*args), warm=args)  # the timer's warm_pages decides
                 if j >= 3:
                     samples.append(ms)
-        return _stats(samples)
+        return {**_stats(samples), "over_spin": timer.take_host_stats()["over_spin"]}
 
     per: dict[str, list[dict[str, float]]] = {name: [] for name in ("graded", *VARIANTS)}
     first_sets: list[list[Any]] = []
@@ -125,27 +136,29 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
         for i, xs in zip(ids, input_sets):
             server.sets[i] = {"inputs": xs}
         try:
-            per["graded"].append(_stats(server.time_baseline("eager", ids, calls, 3, "default")))
+            before = server.host_stats.get(which, {}).get("over_spin", 0)
+            graded = _stats(server.time_baseline(which, ids, calls, 3, "default"))
+            per["graded"].append({**graded, "over_spin": server.host_stats[which]["over_spin"] - before})
         finally:
             for i in ids:
                 server.sets.pop(i, None)
-        for name, (multiple, mode, clone, warm) in VARIANTS.items():
+        for name, (multiple, mode, clone, warm, spin) in VARIANTS.items():
             timer = base if name == "standard" and p == 0 else DeviceTimer(
-                device, flush_bytes=int(multiple * l2) if multiple else None, flush_mode=mode, preroll_us=base.preroll_us,
-                warm_pages=warm)
+                device, flush_bytes=int(multiple * l2) if multiple else None, flush_mode=mode,
+                preroll_us=base.preroll_us if spin is None else spin, warm_pages=warm)
             per[name].append(run(timer, input_sets, model, clone if clone is not None else clone_default))
             del timer
     out: dict[str, Any] = {}
     for name, rows in per.items():
         medians = [r["median_ms"] for r in rows]
-        out[name] = {**rows[0], "placements_ms": medians,
+        out[name] = {**rows[0], "placements_ms": medians, "over_spin": [r.get("over_spin", 0) for r in rows],
                      "spread": (max(medians) - min(medians)) / min(medians) if min(medians) > 0 else None}
     null = torch.empty(1, device=server.device)
     out["null"] = run(base, [[]], lambda: null.fill_(1.0), clone=False)
     first = next((x for x in first_sets[0] if isinstance(x, torch.Tensor)), None)
     if first is not None:
         out["copy"] = run(base, [[first]], lambda x: x.clone(), clone=False)
-    info: dict[str, Any] = {"pid": os.getpid(), "preroll_us": base.preroll_us, "calls": calls,
+    info: dict[str, Any] = {"pid": os.getpid(), "which": which, "preroll_us": base.preroll_us, "calls": calls,
                             "placements": placements, "l2_bytes": l2, "flush_bytes": base.flush_buf.numel() * 4,
                             "warm_pages": base.warm_pages, "clone_inputs": clone_default}
     if server.device.type == "cuda":

@@ -407,12 +407,13 @@ class ReferenceServer:
         (:attr:`DeviceTimer.host_stats`)."""
         return {k: dict(v) for k, v in self.host_stats.items()}
 
-    def timing_variants(self, sets: list[int] | None = None, calls: int = 100, placements: int = 3) -> dict[str, Any]:
+    def timing_variants(self, sets: list[int] | None = None, calls: int = 100, placements: int = 3,
+                        which: str = "eager") -> dict[str, Any]:
         """Diagnostics: the eager baseline timed under variants of the protocol in this process
         (:mod:`cuda_agent.harness._timing_variants`); the caller holds the device's timing lock."""
         from cuda_agent.harness._timing_variants import timing_variants
 
-        return timing_variants(self, sets, calls, placements)
+        return timing_variants(self, sets, calls, placements, which)
 
     def _mutates_inputs(self, which: str, fn: Any, k: int) -> bool:
         """Whether the eager/compiled reference writes to its inputs: one call on clones of set ``k``, compared

@@ -21,7 +21,7 @@ CODE = (
 )
 
 VARIANTS = {"graded", "standard", "write_2x", "write_4x", "write_8x", "read_2x", "read_4x", "touch_2x", "direct",
-            "direct_warm"}
+            "direct_warm", "spin_500", "spin_1000"}
 
 
 def test_the_flush_size_follows_the_environment_in_l2_multiples(monkeypatch) -> None:
@@ -67,6 +67,7 @@ def test_every_variant_is_timed_per_placement_in_the_reference_process_itself() 
         for name in VARIANTS:
             v = got[name]
             assert len(v["placements_ms"]) == 2 and v["median_ms"] == v["placements_ms"][0], name
+            assert v["over_spin"] == [0, 0], name  # CPU: no spin to outlast
             assert 0 < v["min_ms"] <= v["median_ms"] and v["iqr_ms"] >= 0 and v["spread"] >= 0, (name, v)
         # A 1 MiB row sum takes longer than writing one element, whatever the machine.
         assert got["standard"]["median_ms"] > got["null"]["median_ms"]
@@ -74,7 +75,7 @@ def test_every_variant_is_timed_per_placement_in_the_reference_process_itself() 
         own = ref.call("timing_variants", None, 3, 1)
         assert own["info"]["pid"] == ref.proc.pid and len(own["touch_2x"]["placements_ms"]) == 1
         refused = [(([0, 7], 5, 1), r"sets \[0, 7\] are not all made"), (([0], 1, 1), "calls must be"),
-                   (([0], 5, 0), "placements must be")]
+                   (([0], 5, 0), "placements must be"), (([0], 5, 1, "jit"), r"which must be one of \['eager', 'compile'\]")]
         for call, says in refused:
             with pytest.raises(ReferenceError_, match=says):
                 ref.call("timing_variants", *call)
@@ -163,3 +164,16 @@ def test_a_model_that_writes_to_some_inputs_only_is_caught_after_its_first_batch
     own = {server.sets[k]["inputs"][0].data_ptr() for k in (neg, pos)}
     assert not own & set(server.module.SEEN)  # clones from now on
     assert torch.equal(server.sets[pos]["inputs"][0], pristine)
+
+
+@pytest.mark.slow
+def test_the_compiled_baseline_is_diagnosed_through_its_own_graded_path() -> None:
+    ref = ReferenceProcess(CODE, "cpu")
+    try:
+        got = ref.call("timing_variants", None, 3, 1, "compile", timeout_s=600)
+        assert got["info"]["which"] == "compile"
+        assert got["graded"]["median_ms"] > 0 and got["spin_1000"]["placements_ms"][0] > 0
+        stats = ref.call("baseline_host_stats")
+        assert set(stats) == {"compile"} and stats["compile"]["calls"] >= 3 + 3  # warm-ups and timed calls
+    finally:
+        ref.close()
