@@ -406,7 +406,9 @@ class _Runner:
         if self.model is not None:
             self.send(ok=False, error="calibrate must come before load")
             return
-        self.send(ok=True, overhead_ms=self.timer.measure_overhead())
+        from cuda_agent.harness.timing import calibrated_overhead
+
+        self.send(ok=True, overhead_ms=calibrated_overhead(self.timer))
 
     def op_guard(self, req: dict[str, Any]) -> None:
         violations = self._guard_violations()

@@ -357,13 +357,13 @@ class ReferenceServer:
     def time_baseline(self, which: str, sets: list[int], n_calls: int, warmup: int, compile_mode: str) -> list[float]:
         """Per-call ms of the eager or compiled reference over rotated sets, same protocol as the candidate."""
         torch = self.torch
-        from cuda_agent.harness.timing import NET_ENV, DeviceTimer, net_of_overhead
+        from cuda_agent.harness.timing import NET_ENV, DeviceTimer, calibrated_overhead, net_of_overhead
 
         net = os.environ.get(NET_ENV) == "1"  # set by ReferenceProcess from the harness settings
         if self.timer is None:
             self.timer = DeviceTimer(str(self.device))
         if net and self.timer.overhead_ms is None:
-            self.timer.measure_overhead()  # the caller holds the device's timing lock while baselines are timed
+            calibrated_overhead(self.timer)  # the caller holds the device's timing lock while baselines are timed
         fn = self._baseline_fn(which, compile_mode)
         clone = os.environ.get(BASELINE_CLONE_ENV) != "0" or self._mutates_inputs(which, fn, sets[0])
         samples: list[float] = []

@@ -68,6 +68,23 @@ NET_FLOOR_MS = 1e-4
 MAX_OVERHEAD_MS = 0.02
 
 
+#: Attempts of :func:`calibrated_overhead` at a protocol cost under :data:`MAX_OVERHEAD_MS`.
+CALIBRATE_ATTEMPTS = 3
+
+
+def calibrated_overhead(timer: Any, attempts: int = CALIBRATE_ATTEMPTS) -> float:
+    """``timer.measure_overhead()`` again while it reads over :data:`MAX_OVERHEAD_MS` (another process's GPU work
+    overlapped it: untimed work such as a reference process making its input sets does not take the timing lock;
+    seen once on the H200 at 34 us), at most ``attempts`` times; returns the last reading (one still over the limit
+    is then not subtracted, see :func:`net_of_overhead`)."""
+    ms = timer.measure_overhead()
+    for _ in range(attempts - 1):
+        if ms <= MAX_OVERHEAD_MS:
+            break
+        ms = timer.measure_overhead()
+    return ms
+
+
 def method_id(kind: str, net_overhead: bool) -> str:
     """Method id recorded in :class:`Timing`: 'host_sync' on CPU; on CUDA 'events_l2flush', or
     'events_l2flush_net' when the protocol's per-process cost (:attr:`DeviceTimer.overhead_ms`) is subtracted."""
