@@ -147,7 +147,7 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
     backend = pm.registry.build("backend", backend_name,
                                 {"harness": {**(harness or {}), "baseline_cache_dir": str(scratch / "baselines")}})
     pool = DevicePool({0: backend}, build_workers)
-    diagnosed: list[tuple[dict[str, Any], Any]] = []
+    diagnosed: list[tuple[str, Any]] = []  # (task copy's name, its task) of the diagnosed rows
 
     def one(task_file: Path) -> dict[str, Any]:
         t0 = time.perf_counter()
@@ -187,7 +187,7 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
         }
         if diagnostics is not None:
             row["diagnostics"] = diagnostics
-            diagnosed.append((row, task))
+            diagnosed.append((task_file.stem, task))
         return row
 
     late: dict[str, Any] = {}
@@ -195,8 +195,8 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as ex:
             for row in ex.map(one, tasks):
                 on_row(row)
-        for row, task in diagnosed:  # every task graded: the same processes again, the GPU otherwise idle
-            late[row["task"]] = diagnose_eager(backend, task, diagnose_calls, diagnose_placements, diagnose_kind)
+        for name, task in diagnosed:  # every task graded: the same processes again, the GPU otherwise idle
+            late[name] = diagnose_eager(backend, task, diagnose_calls, diagnose_placements, diagnose_kind)
     finally:
         pool.close()
     wall = time.perf_counter() - t_repeat

@@ -357,7 +357,8 @@ class ReferenceServer:
     def time_baseline(self, which: str, sets: list[int], n_calls: int, warmup: int, compile_mode: str) -> list[float]:
         """Per-call ms of the eager or compiled reference over rotated sets, same protocol as the candidate."""
         torch = self.torch
-        from cuda_agent.harness.timing import NET_ENV, DeviceTimer, calibrated_overhead, net_of_overhead
+        from cuda_agent.harness.timing import (NET_ENV, DeviceTimer, add_host_stats, calibrated_overhead, empty_host_stats,
+                                               net_of_overhead)
 
         net = os.environ.get(NET_ENV) == "1"  # set by ReferenceProcess from the harness settings
         if self.timer is None:
@@ -378,11 +379,7 @@ class ReferenceServer:
         if not clone and which not in self._verified_direct:
             self._verified_direct.add(which)
             self._restore_if_written(which, sets)
-        got = self.timer.take_host_stats()
-        mine = self.host_stats.setdefault(which, {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0})
-        mine["calls"] += got["calls"]
-        mine["over_spin"] += got["over_spin"]
-        mine["max_enqueue_ms"] = max(mine["max_enqueue_ms"], got["max_enqueue_ms"])
+        add_host_stats(self.host_stats.setdefault(which, empty_host_stats()), self.timer.take_host_stats())
         return samples
 
     def _restore_if_written(self, which: str, sets: list[int]) -> None:
@@ -614,11 +611,9 @@ class ReferenceProcess:
         env[FD_SOCKET_ENV] = str(child_sock.fileno())
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
-        from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, NET_ENV, PREROLL_ENV, WARM_PAGES_ENV
+        from cuda_agent.harness.timing import NET_ENV, protocol_env
 
-        env[PREROLL_ENV] = str(preroll_us)
-        env[FLUSH_MULTIPLE_ENV] = str(flush_multiple)
-        env[WARM_PAGES_ENV] = "1" if warm_pages else "0"
+        env.update(protocol_env(preroll_us, flush_multiple, warm_pages))  # the candidate runner's, see sandbox.py
         env[BASELINE_CLONE_ENV] = "1" if clone_inputs else "0"
         env[NET_ENV] = "1" if net_overhead else "0"
         if compile_threads is not None:

@@ -36,7 +36,7 @@ from cuda_agent.errors import CudaAgentError
 from cuda_agent.harness import _spawner
 from cuda_agent.harness._affinity import timing_cpus
 from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness.timing import FLUSH_MULTIPLE_ENV, PREROLL_ENV, WARM_PAGES_ENV
+from cuda_agent.harness.timing import protocol_env
 from cuda_agent.harness._bwrap import BwrapSpec, Isolation, IsolationUnavailable
 from cuda_agent.harness._bwrap import resolve_isolation as _resolve
 
@@ -84,9 +84,7 @@ def _candidate_env(
         CUDA_AGENT_DEVICE=device,
         OMP_NUM_THREADS=str(threads),  # the reference process uses the same count (settings.cpu_threads)
     )
-    env[PREROLL_ENV] = str(preroll_us)  # the reference process gets the same values
-    env[FLUSH_MULTIPLE_ENV] = str(flush_multiple)
-    env[WARM_PAGES_ENV] = "1" if warm_pages else "0"
+    env.update(protocol_env(preroll_us, flush_multiple, warm_pages))  # the reference process gets the same
     if fd_socket is not None:
         from cuda_agent.harness._vmm import FD_SOCKET_ENV
 

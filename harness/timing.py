@@ -258,6 +258,24 @@ def warm_input_pages(tensors: Sequence[Any]) -> None:
             raw[nbytes - 1:].sum()
 
 
+def protocol_env(preroll_us: float, flush_multiple: float, warm_pages: bool) -> dict[str, str]:
+    """The environment through which a candidate runner and a reference process get the same timing protocol
+    (read back by :class:`DeviceTimer`'s defaults)."""
+    return {PREROLL_ENV: str(preroll_us), FLUSH_MULTIPLE_ENV: str(flush_multiple), WARM_PAGES_ENV: "1" if warm_pages else "0"}
+
+
+def empty_host_stats() -> dict[str, float]:
+    """:attr:`DeviceTimer.host_stats` with nothing counted yet."""
+    return {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0}
+
+
+def add_host_stats(total: dict[str, float], part: dict[str, float]) -> None:
+    """Add the host statistics ``part`` into ``total`` (counts summed, the longest enqueue kept)."""
+    total["calls"] += part["calls"]
+    total["over_spin"] += part["over_spin"]
+    total["max_enqueue_ms"] = max(total["max_enqueue_ms"], part["max_enqueue_ms"])
+
+
 def timer_state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """What differs between two :meth:`DeviceTimer.state` snapshots of one timer, in words (empty: nothing)."""
     out = []
@@ -343,7 +361,7 @@ class DeviceTimer:
         #: evaluator copies on the H200 with interquartile ranges of 40-108 us while their eager baselines, timed
         #: in the same rounds, stayed within 1%: a compiled call's host path (guards, wrapper, several launches)
         #: outlasting the 200 us spin on a host busy with builds would do that; these counts tell.
-        self.host_stats: dict[str, float] = {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0}
+        self.host_stats: dict[str, float] = empty_host_stats()
 
     def _spin_cycles(self, us: float) -> int:
         """GPU clock cycles of ``torch.cuda._sleep`` that last about ``us`` microseconds (calibrated once)."""
@@ -409,7 +427,7 @@ class DeviceTimer:
 
     def take_host_stats(self) -> dict[str, float]:
         """:attr:`host_stats` since the last take, then reset."""
-        stats, self.host_stats = self.host_stats, {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0}
+        stats, self.host_stats = self.host_stats, empty_host_stats()
         return stats
 
     def sync(self) -> None:
