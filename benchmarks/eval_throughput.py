@@ -91,23 +91,29 @@ def diagnose_eager(backend: Any, task: Any, calls: int, placements: int = 3, whi
 
 
 def over_spin_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """One line per task copy with a baseline call whose host enqueue outlasted the spin (``baseline_host``)."""
+    """One line per task copy with a baseline call whose host enqueue outlasted the spin (``baseline_host``): the
+    calls still over it after their retakes, of all, the longest enqueue, the retakes taken."""
     lines = []
     for row in rows:
         stats = row.get("baseline_host") or {}
-        parts = [f"{kind} {s['over_spin']}/{s['calls']} (max {s['max_enqueue_ms']:.3f} ms)"
-                 for kind, s in sorted(stats.items()) if s.get("over_spin")]
+        parts = [f"{kind} {s['over_spin']}/{s['calls']} (max {s['max_enqueue_ms']:.3f} ms"
+                 + (f", {s['retakes']} retakes)" if s.get("retakes") else ")")
+                 for kind, s in sorted(stats.items()) if s.get("over_spin") or s.get("retakes")]
         if parts:
             lines.append(f"  {row['task']} r{row['repeat']}: " + ", ".join(parts))
     return lines
 
 
 def _variant_text(name: str, v: dict[str, Any]) -> str:
-    """``name m1/m2/m3`` (us per placement), with ``[over spin a/b/c]`` where calls outlasted the spin."""
+    """``name m1/m2/m3`` (us per placement), with ``[over spin a/b/c]`` where calls outlasted the spin (after
+    their retakes) and ``[retakes x/y/z]`` where calls were taken again."""
     text = f"{name} " + "/".join(f"{m * 1e3:.2f}" for m in v.get("placements_ms", [v["median_ms"]]))
-    over = v.get("over_spin")
-    over = over if isinstance(over, list) else [over or 0]
-    return text + (f" [over spin {'/'.join(str(n) for n in over)}]" if any(over) else "")
+    for key, label in (("over_spin", "over spin"), ("retakes", "retakes")):
+        counts = v.get(key)
+        counts = counts if isinstance(counts, list) else [counts or 0]
+        if any(counts):
+            text += f" [{label} {'/'.join(str(n) for n in counts)}]"
+    return text
 
 
 def diagnostics_lines(rows: list[dict[str, Any]], repeats: list[dict[str, Any]]) -> list[str]:

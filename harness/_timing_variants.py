@@ -22,8 +22,10 @@ each), and reported per placement: a protocol whose per-placement medians agree 
   pages warmed);
 - ``graded``: :meth:`ReferenceServer.time_baseline` itself on this placement's sets (the graded code path, with
   the process's settings: ``baseline_clone_inputs``, ``timing_warm_input_pages``, its own timer);
-- ``spin_500`` / ``spin_1000``: the process's protocol with a 500 / 1000 us pre-roll spin (does a longer spin
-  steady a compiled model's time under load? its host path may outlast the 200 us default);
+- ``spin_500`` / ``spin_1000``: the process's protocol with a 500 / 1000 us pre-roll spin and no retakes (does a
+  longer spin steady a compiled model's time under load? its host path may outlast the 200 us default);
+- ``no_retakes``: the process's protocol without ``timing_preroll_retakes`` (every other variant has the
+  process's retakes);
 - ``null`` and ``copy`` (once): one element written (the protocol's own cost); the input's clone itself.
 
 Measured on the H200 (2026-12-01): the slow level came back in about one placement of three with every flush
@@ -47,19 +49,20 @@ DIAGNOSTIC_SETS = 5
 #: Their seeds: DIAGNOSTIC_SEED + 100 * placement + k (public: nothing secret is timed here).
 DIAGNOSTIC_SEED = 9000
 #: Variant name -> (flush size in L2 multiples, flush mode, clone per call, warm the inputs' pages after the
-#: flush, pre-roll spin in us); None = the process's own setting.
-VARIANTS: dict[str, tuple[float | None, str | None, bool | None, bool | None, float | None]] = {
-    "standard": (None, None, None, None, None),
-    "write_2x": (2.0, "write", True, False, None),
-    "write_4x": (4.0, "write", True, False, None),
-    "write_8x": (8.0, "write", True, False, None),
-    "read_2x": (2.0, "read", True, False, None),
-    "read_4x": (4.0, "read", True, False, None),
-    "touch_2x": (2.0, "write", True, True, None),
-    "direct": (2.0, "write", False, False, None),
-    "direct_warm": (2.0, "write", False, True, None),
-    "spin_500": (None, None, None, None, 500.0),
-    "spin_1000": (None, None, None, None, 1000.0),
+#: flush, pre-roll spin in us, retakes of a call that outlasted its spin); None = the process's own setting.
+VARIANTS: dict[str, tuple[float | None, str | None, bool | None, bool | None, float | None, int | None]] = {
+    "standard": (None, None, None, None, None, None),
+    "write_2x": (2.0, "write", True, False, None, None),
+    "write_4x": (4.0, "write", True, False, None, None),
+    "write_8x": (8.0, "write", True, False, None, None),
+    "read_2x": (2.0, "read", True, False, None, None),
+    "read_4x": (4.0, "read", True, False, None, None),
+    "touch_2x": (2.0, "write", True, True, None, None),
+    "direct": (2.0, "write", False, False, None, None),
+    "direct_warm": (2.0, "write", False, True, None, None),
+    "spin_500": (None, None, None, None, 500.0, 0),
+    "spin_1000": (None, None, None, None, 1000.0, 0),
+    "no_retakes": (None, None, None, None, None, 0),
 }
 #: Baseline kinds :func:`timing_variants` times.
 KINDS = ("eager", "compile")
@@ -124,7 +127,8 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
                 _, ms, _ = timer.time_call(lambda: fn(*args), warm=args)  # the timer's warm_pages decides
                 if j >= 3:
                     samples.append(ms)
-        return {**_stats(samples), "over_spin": timer.take_host_stats()["over_spin"]}
+        host = timer.take_host_stats()
+        return {**_stats(samples), "over_spin": host["over_spin"], "retakes": host["retakes"]}
 
     per: dict[str, list[dict[str, float]]] = {name: [] for name in ("graded", *VARIANTS)}
     first_sets: list[list[Any]] = []
@@ -136,22 +140,25 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
         for i, xs in zip(ids, input_sets):
             server.sets[i] = {"inputs": xs}
         try:
-            before = server.host_stats.get(which, {}).get("over_spin", 0)
+            before = dict(server.host_stats.get(which, {}))
             graded = _stats(server.time_baseline(which, ids, calls, 3, "default"))
-            per["graded"].append({**graded, "over_spin": server.host_stats[which]["over_spin"] - before})
+            per["graded"].append({**graded, **{k: server.host_stats[which].get(k, 0) - before.get(k, 0)
+                                               for k in ("over_spin", "retakes")}})
         finally:
             for i in ids:
                 server.sets.pop(i, None)
-        for name, (multiple, mode, clone, warm, spin) in VARIANTS.items():
+        for name, (multiple, mode, clone, warm, spin, retakes) in VARIANTS.items():
             timer = base if name == "standard" and p == 0 else DeviceTimer(
                 device, flush_bytes=int(multiple * l2) if multiple else None, flush_mode=mode,
-                preroll_us=base.preroll_us if spin is None else spin, warm_pages=warm)
+                preroll_us=base.preroll_us if spin is None else spin, warm_pages=warm,
+                preroll_retakes=base.preroll_retakes if retakes is None else retakes)
             per[name].append(run(timer, input_sets, model, clone if clone is not None else clone_default))
             del timer
     out: dict[str, Any] = {}
     for name, rows in per.items():
         medians = [r["median_ms"] for r in rows]
         out[name] = {**rows[0], "placements_ms": medians, "over_spin": [r.get("over_spin", 0) for r in rows],
+                     "retakes": [r.get("retakes", 0) for r in rows],
                      "spread": (max(medians) - min(medians)) / min(medians) if min(medians) > 0 else None}
     null = torch.empty(1, device=server.device)
     out["null"] = run(base, [[]], lambda: null.fill_(1.0), clone=False)
@@ -160,7 +167,8 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
         out["copy"] = run(base, [[first]], lambda x: x.clone(), clone=False)
     info: dict[str, Any] = {"pid": os.getpid(), "which": which, "preroll_us": base.preroll_us, "calls": calls,
                             "placements": placements, "l2_bytes": l2, "flush_bytes": base.flush_buf.numel() * 4,
-                            "warm_pages": base.warm_pages, "clone_inputs": clone_default}
+                            "warm_pages": base.warm_pages, "clone_inputs": clone_default,
+                            "preroll_retakes": base.preroll_retakes, "preroll_max_us": base.preroll_max_us}
     if server.device.type == "cuda":
         info["flush_buf_ptr"] = base.flush_buf.data_ptr()
         info["input_ptrs"] = [x.data_ptr() for x in first_sets[0] if isinstance(x, torch.Tensor)]

@@ -578,7 +578,8 @@ class ReferenceProcess:
         self, code: str | None, device: str, init_seed: int = 42, start_timeout_s: float = 300.0,
         threads: int | None = None, preroll_us: float = 0.0, compile_threads: int | None = None,
         net_overhead: bool = False, preimport_compile: bool = False, cpus: frozenset[int] | None = None,
-        flush_multiple: float = 2.0, warm_pages: bool = False, clone_inputs: bool = True,
+        flush_multiple: float = 2.0, warm_pages: bool = False, clone_inputs: bool = True, preroll_retakes: int = 0,
+        preroll_max_us: float = 5000.0,
     ) -> None:
         """:param code: the task's source; None for a spare (see :meth:`start`).
         :param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
@@ -593,6 +594,9 @@ class ReferenceProcess:
         :param warm_pages: warm the inputs' pages after each flush (``HarnessSettings.timing_warm_input_pages``), as
             the candidate's.
         :param clone_inputs: baselines on a clone of the inputs per call (``HarnessSettings.baseline_clone_inputs``).
+        :param preroll_retakes: / :param preroll_max_us: retakes of a call whose host side outlasted the spin, and the
+            longest spin they use (``HarnessSettings.timing_preroll_retakes`` / ``timing_preroll_max_us``), as the
+            candidate's.
         """
         self.device = device
         #: The baselines were warmed (:meth:`ReferenceServer.warm_baselines`) in this process.
@@ -613,7 +617,8 @@ class ReferenceProcess:
             env["OMP_NUM_THREADS"] = str(threads)
         from cuda_agent.harness.timing import NET_ENV, protocol_env
 
-        env.update(protocol_env(preroll_us, flush_multiple, warm_pages))  # the candidate runner's, see sandbox.py
+        # the candidate runner's, see sandbox.py
+        env.update(protocol_env(preroll_us, flush_multiple, warm_pages, preroll_retakes, preroll_max_us))
         env[BASELINE_CLONE_ENV] = "1" if clone_inputs else "0"
         env[NET_ENV] = "1" if net_overhead else "0"
         if compile_threads is not None:

@@ -42,6 +42,11 @@ DEVICE_PEAKS: dict[str, tuple[float, float]] = {
 
 #: Environment variable through which the harness hands ``timing_preroll_us`` to its child processes.
 PREROLL_ENV = "CUDA_AGENT_TIMING_PREROLL_US"
+#: Environment variables: ``HarnessSettings.timing_preroll_retakes`` and ``timing_preroll_max_us`` for child processes.
+PREROLL_RETAKES_ENV = "CUDA_AGENT_TIMING_PREROLL_RETAKES"
+PREROLL_MAX_ENV = "CUDA_AGENT_TIMING_PREROLL_MAX_US"
+#: The longest spin a retake may use (us) when nothing else says.
+DEFAULT_PREROLL_MAX_US = 5000.0
 #: Environment variable: the L2 flush mode ('write' or 'read') of a process's timers when the constructor names none
 #: (for experiments such as benchmarks/timing_spread_probe.py; the harness itself always flushes by writing).
 FLUSH_ENV = "CUDA_AGENT_TIMING_L2_FLUSH"
@@ -258,21 +263,42 @@ def warm_input_pages(tensors: Sequence[Any]) -> None:
             raw[nbytes - 1:].sum()
 
 
-def protocol_env(preroll_us: float, flush_multiple: float, warm_pages: bool) -> dict[str, str]:
+def protocol_env(preroll_us: float, flush_multiple: float, warm_pages: bool, preroll_retakes: int = 0,
+                 preroll_max_us: float = DEFAULT_PREROLL_MAX_US) -> dict[str, str]:
     """The environment through which a candidate runner and a reference process get the same timing protocol
     (read back by :class:`DeviceTimer`'s defaults)."""
-    return {PREROLL_ENV: str(preroll_us), FLUSH_MULTIPLE_ENV: str(flush_multiple), WARM_PAGES_ENV: "1" if warm_pages else "0"}
+    return {PREROLL_ENV: str(preroll_us), FLUSH_MULTIPLE_ENV: str(flush_multiple), WARM_PAGES_ENV: "1" if warm_pages else "0",
+            PREROLL_RETAKES_ENV: str(int(preroll_retakes)), PREROLL_MAX_ENV: str(preroll_max_us)}
+
+
+def _env_number(name: str, default: float, low: float) -> float:
+    """A number the harness set for this process in ``$name`` (``default`` when unset), at least ``low``."""
+    raw = os.environ.get(name, "")
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    if not value >= low:
+        raise ValueError(f"{name}={raw!r}: must be at least {low}")
+    return value
+
+
+def next_spin_us(spin_us: float, enqueue_ms: float, max_us: float) -> float:
+    """The spin of a retake after a take whose host enqueue (``enqueue_ms``) outlasted its ``spin_us``: twice the
+    spin, or 1.5 times the enqueue if that is longer (a host path that long again is then covered), at most
+    ``max_us``."""
+    return min(max_us, max(2.0 * spin_us, 1.5 * enqueue_ms * 1e3))
 
 
 def empty_host_stats() -> dict[str, float]:
     """:attr:`DeviceTimer.host_stats` with nothing counted yet."""
-    return {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0}
+    return {"calls": 0, "over_spin": 0, "retakes": 0, "max_enqueue_ms": 0.0}
 
 
 def add_host_stats(total: dict[str, float], part: dict[str, float]) -> None:
     """Add the host statistics ``part`` into ``total`` (counts summed, the longest enqueue kept)."""
-    total["calls"] += part["calls"]
-    total["over_spin"] += part["over_spin"]
+    for k in ("calls", "over_spin", "retakes"):
+        total[k] = total.get(k, 0) + part.get(k, 0)
     total["max_enqueue_ms"] = max(total["max_enqueue_ms"], part["max_enqueue_ms"])
 
 
@@ -315,10 +341,16 @@ class DeviceTimer:
     :param flush_mode: one of :data:`FLUSH_MODES` (default: ``$CUDA_AGENT_TIMING_L2_FLUSH``, else 'write').
     :param warm_pages: after each flush, :func:`warm_input_pages` on the tensors :meth:`time_call` is given
         (default: ``$CUDA_AGENT_TIMING_WARM_INPUT_PAGES`` == "1"; CUDA only).
+    :param preroll_retakes: CUDA, with a spin: a call whose host enqueue outlasted its spin is taken again, at most
+        this many times, with a longer spin (:func:`next_spin_us`); default ``$CUDA_AGENT_TIMING_PREROLL_RETAKES``,
+        else 0.
+    :param preroll_max_us: the longest spin a retake uses (default ``$CUDA_AGENT_TIMING_PREROLL_MAX_US``, else
+        :data:`DEFAULT_PREROLL_MAX_US`).
     """
 
     def __init__(self, device: str, flush_bytes: int | None = None, preroll_us: float | None = None,
-                 flush_mode: str | None = None, warm_pages: bool | None = None) -> None:
+                 flush_mode: str | None = None, warm_pages: bool | None = None, preroll_retakes: int | None = None,
+                 preroll_max_us: float | None = None) -> None:
         import torch
 
         self.device = torch.device(device)
@@ -344,7 +376,14 @@ class DeviceTimer:
         else:
             self.flush_buf = torch.empty(max(flush_bytes, 2**20) // 4, dtype=torch.int32)
             self._rt = None
-        self._preroll_cycles = self._spin_cycles(preroll_us) if self.is_cuda and preroll_us > 0 else 0
+        if preroll_retakes is None:  # set by the harness for its child processes (timing_preroll_retakes)
+            preroll_retakes = int(_env_number(PREROLL_RETAKES_ENV, 0, 0))
+        if preroll_max_us is None:  # likewise (timing_preroll_max_us)
+            preroll_max_us = _env_number(PREROLL_MAX_ENV, DEFAULT_PREROLL_MAX_US, 0)
+        self.preroll_retakes = int(preroll_retakes)  # used with a spin only (without one, launch overhead is timed)
+        self.preroll_max_us = max(float(preroll_max_us), preroll_us)
+        self._cycles_per_us = self._calibrate_spin() if self.is_cuda and preroll_us > 0 else 0.0
+        self._preroll_cycles = self._cycles_for(preroll_us)
         self._sync = torch.cuda.synchronize if self.is_cuda else (lambda *a, **k: None)
         self._perf = time.perf_counter
         #: Median ms of a null call (one element written) under this protocol, in this process: None until
@@ -363,8 +402,8 @@ class DeviceTimer:
         #: outlasting the 200 us spin on a host busy with builds would do that; these counts tell.
         self.host_stats: dict[str, float] = empty_host_stats()
 
-    def _spin_cycles(self, us: float) -> int:
-        """GPU clock cycles of ``torch.cuda._sleep`` that last about ``us`` microseconds (calibrated once)."""
+    def _calibrate_spin(self) -> float:
+        """GPU clock cycles of ``torch.cuda._sleep`` per microsecond (calibrated once, at the highest clock seen)."""
         import torch
 
         probe = 1_000_000
@@ -380,7 +419,11 @@ class DeviceTimer:
             end.record()
             end.synchronize()
             ms = min(ms, max(start.elapsed_time(end), 1e-3))
-        return max(1, int(probe * (us / 1e3) / ms))
+        return probe / (ms * 1e3)
+
+    def _cycles_for(self, us: float) -> int:
+        """Spin cycles that last about ``us`` microseconds (0: no spin)."""
+        return max(1, int(self._cycles_per_us * us)) if self._cycles_per_us and us > 0 else 0
 
     def measure_overhead(self) -> float:
         """Measure :attr:`overhead_ms` now (the median of :data:`OVERHEAD_CALLS` null calls: the statistic the
@@ -415,14 +458,17 @@ class DeviceTimer:
         buf = self.flush_buf
         return {"attributes": sorted(vars(self)), "flush_buf": [id(buf), buf.data_ptr(), buf.numel()],
                 "preroll_cycles": self._preroll_cycles, "preroll_us": self.preroll_us, "flush_mode": self.flush_mode,
-                "warm_pages": self.warm_pages, "is_cuda": self.is_cuda}
+                "warm_pages": self.warm_pages, "is_cuda": self.is_cuda, "cycles_per_us": self._cycles_per_us,
+                "preroll_retakes": self.preroll_retakes, "preroll_max_us": self.preroll_max_us}
 
-    def _note_enqueue(self, ms: float) -> None:
-        """Count one timed call whose host side took ``ms`` (CUDA: spin launch to end event; CPU: the call)."""
+    def _note_enqueue(self, ms: float, spin_us: float, retakes: int = 0) -> None:
+        """Count one timed call whose (last) take's host side took ``ms`` against a spin of ``spin_us`` (CUDA: spin
+        launch to end event; CPU: the call), after ``retakes`` takes that outlasted their spins."""
         self.last_enqueue_ms = ms
         self.host_stats["calls"] += 1
+        self.host_stats["retakes"] += retakes
         self.host_stats["max_enqueue_ms"] = max(self.host_stats["max_enqueue_ms"], ms)
-        if self.is_cuda and ms > self.preroll_us / 1e3:  # on CPU the host is the device: nothing to outlast
+        if self.is_cuda and ms > spin_us / 1e3:  # on CPU the host is the device: nothing to outlast
             self.host_stats["over_spin"] += 1
 
     def take_host_stats(self) -> dict[str, float]:
@@ -436,7 +482,35 @@ class DeviceTimer:
 
     def time_call(self, fn: Callable[[], Any], *, flush: bool = True, warm: Sequence[Any] = ()) -> tuple[Any, float, float]:
         """Run ``fn`` once under the protocol; returns (result, ms, host_ms). ``warm``: the call's input tensors,
-        whose pages are touched after the flush when :attr:`warm_pages` is on (outside the timed region)."""
+        whose pages are touched after the flush when :attr:`warm_pages` is on (outside the timed region).
+
+        CUDA with a spin: when the host took longer to enqueue the call than the spin lasted, the device idled
+        inside the events waiting for the host, and the time holds host latency (a compiled model's guards and
+        launches outlasted the 200 us spin in nearly every call on a loaded H200 host, and its median then moved
+        up to 75% between processes). Such a take is discarded and the call taken again (flush included) with a
+        longer spin, at most :attr:`preroll_retakes` times; the last take's time is returned."""
+        if not self.is_cuda:
+            if flush:
+                self.flush()
+            self.sync()
+            t0 = self._perf()
+            out = fn()
+            host_ms = (self._perf() - t0) * 1e3
+            self._note_enqueue(host_ms, 0.0)
+            return out, host_ms, host_ms
+        spin_us, cycles = self.preroll_us, self._preroll_cycles
+        for take in range(self.preroll_retakes + 1):
+            out, ms, host_ms, enqueue_ms = self._take(fn, flush, warm, cycles)
+            if (take == self.preroll_retakes or not cycles or enqueue_ms <= spin_us / 1e3
+                    or spin_us >= self.preroll_max_us):
+                break
+            spin_us = next_spin_us(spin_us, enqueue_ms, self.preroll_max_us)
+            cycles = self._cycles_for(spin_us)
+        self._note_enqueue(enqueue_ms, spin_us, take)
+        return out, ms, host_ms
+
+    def _take(self, fn: Callable[[], Any], flush: bool, warm: Sequence[Any], cycles: int) -> tuple[Any, float, float, float]:
+        """One CUDA take of ``fn`` behind a spin of ``cycles``: (result, ms, host_ms, enqueue_ms)."""
         import torch
 
         if flush:
@@ -444,36 +518,29 @@ class DeviceTimer:
             if self.warm_pages and warm:
                 warm_input_pages(warm)
         self.sync()
-        if self.is_cuda:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            after_sync = torch.cuda.Event(enable_timing=True)
-            t_spin = self._perf()
-            if self._preroll_cycles:
-                torch.cuda._sleep(self._preroll_cycles)  # the device spins while the host enqueues the call below
-            t0 = self._perf()
-            start.record()
-            out = fn()
-            end.record()
-            self._note_enqueue((self._perf() - t_spin) * 1e3)
-            self.sync()  # device-wide: work on side streams (T9) has finished when this returns
-            after_sync.record()
-            after_sync.synchronize()
-            t1 = self._perf()
-            event_ms = start.elapsed_time(end)
-            synced_ms = start.elapsed_time(after_sync)
-            host_ms = (t1 - t0) * 1e3
-            # Work outside the events' stream (side streams) shows as GPU time between `end` and the event recorded
-            # after the device-wide sync. Measured on the device, not the host clock, so a busy host (descheduled
-            # process, slow wake-up) cannot inflate a time: the host clock only backs the reported figure (T8).
-            ms = synced_ms if synced_ms > 1.5 * event_ms + 0.05 else event_ms
-            return out, ms, host_ms
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        after_sync = torch.cuda.Event(enable_timing=True)
+        t_spin = self._perf()
+        if cycles:
+            torch.cuda._sleep(cycles)  # the device spins while the host enqueues the call below
         t0 = self._perf()
+        start.record()
         out = fn()
+        end.record()
+        enqueue_ms = (self._perf() - t_spin) * 1e3
+        self.sync()  # device-wide: work on side streams (T9) has finished when this returns
+        after_sync.record()
+        after_sync.synchronize()
         t1 = self._perf()
+        event_ms = start.elapsed_time(end)
+        synced_ms = start.elapsed_time(after_sync)
         host_ms = (t1 - t0) * 1e3
-        self._note_enqueue(host_ms)
-        return out, host_ms, host_ms
+        # Work outside the events' stream (side streams) shows as GPU time between `end` and the event recorded
+        # after the device-wide sync. Measured on the device, not the host clock, so a busy host (descheduled
+        # process, slow wake-up) cannot inflate a time: the host clock only backs the reported figure (T8).
+        ms = synced_ms if synced_ms > 1.5 * event_ms + 0.05 else event_ms
+        return out, ms, host_ms, enqueue_ms
 
     @property
     def method(self) -> str:

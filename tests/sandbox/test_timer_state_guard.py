@@ -40,6 +40,7 @@ PATCHES = {
     "flush shadowed on the instance": "obj.flush = lambda: None",
     "flush buffer swapped": "obj.flush_buf = torch.empty(16, dtype=torch.int32)",
     "page warm-up switched on": "obj.warm_pages = True",
+    "longer retake spins": "obj.preroll_max_us = 1e9",
 }
 
 
@@ -53,6 +54,10 @@ def test_state_changes_are_named() -> None:
     timer.flush_mode = "read"
     changes = timer_state_changes(before, timer.state())
     assert changes[0] == "attributes `flush` added" and any("`flush_mode` 'write' -> 'read'" in c for c in changes)
+    timer = DeviceTimer("cpu", preroll_retakes=2)
+    before = timer.state()
+    timer.preroll_retakes = 5
+    assert timer_state_changes(before, timer.state()) == ["`preroll_retakes` 2 -> 5"]
 
 
 @pytest.mark.parametrize("what", sorted(PATCHES))

@@ -21,7 +21,7 @@ CODE = (
 )
 
 VARIANTS = {"graded", "standard", "write_2x", "write_4x", "write_8x", "read_2x", "read_4x", "touch_2x", "direct",
-            "direct_warm", "spin_500", "spin_1000"}
+            "direct_warm", "spin_500", "spin_1000", "no_retakes"}
 
 
 def test_the_flush_size_follows_the_environment_in_l2_multiples(monkeypatch) -> None:
@@ -139,7 +139,8 @@ def test_the_timer_counts_its_calls_and_their_host_time_until_taken() -> None:
     stats = timer.take_host_stats()
     assert stats["calls"] == 3 and stats["over_spin"] == 0  # CPU: no spin to outlast
     assert stats["max_enqueue_ms"] >= 2.0 and timer.last_enqueue_ms >= 2.0
-    assert timer.take_host_stats() == {"calls": 0, "over_spin": 0, "max_enqueue_ms": 0.0}
+    assert stats["retakes"] == 0  # CPU: nothing to retake
+    assert timer.take_host_stats() == {"calls": 0, "over_spin": 0, "retakes": 0, "max_enqueue_ms": 0.0}
 
 
 def test_a_model_that_writes_to_some_inputs_only_is_caught_after_its_first_batch(monkeypatch) -> None:
@@ -197,3 +198,45 @@ def test_calibration_is_retaken_while_another_process_inflated_it() -> None:
     always_busy = Readings([0.034, 0.05, 0.04, 0.0031])
     assert calibrated_overhead(always_busy) == 0.04 > MAX_OVERHEAD_MS and always_busy.calls == 3  # then not subtracted
     assert calibrated_overhead(DeviceTimer("cpu")) == 0.0
+
+
+def test_the_retake_rule_doubles_the_spin_or_covers_the_enqueue_up_to_the_cap() -> None:
+    from cuda_agent.harness.timing import next_spin_us
+
+    assert next_spin_us(200.0, 0.25, 5000.0) == 400.0  # 1.5 x 250 us is shorter than twice the spin
+    assert next_spin_us(200.0, 0.6, 5000.0) == pytest.approx(900.0)  # a longer enqueue is covered with a margin
+    assert next_spin_us(200.0, 40.0, 5000.0) == 5000.0  # never past the cap
+    assert next_spin_us(4000.0, 0.1, 5000.0) == 5000.0
+
+
+def test_retakes_reach_runner_and_reference_process_and_key_the_baseline(monkeypatch) -> None:
+    from cuda_agent.harness.timing import PREROLL_MAX_ENV, PREROLL_RETAKES_ENV
+
+    cuda = HarnessSettings().with_device_defaults("cuda")
+    assert (cuda.timing_preroll_us, cuda.timing_preroll_retakes, cuda.timing_preroll_max_us) == (200.0, 2, 5000.0)
+    assert HarnessSettings().with_device_defaults("cpu").timing_preroll_retakes == 0
+    with pytest.raises(ValueError, match="less than or equal to 5"):
+        HarnessSettings(timing_preroll_retakes=6)
+    env = _candidate_env("cpu", (3, 4), 1, 200.0, preroll_retakes=2, preroll_max_us=900.0)
+    assert (env[PREROLL_RETAKES_ENV], env[PREROLL_MAX_ENV]) == ("2", "900.0")
+    monkeypatch.setenv(PREROLL_RETAKES_ENV, "3")
+    monkeypatch.setenv(PREROLL_MAX_ENV, "700")
+    timer = DeviceTimer("cpu")
+    assert (timer.preroll_retakes, timer.preroll_max_us) == (3, 700.0)
+    assert timer.state()["preroll_retakes"] == 3  # part of the guarded protocol (T8)
+    monkeypatch.setenv(PREROLL_RETAKES_ENV, "many")
+    with pytest.raises(ValueError, match="not a number"):
+        DeviceTimer("cpu")
+    monkeypatch.delenv(PREROLL_RETAKES_ENV)
+    monkeypatch.delenv(PREROLL_MAX_ENV)
+    args = ("hash", "NVIDIA H200", "2.11", "eager", "ours", "default", 1, 200.0, False, "any", 2.0, True, False)
+    assert baseline_key(*args) == baseline_key(*args, 0, 5000.0)  # keys of runs without retakes are unchanged
+    assert len({baseline_key(*args), baseline_key(*args, 2), baseline_key(*args, 2, 900.0)}) == 3
+    no_spin = ("hash", "NVIDIA H200", "2.11", "eager", "ours", "default", 1, 0.0)
+    assert baseline_key(*no_spin) == baseline_key(*no_spin, preroll_retakes=2)  # no spin: nothing retaken
+    ref = ReferenceProcess(CODE, "cpu", preroll_retakes=2, preroll_max_us=900.0)
+    try:
+        info = ref.call("timing_variants", None, 2, 1)["info"]
+        assert (info["preroll_retakes"], info["preroll_max_us"]) == (2, 900.0)
+    finally:
+        ref.close()

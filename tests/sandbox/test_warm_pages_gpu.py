@@ -1,4 +1,5 @@
-"""The inputs' page warm-up after each L2 flush (``timing_warm_input_pages``), on CUDA (``pytest -m gpu``)."""
+"""The inputs' page warm-up after each L2 flush (``timing_warm_input_pages``), the host-enqueue counts and the
+retakes behind a longer spin (``timing_preroll_retakes``), on CUDA (``pytest -m gpu``)."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def test_the_reference_process_takes_the_setting() -> None:
 def test_a_host_side_longer_than_the_spin_is_counted() -> None:
     import time
 
-    timer = DeviceTimer("cuda:0", preroll_us=100.0)
+    timer = DeviceTimer("cuda:0", preroll_us=100.0, preroll_retakes=0)
     one = torch.empty(1, device="cuda")
     for _ in range(3):
         timer.time_call(lambda: one.fill_(1.0))
@@ -97,3 +98,32 @@ def test_a_host_side_longer_than_the_spin_is_counted() -> None:
     slow = timer.take_host_stats()
     assert (quick["calls"], quick["over_spin"]) == (4, 0), quick
     assert (slow["calls"], slow["over_spin"]) == (2, 2) and slow["max_enqueue_ms"] >= 2.0, slow
+
+
+def test_a_call_that_outlasted_the_spin_is_retaken_behind_a_longer_one() -> None:
+    import time
+
+    one = torch.empty(1, device="cuda")
+
+    def slow() -> None:  # 2 ms of host work before the call's only kernel: the device idles inside the events
+        time.sleep(0.002)
+        one.fill_(1.0)
+
+    plain = DeviceTimer("cuda:0", preroll_us=100.0, preroll_retakes=0)
+    retaking = DeviceTimer("cuda:0", preroll_us=100.0, preroll_retakes=2, preroll_max_us=10_000.0)
+    capped = DeviceTimer("cuda:0", preroll_us=100.0, preroll_retakes=2, preroll_max_us=300.0)
+    for timer in (plain, retaking, capped):
+        for _ in range(3):
+            timer.time_call(lambda: one.fill_(1.0))
+        timer.take_host_stats()
+    _, idle_ms, _ = plain.time_call(slow)
+    _, retaken_ms, _ = retaking.time_call(slow)
+    _, capped_ms, _ = capped.time_call(slow)
+    assert idle_ms > 1.0, idle_ms  # the host's 2 ms inside the events, less the 0.1 ms spin
+    assert retaken_ms < 0.1, retaken_ms  # the retake's spin (1.5 x the enqueue) covered the host work
+    assert capped_ms > 1.0, capped_ms  # a 0.3 ms spin cannot cover it: the last take is kept
+    assert {k: retaking.take_host_stats()[k] for k in ("calls", "retakes", "over_spin")} == \
+        {"calls": 1, "retakes": 1, "over_spin": 0}
+    assert {k: capped.take_host_stats()[k] for k in ("calls", "retakes", "over_spin")} == \
+        {"calls": 1, "retakes": 1, "over_spin": 1}
+    assert plain.take_host_stats()["over_spin"] == 1
