@@ -100,7 +100,9 @@ class _Runner:
         (x * 2).sum()
         from cuda_agent.harness.timing import DeviceTimer
 
-        self.timer = DeviceTimer(device)
+        # Never a retake of the candidate's call: it would run again on the same data (HarnessSettings.
+        # timing_preroll_retakes); a guarded part of the timer's state, so the candidate cannot switch it on.
+        self.timer = DeviceTimer(device, preroll_retakes=0)
         try:
             from cuda_agent.harness.integrity import runtime  # type: ignore[attr-defined]
 

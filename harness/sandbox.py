@@ -36,7 +36,7 @@ from cuda_agent.errors import CudaAgentError
 from cuda_agent.harness import _spawner
 from cuda_agent.harness._affinity import timing_cpus
 from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness.timing import DEFAULT_PREROLL_MAX_US, protocol_env
+from cuda_agent.harness.timing import protocol_env
 from cuda_agent.harness._bwrap import BwrapSpec, Isolation, IsolationUnavailable
 from cuda_agent.harness._bwrap import resolve_isolation as _resolve
 
@@ -70,8 +70,7 @@ def resolve_isolation(settings: HarnessSettings) -> Isolation:
 
 def _candidate_env(
     device: str, fds: tuple[int, int], threads: int, preroll_us: float = 0.0, fd_socket: int | None = None,
-    flush_multiple: float = 2.0, warm_pages: bool = False, preroll_retakes: int = 0,
-    preroll_max_us: float = DEFAULT_PREROLL_MAX_US,
+    flush_multiple: float = 2.0, warm_pages: bool = False,
 ) -> dict[str, str]:
     keep = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("NVIDIA_")}
@@ -85,8 +84,9 @@ def _candidate_env(
         CUDA_AGENT_DEVICE=device,
         OMP_NUM_THREADS=str(threads),  # the reference process uses the same count (settings.cpu_threads)
     )
-    # the reference process gets the same
-    env.update(protocol_env(preroll_us, flush_multiple, warm_pages, preroll_retakes, preroll_max_us))
+    # The reference process gets the same, but for retakes: the candidate's calls are never retaken (a retake
+    # runs it again on the same data, whose result a candidate could hand back from the take before).
+    env.update(protocol_env(preroll_us, flush_multiple, warm_pages, preroll_retakes=0))
     if fd_socket is not None:
         from cuda_agent.harness._vmm import FD_SOCKET_ENV
 
@@ -192,8 +192,7 @@ class CandidateProcess:
             pass_fds=(req_r, resp_w) + ((child_sock.fileno(),) if child_sock else ()),
             env=_candidate_env(device, (req_r, resp_w), settings.cpu_threads, settings.timing_preroll_us,
                                child_sock.fileno() if child_sock else None, settings.timing_l2_flush_multiple,
-                               settings.timing_warm_input_pages, settings.timing_preroll_retakes,
-                               settings.timing_preroll_max_us),
+                               settings.timing_warm_input_pages),  # no retakes: see HarnessSettings.timing_preroll_retakes
             start_new_session=True,
             cwd="/tmp" if isolation.level == "bwrap" else str(exchange),
             cpus=timing_cpus(device, settings.timing_cpus),

@@ -120,11 +120,14 @@ class HarnessSettings(BaseModel):
         0,
         ge=0,
         le=5,
-        description="CUDA, with a pre-roll spin: a timed call whose host enqueue outlasted its spin (the device "
-        "then idled inside the events, waiting for the host, so host latency was timed) is taken again, flush "
-        "included, at most this many times, each time with a spin of twice the last or 1.5 times the enqueue seen, "
-        "whichever is longer, up to timing_preroll_max_us; candidate and baselines alike. 0 = off; the CUDA "
-        "backend's default is 2 (DEVICE_DEFAULTS). Measured on the H200 (2026-12-01, eval_throughput --diagnose "
+        description="CUDA, with a pre-roll spin, baselines only: a timed eager or torch.compile baseline call whose "
+        "host enqueue outlasted its spin (the device then idled inside the events, waiting for the host, so host "
+        "latency was timed) is taken again, flush included, at most this many times, each time with a spin of "
+        "twice the last or 1.5 times the enqueue seen, whichever is longer, up to timing_preroll_max_us. 0 = off; "
+        "the CUDA backend's default is 2 (DEVICE_DEFAULTS). The candidate's calls are never retaken: a retake "
+        "runs the call again on the same data, and a candidate could slow its host side on purpose and hand back "
+        "the first take's result on the second (T12/T14); its host work beyond the spin stays in its time, which "
+        "can only lower its speedups. Measured on the H200 (2026-12-01, eval_throughput --diagnose "
         "--diagnose-kind compile, 4 evaluator copies under build load): torch.compile baselines outlasted the 200 us "
         "spin in nearly every call (enqueues up to 0.67 ms), conv2d_relu's compiled median read 113-291 us by "
         "process; with a 500 us spin 113-115 us in all but one placement.",

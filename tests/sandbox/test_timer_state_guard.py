@@ -40,7 +40,7 @@ PATCHES = {
     "flush shadowed on the instance": "obj.flush = lambda: None",
     "flush buffer swapped": "obj.flush_buf = torch.empty(16, dtype=torch.int32)",
     "page warm-up switched on": "obj.warm_pages = True",
-    "longer retake spins": "obj.preroll_max_us = 1e9",
+    "retakes switched on": "obj.preroll_retakes = 5",
 }
 
 
