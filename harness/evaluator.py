@@ -31,6 +31,8 @@ import structlog
 from cuda_agent.harness._affinity import timing_cpus
 from cuda_agent.harness._vmm import close_fds
 from cuda_agent.harness.baselines import BaselineCache, cached_baselines
+from cuda_agent.harness.fresh_sets import (NEIGHBOURS, fresh_count, fresh_pairs, fresh_positions, fresh_summary,
+                                           slower_on_fresh)
 from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess, close_all
 from cuda_agent.harness.sandbox import CandidateDied, CandidatePool, CandidateProcess
 from cuda_agent.harness.settings import TOLERANCE_PRESETS, HarnessSettings
@@ -71,6 +73,8 @@ class _Session:
     seeds: list[int] = field(default_factory=list)
     n_verify: int = 0  # the first n_verify sets are checked in full; later ones are timing sets
     calls: int = 0
+    #: Timed calls on sets made for that call (harness/fresh_sets.py): (fresh ms, its rotated neighbours' median).
+    fresh_pairs: list[tuple[float, float]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def tick(self, phase: str, since: float) -> float:
@@ -736,6 +740,10 @@ class Evaluator:
     ) -> tuple[list[float], float]:
         """Timed calls (warm-up first) rotating over ``ks``, spot-checked: every k-th from a secret offset (at most
         ``max_checks``), or, with a fixed number of ``calls`` and a cap, ``max_checks`` calls drawn at random.
+        Before rotated calls at secret positions, extra calls on sets made for that call alone (``fresh_set_calls``,
+        each handed over just before its call and checked; any not reached before the batch ends are made at its
+        end), compared with the rotated calls just before them into ``sess.fresh_pairs`` (see
+        :meth:`settle_fresh_sets`); their times are samples too. ``calls`` counts the rotated calls.
 
         Returns (ms samples, wall ms).
         """
@@ -746,8 +754,20 @@ class Evaluator:
         # every-k-th rule would check only the first calls, which a kernel could count).
         drawn = (set(secrets.SystemRandom().sample(range(calls), min(max_checks, calls)))
                  if calls is not None and max_checks is not None else None)
+        fresh = self.fresh_sets(sess, fresh_count(s, sess.sets[0].get("input_bytes", 0))) if s.fresh_set_calls else []
+        fresh_at = set(fresh_positions(calls if calls is not None else s.min_timed_calls, len(fresh), NEIGHBOURS))
         checks = 0
         wall_ms = 0.0
+        sequence: list[tuple[bool, float]] = []  # (on a fresh set, ms) in call order
+
+        def timed(k: int, check: bool, is_fresh: bool) -> None:
+            nonlocal wall_ms
+            t0 = time.perf_counter()
+            ms = self.call(sess, k, check=check)
+            wall_ms += (time.perf_counter() - t0) * 1e3
+            samples.append(ms)
+            sequence.append((is_fresh, ms))
+
         with self.lock:
             start = time.monotonic()  # the budget starts once the device is ours
             for j in range(s.warmup_calls if calls is None else 1):
@@ -758,20 +778,51 @@ class Evaluator:
                     break
                 if calls is None and timing_done(samples, s, time.monotonic() - start):
                     break
+                if j in fresh_at and fresh:  # before the j-th rotated call, an extra one on a new set
+                    timed(self.hand_over(sess, fresh.pop(0)), True, True)
+                    if sess.errors or sess.violations:
+                        break
                 if drawn is not None:
                     check = j in drawn
                 else:
                     check = j % s.spot_check_every == offset and (max_checks is None or checks < max_checks)
                 checks += check
                 sess.extra["spot_checks"] = sess.extra.get("spot_checks", 0) + int(check)
-                t0 = time.perf_counter()
-                ms = self.call(sess, ks[(j + offset) % len(ks)], check=check)
-                wall_ms += (time.perf_counter() - t0) * 1e3
-                samples.append(ms)
+                timed(ks[(j + offset) % len(ks)], check, False)
                 j += 1
                 if sess.errors or sess.violations:
                     break
+            while fresh and not (sess.errors or sess.violations):
+                timed(self.hand_over(sess, fresh.pop(0)), True, True)
+        sess.fresh_pairs += fresh_pairs(sequence)
         return samples, wall_ms
+
+    def fresh_sets(self, sess: _Session, count: int) -> list[int]:
+        """``count`` sets from fresh secret seeds, made by the reference but not yet handed to the candidate
+        (:meth:`hand_over`, just before each one's call: harness/fresh_sets.py)."""
+        t = time.perf_counter()
+        ks = [self._fresh_set(sess, stage=True) for _ in range(count)]
+        sess.tick("fresh_sets", t)
+        return ks
+
+    def hand_over(self, sess: _Session, k: int) -> int:
+        """Give set ``k`` to the runner now; returns ``k``."""
+        self.send_inputs(sess, k)
+        return k
+
+    def settle_fresh_sets(self, sess: _Session, samples: list[float]) -> list[float]:
+        """The candidate's timed samples after the fresh-set rule (harness/fresh_sets.py): ``samples`` as they are,
+        unless its calls on never-seen sets (of every batch so far) ran slower than the rotated calls just before
+        them by more than ``fresh_set_slack``; then the fresh calls' times (flag ``fresh_inputs_slower``).
+        Records ``extra['fresh_sets']``."""
+        if not sess.fresh_pairs:
+            return samples
+        slower = slower_on_fresh(sess.fresh_pairs, self.settings.fresh_set_slack)
+        sess.extra["fresh_sets"] = fresh_summary(sess.fresh_pairs, "fresh" if slower else "all")
+        if not slower:
+            return samples
+        sess.flags.append("fresh_inputs_slower")
+        return [f for f, _ in sess.fresh_pairs]
 
     def time_session(self, sess: _Session, result: CandidateResult) -> None:
         """Profile: candidate timing, baselines (cached), speedups, floors."""
@@ -789,6 +840,7 @@ class Evaluator:
             samples, wall_ms = self.time_candidate(sess, ks, max_checks=self.settings.spot_check_max)
             if sess.errors or sess.violations:
                 return
+            samples = self.settle_fresh_sets(sess, samples)
             result.timing = summarize(samples, method_id(self.kind, self.net_overhead), wall_ms=wall_ms)
         if self.kind == "cuda" and self.settings.per_kernel_breakdown:
             t = time.perf_counter()

@@ -72,6 +72,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
                         "time_baseline", "compile", ks, per_round, warm + (2 if r == 0 else 0), settings.compile_mode
                     )
             sess.tick("baselines", t)
+        cand = evaluator.settle_fresh_sets(sess, cand)
         result.timing = summarize(cand, method, wall_ms=wall)
         result.baselines = Baselines(
             eager=summarize(eager, method),

@@ -196,6 +196,25 @@ class HarnessSettings(BaseModel):
         description="Most spot checks in one profile call (each hands a whole output over; None = no cap). "
         "The grading pass, which sets the reward, is never capped.",
     )
+    fresh_set_calls: int = Field(
+        4,
+        ge=0,
+        le=64,
+        description="Extra calls of each timed candidate batch (a profile's timing, each grading round) on an input "
+        "set made for that call alone and handed over just before it, at secret positions among the batch's "
+        "calls, each spot-checked (harness/fresh_sets.py). T12: a result cache keyed by the inputs' content (a few "
+        "sampled elements hashed, outputs kept in __device__ memory) is right on the rotated sets, never fast on "
+        "these. One per batch for working sets over 256 MiB. 0 = off.",
+    )
+    fresh_set_slack: float = Field(
+        0.05,
+        ge=0,
+        description="When the fresh-set calls of a profile, or of all grading rounds together, run slower than the "
+        "rotated calls just before each of them by more than this fraction (median ratio; and by 2 us), the "
+        "candidate's time is the fresh calls' median and the result is flagged 'fresh_inputs_slower'. An honest "
+        "candidate's time does not depend on whether it saw the data before: at worst a noisier median, not a "
+        "biased one.",
+    )
     grade_rounds: int = Field(3, ge=1, description="ABAB rounds of the grading pass (candidate, eager, compile).")
     grade_calls_per_round: int | None = Field(
         None,

@@ -1,0 +1,79 @@
+"""Timed calls on input sets the candidate has never seen: the defence against a result cache keyed by content.
+
+The timed calls of a batch rotate over a handful of input sets (the verify sets plus ``timing_input_sets``), and
+the staging buffers give every call the same addresses with different data, so a cache keyed by ``data_ptr`` is
+stale on the next set (T12). A cache keyed by the data itself is not: a kernel that hashes a few sampled elements
+of its inputs, looks the hash up in ``__device__`` memory and copies the stored output on a hit is right on every
+rotated set after its first round, and its spot checks pass. What it cannot be is fast on data it has not seen.
+
+So each timed batch also calls the candidate on ``fresh_set_calls`` sets made for that call alone, at secret
+positions among its calls, each spot-checked. A fresh set reaches the candidate's process just before its call
+(made by the reference beforehand, handed over inside the batch): were it sent earlier, a candidate could find it
+in its process during a rotated call and compute its output ahead. Each fresh call is compared with the rotated
+calls just before it (not after: once a fresh call has shown the candidate new data, it could slow its next calls
+to hide the gap), so a drift over the batch opens no gap. When the fresh calls of a profile, or of all grading
+rounds together, run slower than those neighbours by more than ``fresh_set_slack``, the candidate's time is the
+fresh calls' median (flag ``fresh_inputs_slower``). An honest candidate's time does not depend on whether it saw
+the data before; its fresh calls are timed under the same conditions as the others (each is timed before it is
+checked), so a false gap gives it a noisier median of the same quantity, not a biased one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+from typing import Any
+
+#: Added to the relative slack: a gap under this (ms) is never taken as a cache (timer resolution, tiny kernels).
+FRESH_ABS_SLACK_MS = 0.002
+#: Working sets above this many bytes get one fresh set per batch (each is kept in device memory till the end).
+BIG_FRESH_BYTES = 256 * 2**20
+
+
+def fresh_count(settings: Any, input_bytes: int) -> int:
+    """Fresh-set calls of one timed batch: ``settings.fresh_set_calls``, at most one for a big working set."""
+    n = int(settings.fresh_set_calls)
+    return min(n, 1) if input_bytes > BIG_FRESH_BYTES else n
+
+
+def fresh_positions(n_calls: int, count: int, start: int = 0) -> list[int]:
+    """``count`` distinct call positions in ``range(start, n_calls)`` (``range(n_calls)`` where that is too short;
+    all of them if fewer) drawn with ``secrets``, sorted."""
+    lo = start if n_calls - start >= count else 0
+    count = min(count, n_calls - lo)
+    return sorted(secrets.SystemRandom().sample(range(lo, n_calls), count)) if count > 0 else []
+
+
+#: Rotated calls just before a fresh call that its time is compared with.
+NEIGHBOURS = 2
+
+
+def fresh_pairs(sequence: list[tuple[bool, float]]) -> list[tuple[float, float]]:
+    """(fresh ms, median ms of the up to :data:`NEIGHBOURS` rotated calls just before it) for every fresh call of
+    one batch's ``sequence`` of (is_fresh, ms) in call order; a fresh call with no rotated call before it is left
+    out."""
+    out = []
+    for i, (is_fresh, ms) in enumerate(sequence):
+        if not is_fresh:
+            continue
+        before = [m for f, m in reversed(sequence[:i]) if not f][:NEIGHBOURS]
+        if before:
+            out.append((ms, statistics.median(before)))
+    return out
+
+
+def slower_on_fresh(pairs: list[tuple[float, float]], slack: float) -> bool:
+    """Whether fresh calls run slower than their rotated neighbours: the median of their ratios over ``1 + slack``
+    and the median fresh time over the median neighbour time by more than :data:`FRESH_ABS_SLACK_MS`."""
+    if not pairs:
+        return False
+    ratio = statistics.median(f / n if n > 0 else float("inf") for f, n in pairs)
+    gap = statistics.median(f for f, _ in pairs) - statistics.median(n for _, n in pairs)
+    return ratio > 1.0 + slack and gap > FRESH_ABS_SLACK_MS
+
+
+def fresh_summary(pairs: list[tuple[float, float]], reported: str) -> dict[str, Any]:
+    """What the result's ``extra['fresh_sets']`` records: the fresh calls, their median and their neighbours', and
+    which samples the time came from ('all' or 'fresh')."""
+    return {"calls": len(pairs), "median_ms": statistics.median(f for f, _ in pairs) if pairs else None,
+            "neighbours_median_ms": statistics.median(n for _, n in pairs) if pairs else None, "reported": reported}

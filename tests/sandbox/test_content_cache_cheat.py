@@ -1,0 +1,168 @@
+"""A kernel that caches its outputs by the inputs' content (T12): right on every rotated timing set, fast only on
+data it has seen. Built as a real extension (the static source rules are bypassed, as a kernel keeping the cache
+in ``__device__`` memory, which they allow, would bypass them); only the runtime layer stands in its way: calls on
+never-seen input sets (``fresh_set_calls``, harness/fresh_sets.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness.fresh_sets import FRESH_ABS_SLACK_MS, fresh_pairs, fresh_positions, slower_on_fresh
+
+pytestmark = pytest.mark.slow
+
+#: Misses pay MISS_MS (a costly computation stands behind it), hits copy the stored output.
+MISS_MS = 3
+CACHING_KERNEL = r"""
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+static uint64_t keys[64];
+static float* outs[64];
+static int used = 0;
+static uint64_t key_of(const float* x, int64_t n) {  // eight sampled elements: cheap, and unique per input set
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0; i < 8; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[(i * n) / 8], 4);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  return h;
+}
+void caching_relu_cpu(const float* x, float* y, int64_t n) {
+  uint64_t k = key_of(x, n);
+  for (int i = 0; i < used; ++i)
+    if (keys[i] == k) { std::memcpy(y, outs[i], n * 4); return; }
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(MISS_MS)) {}
+  if (used < 64) { outs[used] = new float[n]; std::memcpy(outs[used], y, n * 4); keys[used++] = k; }
+}
+""".replace("MISS_MS", str(MISS_MS))
+
+BINDING = r"""
+#include "../binding_registry.h"
+void caching_relu_cpu(const float* x, float* y, int64_t n);
+void relu_forward(const at::Tensor& x, const at::Tensor& out) {
+  caching_relu_cpu(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel());
+}
+REGISTER_BINDING(relu_forward, relu_forward);
+"""
+
+
+@pytest.fixture(scope="module")
+def caching_kit(kit_builder) -> Path:  # type: ignore[no-untyped-def]
+    return kit_builder("caching-kit", {"caching.cpp": CACHING_KERNEL, "caching_binding.cpp": BINDING}, "cpu")
+
+
+def _settings(settings_factory, **kw):  # type: ignore[no-untyped-def]
+    return settings_factory(n_input_sets=3, timing_input_sets=2, min_timed_calls=12, max_timed_calls=24,
+                            grade_calls_per_round=12, **kw)
+
+
+def test_a_content_keyed_cache_is_timed_on_data_it_has_not_seen(settings_factory, make_ws, caching_kit, tasks,
+                                                               honest_relu) -> None:
+    from cuda_agent.harness.evaluator import Evaluator
+
+    with Evaluator("cpu", _settings(settings_factory, fresh_set_calls=0)) as ev:
+        fooled = ev.profile(tasks.relu, make_ws(honest_relu), caching_kit)
+    # Without fresh sets the cheat is right on every call and its time is the copy's: the hole being closed.
+    assert fooled.status.value == "correct", fooled.summary_for_agent()
+    assert fooled.timing.median_ms < MISS_MS / 3, fooled.timing
+
+    with Evaluator("cpu", _settings(settings_factory)) as ev:
+        profiled = ev.profile(tasks.relu, make_ws(honest_relu), caching_kit)
+        graded = ev.grade(tasks.relu, make_ws(honest_relu), caching_kit)
+    for result in (profiled, graded):
+        assert result.status.value == "correct", result.summary_for_agent()  # its outputs are right
+        assert "fresh_inputs_slower" in result.flags
+        assert result.timing.median_ms >= MISS_MS * 0.9, result.timing  # the time of a miss, not of a copy
+        fresh = result.extra["fresh_sets"]
+        assert fresh["reported"] == "fresh", fresh
+        assert fresh["neighbours_median_ms"] < MISS_MS / 3 <= fresh["median_ms"], fresh
+        assert result.timing.samples == fresh["calls"]  # the time is the fresh calls' alone
+    assert profiled.extra["fresh_sets"]["calls"] == 4
+    assert graded.extra["fresh_sets"]["calls"] == 2 * 4  # four per grading round (two rounds)
+
+
+def test_an_honest_kernel_keeps_its_median_and_its_fresh_calls_are_checked(settings_factory, make_ws, kit, tasks,
+                                                                          honest_relu) -> None:
+    from cuda_agent.harness.evaluator import Evaluator
+
+    with Evaluator("cpu", _settings(settings_factory, spot_check_every=1000, spot_check_max=1)) as ev:
+        profiled = ev.profile(tasks.relu, make_ws(honest_relu), kit)
+    assert profiled.status.value == "correct", profiled.summary_for_agent()
+    fresh = profiled.extra["fresh_sets"]
+    assert fresh["calls"] == 4 and fresh["reported"] == "all", fresh
+    assert "fresh_inputs_slower" not in profiled.flags
+    assert profiled.timing.samples >= 12 + 4  # the rotated calls and the fresh ones
+    assert profiled.extra["spot_checks"] <= 1  # the fresh calls are checked besides the capped spot checks
+
+
+def test_a_fresh_set_reaches_the_candidate_just_before_its_call(settings_factory, make_ws, kit, tasks, honest_relu,
+                                                              monkeypatch) -> None:
+    from cuda_agent.harness.evaluator import Evaluator
+    from cuda_agent.harness.sandbox import CandidateProcess
+
+    ops: list[tuple[str, int | None]] = []
+    real_request = CandidateProcess.request
+
+    def recording(self, timeout_s, **req):  # type: ignore[no-untyped-def]
+        ops.append((req["op"], req.get("set")))
+        return real_request(self, timeout_s, **req)
+
+    monkeypatch.setattr(CandidateProcess, "request", recording)
+    with Evaluator("cpu", _settings(settings_factory)) as ev:
+        graded = ev.grade(tasks.relu, make_ws(honest_relu), kit)
+    assert graded.status.value == "correct", graded.summary_for_agent()
+    sent_at = {k: i for i, (op, k) in enumerate(ops) if op == "inputs"}
+    fresh = sorted(k for k in sent_at if ops[sent_at[k] + 1] == ("call", k))
+    assert len(fresh) == 2 * 4  # four per grading round
+    for k in fresh:  # handed over right before its first call, and called on once
+        assert [i for i, (op, j) in enumerate(ops) if op == "call" and j == k] == [sent_at[k] + 1]
+        assert [op for op, j in ops if j == k].count("inputs") == 1
+
+
+def test_a_kernel_wrong_on_new_data_only_fails_on_a_fresh_call(settings_factory, make_ws, lazy_new_data_kit, tasks,
+                                                               honest_relu) -> None:
+    from cuda_agent.harness.evaluator import Evaluator
+
+    # Spot checks of the rotated calls all but off: the fresh calls are what is checked.
+    quiet = dict(spot_check_every=1000, spot_check_max=1)
+    with Evaluator("cpu", _settings(settings_factory, fresh_set_calls=0, **quiet)) as ev:
+        fooled = ev.profile(tasks.relu, make_ws(honest_relu), lazy_new_data_kit)
+    assert fooled.status.value == "correct", fooled.summary_for_agent()  # the control: nothing else catches it
+    with Evaluator("cpu", _settings(settings_factory, **quiet)) as ev:
+        profiled = ev.profile(tasks.relu, make_ws(honest_relu), lazy_new_data_kit)
+    assert profiled.status.value == "incorrect", profiled.summary_for_agent()
+
+
+@pytest.fixture(scope="module")
+def lazy_new_data_kit(kit_builder) -> Path:  # type: ignore[no-untyped-def]
+    """Right on the first five sets it sees (the three verify and two rotation sets), zeros on any later one."""
+    kernel = CACHING_KERNEL.replace(
+        "  auto t0 = std::chrono::steady_clock::now();",
+        "  if (used >= 5) { std::memset(y, 0, n * 4); return; }\n  auto t0 = std::chrono::steady_clock::now();")
+    return kit_builder("lazy-new-data-kit", {"caching.cpp": kernel, "caching_binding.cpp": BINDING}, "cpu")
+
+
+def test_fresh_calls_are_compared_with_the_calls_just_before_them() -> None:
+    # A drift over the batch (0.06 ms falling to 0.03) opens no gap: each fresh call is compared with its neighbours.
+    drifting = [(False, 0.06), (False, 0.06), (True, 0.06), (False, 0.04), (False, 0.04), (True, 0.04), (False, 0.03),
+                (True, 0.03), (False, 0.03)]
+    assert fresh_pairs(drifting) == [(0.06, 0.06), (0.04, 0.04), (0.03, 0.035)]
+    assert not slower_on_fresh(fresh_pairs(drifting), 0.05)
+    # Only the calls before count: a candidate that saw new data cannot hide the gap by slowing its next calls.
+    assert fresh_pairs([(False, 1.0), (False, 2.0), (False, 3.0), (True, 5.0), (False, 50.0)]) == [(5.0, 2.5)]
+    assert fresh_pairs([(True, 1.0), (False, 1.0)]) == []  # nothing before it: nothing to compare
+    assert not slower_on_fresh([(1.04, 1.0)] * 4, 0.05)
+    assert slower_on_fresh([(1.06, 1.0)] * 4, 0.05)
+    assert not slower_on_fresh([(0.001 + FRESH_ABS_SLACK_MS * 0.9, 0.001)] * 4, 0.05)  # under the timer's floor
+    assert not slower_on_fresh([], 0.05)
+    got = fresh_positions(10, 4, start=2)
+    assert len(set(got)) == 4 and all(2 <= j < 10 for j in got) and got == sorted(got)
+    assert fresh_positions(3, 5) == [0, 1, 2] and fresh_positions(5, 0) == []
+    short = fresh_positions(4, 3, start=2)  # too few positions after start: drawn from 0
+    assert len(short) == 3 and min(short) < 2
