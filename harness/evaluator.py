@@ -736,12 +736,13 @@ class Evaluator:
         return ks
 
     def time_candidate(
-        self, sess: _Session, ks: list[int], *, calls: int | None = None, max_checks: int | None = None
+        self, sess: _Session, ks: list[int], *, calls: int | None = None, max_checks: int | None = None,
+        fresh_calls: int | None = None,
     ) -> tuple[list[float], float]:
         """Timed calls (warm-up first) rotating over ``ks``, spot-checked: every k-th from a secret offset (at most
         ``max_checks``), or, with a fixed number of ``calls`` and a cap, ``max_checks`` calls drawn at random.
-        Before rotated calls at secret positions, extra calls on sets made for that call alone (``fresh_set_calls``,
-        each handed over just before its call and checked; any not reached before the batch ends are made at its
+        Before rotated calls at secret positions, extra calls on sets made for that call alone (``fresh_calls``,
+        default :func:`fresh_count`; each handed over just before its call and checked; any not reached before the batch ends are made at its
         end), compared with the rotated calls just before them into ``sess.fresh_pairs`` (see
         :meth:`settle_fresh_sets`); their times are samples too. ``calls`` counts the rotated calls.
 
@@ -754,7 +755,9 @@ class Evaluator:
         # every-k-th rule would check only the first calls, which a kernel could count).
         drawn = (set(secrets.SystemRandom().sample(range(calls), min(max_checks, calls)))
                  if calls is not None and max_checks is not None else None)
-        fresh = self.fresh_sets(sess, fresh_count(s, sess.sets[0].get("input_bytes", 0))) if s.fresh_set_calls else []
+        if fresh_calls is None:
+            fresh_calls = fresh_count(s, sess.sets[0].get("input_bytes", 0))
+        fresh = self.fresh_sets(sess, fresh_calls)
         fresh_at = set(fresh_positions(calls if calls is not None else s.min_timed_calls, len(fresh), NEIGHBOURS))
         checks = 0
         wall_ms = 0.0
@@ -798,16 +801,20 @@ class Evaluator:
         return samples, wall_ms
 
     def fresh_sets(self, sess: _Session, count: int) -> list[int]:
-        """``count`` sets from fresh secret seeds, made by the reference but not yet handed to the candidate
-        (:meth:`hand_over`, just before each one's call: harness/fresh_sets.py)."""
+        """``count`` sets from fresh secret seeds, made by the reference but neither staged nor handed to the
+        candidate yet (:meth:`hand_over`, just before each one's call: harness/fresh_sets.py)."""
         t = time.perf_counter()
-        ks = [self._fresh_set(sess, stage=True) for _ in range(count)]
+        ks = [self._fresh_set(sess, stage=False) for _ in range(count)]
         sess.tick("fresh_sets", t)
         return ks
 
     def hand_over(self, sess: _Session, k: int) -> int:
-        """Give set ``k`` to the runner now; returns ``k``."""
+        """Stage set ``k`` (through the exchange folder's reusable slots where files are used) and give it to the
+        runner now; returns ``k``."""
+        t = time.perf_counter()
+        sess.sets[k]["tensors"] = sess.ref.call("stage_set", k, str(sess.proc.exchange), self.transport(sess.proc), True)
         self.send_inputs(sess, k)
+        sess.tick("fresh_hand_over", t)
         return k
 
     def settle_fresh_sets(self, sess: _Session, samples: list[float]) -> list[float]:

@@ -6,9 +6,10 @@ stale on the next set (T12). A cache keyed by the data itself is not: a kernel t
 of its inputs, looks the hash up in ``__device__`` memory and copies the stored output on a hit is right on every
 rotated set after its first round, and its spot checks pass. What it cannot be is fast on data it has not seen.
 
-So each timed batch also calls the candidate on ``fresh_set_calls`` sets made for that call alone, at secret
-positions among its calls, each spot-checked. A fresh set reaches the candidate's process just before its call
-(made by the reference beforehand, handed over inside the batch): were it sent earlier, a candidate could find it
+So each profile's timing, and each grading pass (spread over its rounds), also calls the candidate on
+``fresh_set_calls`` sets made for that call alone, at secret positions among its calls, each spot-checked. A fresh
+set reaches the candidate's process just before its call (made by the reference beforehand, staged and handed over
+inside the batch, through reusable slot files where files are used): were it sent earlier, a candidate could find it
 in its process during a rotated call and compute its output ahead. Each fresh call is compared with the rotated
 calls just before it (not after: once a fresh call has shown the candidate new data, it could slow its next calls
 to hide the gap), so a drift over the batch opens no gap. When the fresh calls of a profile, or of all grading
@@ -31,7 +32,8 @@ BIG_FRESH_BYTES = 256 * 2**20
 
 
 def fresh_count(settings: Any, input_bytes: int) -> int:
-    """Fresh-set calls of one timed batch: ``settings.fresh_set_calls``, at most one for a big working set."""
+    """Fresh-set calls of one evaluation (a profile's timing; a grading pass, spread over its rounds):
+    ``settings.fresh_set_calls``, at most one for a big working set."""
     n = int(settings.fresh_set_calls)
     return min(n, 1) if input_bytes > BIG_FRESH_BYTES else n
 

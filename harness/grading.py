@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cuda_agent.harness.fresh_sets import fresh_count
 from cuda_agent.harness.timing import method_id, summarize
 from cuda_agent.schemas.result import Baselines, CandidateResult
 from cuda_agent.schemas.task import TaskManifest
@@ -55,10 +56,12 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             sess.ref.call("prepare_baseline", "compile", ks[0], settings.compile_mode)
             sess.tick("prepare_baseline", t)
         cap = settings.grade_spot_checks
+        fresh_total = fresh_count(settings, sess.sets[0].get("input_bytes", 0))  # over all rounds, like the cap
         for r in range(settings.grade_rounds):
             # The cap spread over the rounds (the first rounds take the remainder).
             checks = None if cap is None else cap // settings.grade_rounds + (r < cap % settings.grade_rounds)
-            samples, wall_ms = evaluator.time_candidate(sess, ks, calls=per_round, max_checks=checks)
+            fresh = fresh_total // settings.grade_rounds + (r < fresh_total % settings.grade_rounds)
+            samples, wall_ms = evaluator.time_candidate(sess, ks, calls=per_round, max_checks=checks, fresh_calls=fresh)
             if sess.errors or sess.violations:
                 return
             cand += samples

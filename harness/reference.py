@@ -79,6 +79,9 @@ class _Unreadable:
         self.message = message
 
 
+#: Exchange folders whose reusable staging slots a reference process keeps mapped (the sessions it serves at once).
+SLOT_WRITERS_KEPT = 4
+
 class ReferenceServer:
     """Everything the reference process does; lives in the trusted child (or in-process for tests)."""
 
@@ -105,6 +108,7 @@ class ReferenceServer:
         self.compiled: Any = None
         self._mutation: dict[str, bool] = {}  # baseline kind -> writes to its inputs (:meth:`_mutates_inputs`)
         self.host_stats: dict[str, dict[str, float]] = {}  # baseline kind -> :meth:`baseline_host_stats`
+        self._slot_writers: dict[str, Any] = {}  # exchange folder -> SlotWriter of fresh sets (:meth:`stage_set`)
         self._verified_direct: set[str] = set()  # kinds whose first batch on the sets' own tensors was checked
         self.timer: Any = None
         self.reader: Any = None  # DeviceReader of outputs staged by candidates (CUDA)
@@ -156,13 +160,27 @@ class ReferenceServer:
             "input_bytes": sum(x.numel() * x.element_size() for x in pristine if isinstance(x, torch.Tensor)),
         }
 
-    def stage_set(self, k: int, exchange: str | None, transport: str = "ipc") -> list[dict[str, Any]]:
-        """Hand input set ``k`` over after all (a seeded copy did not match): its tensor descriptions."""
-        return self._describe(k, exchange, transport, stage=True)
+    def stage_set(self, k: int, exchange: str | None, transport: str = "ipc", reuse: bool = False) -> list[dict[str, Any]]:
+        """Hand input set ``k`` over after all (a seeded copy did not match, or a fresh set at its call): its tensor
+        descriptions. ``reuse``: staged files, where used, are the exchange folder's reusable ``fresh_<i>.bin``
+        slots (rewritten in place: no page allocation per set), so the set must be read before the next one is
+        staged there."""
+        return self._describe(k, exchange, transport, stage=True, reuse=reuse)
 
-    def _describe(self, k: int, exchange: str | None, transport: str, stage: bool) -> list[dict[str, Any]]:
-        """Descriptions of set ``k``'s inputs: values inline; tensors by CUDA IPC handle, staged file, or
-        (``stage=False``) layout only."""
+    def _slot_writer(self, exchange: str) -> Any:
+        """The reusable staging slots of ``exchange`` (the few most recent folders' are kept mapped)."""
+        from cuda_agent.harness._staging import SlotWriter
+
+        writer = self._slot_writers.pop(exchange, None) or SlotWriter(Path(exchange))
+        self._slot_writers[exchange] = writer  # most recent last
+        while len(self._slot_writers) > SLOT_WRITERS_KEPT:
+            self._slot_writers.pop(next(iter(self._slot_writers)))
+        return writer
+
+    def _describe(self, k: int, exchange: str | None, transport: str, stage: bool,
+                  reuse: bool = False) -> list[dict[str, Any]]:
+        """Descriptions of set ``k``'s inputs: values inline; tensors by CUDA IPC handle, staged file (``reuse``:
+        a reusable slot file), or (``stage=False``) layout only."""
         torch = self.torch
         descs: list[dict[str, Any]] = []
         for i, x in enumerate(self.sets[k]["inputs"]):
@@ -184,10 +202,13 @@ class ReferenceServer:
                 d["ipc"] = base64.b64encode(pickle.dumps(args)).decode()
             else:  # CPU, or CUDA staged through the host ('host' transport: the candidate copies it to its GPU)
                 assert exchange is not None
-                path = Path(exchange) / f"in_{k}_{i}.bin"
-                from cuda_agent.harness._staging import write_tensor_file
+                if reuse:
+                    path = self._slot_writer(exchange).write(f"fresh_{i}.bin", x)
+                else:
+                    path = Path(exchange) / f"in_{k}_{i}.bin"
+                    from cuda_agent.harness._staging import write_tensor_file
 
-                write_tensor_file(path, x)
+                    write_tensor_file(path, x)
                 d["file"] = str(path)
             descs.append(d)
         return descs

@@ -200,9 +200,9 @@ class HarnessSettings(BaseModel):
         4,
         ge=0,
         le=64,
-        description="Extra calls of each timed candidate batch (a profile's timing, each grading round) on an input "
-        "set made for that call alone and handed over just before it, at secret positions among the batch's "
-        "calls, each spot-checked (harness/fresh_sets.py). T12: a result cache keyed by the inputs' content (a few "
+        description="Extra timed candidate calls of a profile, and of a grading pass (spread over its rounds), each "
+        "on an input set made for that call alone and handed over just before it, at secret positions among the "
+        "timed calls, each spot-checked (harness/fresh_sets.py). T12: a result cache keyed by the inputs' content (a few "
         "sampled elements hashed, outputs kept in __device__ memory) is right on the rotated sets, never fast on "
         "these. One per batch for working sets over 256 MiB. 0 = off.",
     )
