@@ -53,6 +53,9 @@ DEVICE_DEFAULTS: dict[str, dict[str, object]] = {
         "timing_preroll_retakes": 2,
         "spare_references": 2,
     },
+    # Host-timed calls: an honest CPU relu's fresh-set calls read 9% over their neighbours (0.044 vs 0.040 ms) in
+    # one test run on a 2-core machine busy with other work; a content cache's gap there is 100x.
+    "cpu": {"fresh_set_slack": 0.25},
 }
 
 
@@ -210,7 +213,8 @@ class HarnessSettings(BaseModel):
         0.05,
         ge=0,
         description="When the fresh-set calls of a profile, or of all grading rounds together, run slower than the "
-        "rotated calls just before each of them by more than this fraction (median ratio; and by 2 us), the "
+        "rotated calls just before each of them by more than this fraction (median ratio; and by 2 us; the CPU "
+        "backend's default is 0.25, DEVICE_DEFAULTS: host-timed calls are noisier), the "
         "candidate's time is the fresh calls' median and the result is flagged 'fresh_inputs_slower'. An honest "
         "candidate's time does not depend on whether it saw the data before: at worst a noisier median, not a "
         "biased one.",
