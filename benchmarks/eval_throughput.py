@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -344,6 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copies", type=int, default=1,
                     help="Score each task this many times per repeat as distinct tasks (own code hash, reference "
                     "process and baselines): enough tasks in flight to measure the steady state, not start-up.")
+    ap.add_argument("--shared-inductor-cache", action="store_true",
+                    help="Ours uses the machine's torch.compile (inductor) cache as it is, warm from any earlier run. "
+                    "Default: a fresh cache folder per repeat, as the reference method compiles without a cache: a "
+                    "second run on the same machine otherwise finds every compiled baseline cached (the eleventh "
+                    "session's 10.9x ran so; the cold run before it read 9.3x).")
     ap.add_argument("--harness", action="append", default=[], metavar="KEY=VALUE",
                     help="A harness setting for our evaluation (repeatable; VALUE read as JSON, else as a string), "
                          "e.g. --harness timing_net_overhead=true --harness spare_references=0.")
@@ -395,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         ours["concurrency"] = args.concurrency
         ours["copies"] = args.copies
         ours["harness"] = harness
+        ours["inductor_cache"] = "shared" if args.shared_inductor_cache else "fresh per repeat"
         report: dict[str, Any] = {
             "benchmark": "eval_throughput",
             "partial": partial,
@@ -427,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(args.repeats):
             scratch = Path(tmp) / f"r{rep}"
             scratch.mkdir(parents=True)
+            if not args.shared_inductor_cache:  # inherited by every reference process of this repeat
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
 
             def on_row(row: dict[str, Any], rep: int = rep) -> None:
                 record(ours_rows, {**row, "repeat": rep}, "ours")
@@ -435,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
             ours_tasks = task_copies(tasks, args.copies, scratch / "task_copies")
             rep_figures = run_ours(ours_tasks, args.backend, solutions, scratch, args.concurrency, args.build_workers, on_row,
                                    harness, diagnose, args.diagnose_calls, args.diagnose_placements, args.diagnose_kind)
+            if not args.shared_inductor_cache:  # what compiled into this repeat's own cache (0: it was not used)
+                rep_figures["inductor_cache_files"] = sum(1 for f in (scratch / "inductor").rglob("*") if f.is_file())
             ours_repeats.append({**rep_figures, "repeat": rep})
             print(f"[{time.perf_counter() - t_start:7.1f} s] ours      repeat {rep}: {rep_figures['tasks']} tasks in "
                   f"{rep_figures['wall_s']:.1f} s (device lock busy {rep_figures['device_busy_share']:.0%})", flush=True)

@@ -102,6 +102,8 @@ def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     assert sorted(r["task"] for r in ours["per_task"]) == ["conv2d_relu__copy0", "conv2d_relu__copy1"]
     [rep] = ours["repeats"]
     assert rep["tasks"] == 2 and 0 < rep["device_busy_share"] <= 1
+    # torch.compile's baselines compiled into the repeat's own inductor cache, not the machine's (warm) one
+    assert ours["inductor_cache"] == "fresh per repeat" and rep["inductor_cache_files"] > 0
     assert ours["tasks_per_gpu_hour"] == pytest.approx(3600 * 2 / rep["wall_s"])
     assert all(r["spot_checks"] == 12 and r["grade_s"] > 0 and r["build_s"] > 0 for r in ours["per_task"])
     assert data["reference"] is None
