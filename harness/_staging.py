@@ -30,8 +30,13 @@ def _raw_bytes(t: Any) -> Any:
 
 
 def _allocate(path: Path, n: int) -> None:
-    """Create ``path`` with ``n`` bytes reserved (a full memory file system fails here, not as SIGBUS later)."""
-    with open(path, "wb") as fh:
+    """Create ``path`` with ``n`` bytes reserved (a full memory file system fails here, not as SIGBUS later).
+
+    The exchange folder is writable from inside the candidate's sandbox, so a name there may have been made a
+    symlink: it is never followed (``O_NOFOLLOW``: the trusted writer fails instead of writing where the link
+    points)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as fh:
         if n:
             try:
                 os.posix_fallocate(fh.fileno(), 0, n)

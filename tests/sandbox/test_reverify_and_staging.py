@@ -127,3 +127,21 @@ def test_device_reader_reads_whole_files_and_refuses_short_or_wrong_ones(tmp_pat
     assert reader.read(big, [1 << 19], torch.float32).numel() == 1 << 19
     with pytest.raises(ValueError, match="needs"):
         reader.read(tmp_path / "t0.bin", [4, 5], torch.float32)
+
+
+def test_a_staging_name_made_a_symlink_is_never_followed(tmp_path):
+    import torch
+
+    from cuda_agent.harness._staging import SlotWriter, write_tensor_file
+
+    target = tmp_path / "outside.txt"  # stands for any file the trusted side may write to
+    target.write_text("keep me")
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    (exchange / "in_0_0.bin").symlink_to(target)
+    (exchange / "fresh_0.bin").symlink_to(target)
+    with pytest.raises(OSError):
+        write_tensor_file(exchange / "in_0_0.bin", torch.randn(8))
+    with pytest.raises(OSError):
+        SlotWriter(exchange).write("fresh_0.bin", torch.randn(8))
+    assert target.read_text() == "keep me"
