@@ -223,14 +223,7 @@ def l2_bytes(device: str) -> int:
 
 def flush_multiple_from_env() -> float:
     """The flush size (L2 multiples) the harness set for this process, else :data:`DEFAULT_FLUSH_MULTIPLE`."""
-    raw = os.environ.get(FLUSH_MULTIPLE_ENV, "")
-    try:
-        value = float(raw) if raw else DEFAULT_FLUSH_MULTIPLE
-    except ValueError:
-        raise ValueError(f"{FLUSH_MULTIPLE_ENV}={raw!r} is not a number") from None
-    if not value >= 1:
-        raise ValueError(f"{FLUSH_MULTIPLE_ENV}={raw!r}: the flush must be at least the L2's size (>= 1)")
-    return value
+    return _env_number(FLUSH_MULTIPLE_ENV, DEFAULT_FLUSH_MULTIPLE, 1, "the flush must be at least the L2's size (>= 1)")
 
 
 def warm_input_pages(tensors: Sequence[Any]) -> None:
@@ -271,15 +264,16 @@ def protocol_env(preroll_us: float, flush_multiple: float, warm_pages: bool, pre
             PREROLL_RETAKES_ENV: str(int(preroll_retakes)), PREROLL_MAX_ENV: str(preroll_max_us)}
 
 
-def _env_number(name: str, default: float, low: float) -> float:
-    """A number the harness set for this process in ``$name`` (``default`` when unset), at least ``low``."""
+def _env_number(name: str, default: float, low: float, why: str = "") -> float:
+    """A number the harness set for this process in ``$name`` (``default`` when unset), at least ``low`` (``why``:
+    what the error then says instead of "must be at least <low>")."""
     raw = os.environ.get(name, "")
     try:
         value = float(raw) if raw else default
     except ValueError:
         raise ValueError(f"{name}={raw!r} is not a number") from None
     if not value >= low:
-        raise ValueError(f"{name}={raw!r}: must be at least {low}")
+        raise ValueError(f"{name}={raw!r}: {why or f'must be at least {low}'}")
     return value
 
 
