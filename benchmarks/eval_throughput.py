@@ -189,6 +189,9 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
                                         ("compile", b.compile if b else None)) if t is not None},
             "spot_checks": result.extra.get("spot_checks"), "isolation": result.isolation, "flags": result.flags,
             "phase_s": result.extra.get("phase_s"), "transport": result.extra.get("transport"),
+            # The fresh-set calls (T12): their median, their neighbours', which samples the time is from, and the
+            # first look where a gap made the grading pass look again.
+            "fresh_sets": result.extra.get("fresh_sets"),
             # Per baseline kind: timed calls whose host enqueue outlasted the pre-roll spin (a busy host in the time).
             "baseline_host": baseline_host,
         }

@@ -57,25 +57,36 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             sess.tick("prepare_baseline", t)
         cap = settings.grade_spot_checks
         fresh_total = fresh_count(settings, sess.sets[0].get("input_bytes", 0))  # over all rounds, like the cap
-        for r in range(settings.grade_rounds):
+
+        def run_round(r: int, fresh: int) -> list[float]:
+            """Round ``r``: the candidate's calls (``fresh`` of them on fresh sets), then each baseline's."""
+            nonlocal wall
             # The cap spread over the rounds (the first rounds take the remainder).
             checks = None if cap is None else cap // settings.grade_rounds + (r < cap % settings.grade_rounds)
-            fresh = fresh_total // settings.grade_rounds + (r < fresh_total % settings.grade_rounds)
             samples, wall_ms = evaluator.time_candidate(sess, ks, calls=per_round, max_checks=checks, fresh_calls=fresh)
             if sess.errors or sess.violations:
-                return
-            cand += samples
+                return samples
             wall += wall_ms
             warm = settings.warmup_calls if r == 0 else 1
             t = time.perf_counter()
             with evaluator.lock:
-                eager += sess.ref.call("time_baseline", "eager", ks, per_round, warm, settings.compile_mode)
+                eager.extend(sess.ref.call("time_baseline", "eager", ks, per_round, warm, settings.compile_mode))
                 if settings.with_compile_baseline:
-                    compiled += sess.ref.call(
+                    compiled.extend(sess.ref.call(
                         "time_baseline", "compile", ks, per_round, warm + (2 if r == 0 else 0), settings.compile_mode
-                    )
+                    ))
             sess.tick("baselines", t)
-        cand = evaluator.settle_fresh_sets(sess, cand)
+            return samples
+
+        for r in range(settings.grade_rounds):
+            cand += run_round(r, fresh_total // settings.grade_rounds + (r < fresh_total % settings.grade_rounds))
+            if sess.errors or sess.violations:
+                return
+        # A gap on the fresh sets is looked at again in one more round with all of them; when that round shows
+        # none, its samples are the candidate's (against the baselines of every round, this one's included).
+        cand = evaluator.settle_fresh_sets(sess, cand, lambda: run_round(settings.grade_rounds, fresh_total))
+        if sess.errors or sess.violations:
+            return
         result.timing = summarize(cand, method, wall_ms=wall)
         result.baselines = Baselines(
             eager=summarize(eager, method),

@@ -214,10 +214,11 @@ class HarnessSettings(BaseModel):
         ge=0,
         description="When the fresh-set calls of a profile, or of all grading rounds together, run slower than the "
         "rotated calls just before each of them by more than this fraction (median ratio; and by 2 us; the CPU "
-        "backend's default is 0.25, DEVICE_DEFAULTS: host-timed calls are noisier), the "
-        "candidate's time is the fresh calls' median and the result is flagged 'fresh_inputs_slower'. An honest "
-        "candidate's time does not depend on whether it saw the data before: at worst a noisier median, not a "
-        "biased one.",
+        "backend's default is 0.25, DEVICE_DEFAULTS: host-timed calls are noisier), one more batch of the same "
+        "form looks again (a profile's timing batch; a grading round with all the pass's fresh calls). Slower "
+        "there too: the candidate's time is the fresh calls' median and the result is flagged "
+        "'fresh_inputs_slower'; not slower: the confirming batch's samples are its time. An honest candidate's "
+        "time does not depend on whether it saw the data before: at worst a noisier median, not a biased one.",
     )
     grade_rounds: int = Field(3, ge=1, description="ABAB rounds of the grading pass (candidate, eager, compile).")
     grade_calls_per_round: int | None = Field(

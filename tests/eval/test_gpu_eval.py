@@ -105,7 +105,9 @@ def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     # torch.compile's baselines compiled into the repeat's own inductor cache, not the machine's (warm) one
     assert ours["inductor_cache"] == "fresh per repeat" and rep["inductor_cache_files"] > 0
     assert ours["tasks_per_gpu_hour"] == pytest.approx(3600 * 2 / rep["wall_s"])
-    assert all(r["spot_checks"] == 12 and r["grade_s"] > 0 and r["build_s"] > 0 for r in ours["per_task"])
+    for r in ours["per_task"]:  # (a round that looked again at a gap on the fresh sets adds its third of the cap)
+        assert r["spot_checks"] == 12 + (12 // 3 if "first_look" in r["fresh_sets"] else 0), r["fresh_sets"]
+        assert r["fresh_sets"]["calls"] >= 4 and r["grade_s"] > 0 and r["build_s"] > 0
     assert data["reference"] is None
     assert ours["harness"] == {"spare_references": 0}
     for r in ours["per_task"]:  # each median with what it rests on

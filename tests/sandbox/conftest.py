@@ -215,10 +215,11 @@ def settings_factory(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[
 
 @pytest.fixture(scope="session")
 def cpu_evaluator(settings_factory) -> Iterator[object]:  # type: ignore[no-untyped-def]
-    """A shared CPU Evaluator (warm reference processes, pre-started runners)."""
+    """A shared CPU Evaluator (warm reference processes, pre-started runners) with the CPU backend's device
+    defaults (a wider ``fresh_set_slack``: host-timed calls are noisier)."""
     from cuda_agent.harness.evaluator import Evaluator
 
-    ev = Evaluator("cpu", settings_factory())
+    ev = Evaluator("cpu", settings_factory().with_device_defaults("cpu"))
     yield ev
     ev.close()
 

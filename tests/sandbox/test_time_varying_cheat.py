@@ -62,8 +62,12 @@ def test_grading_spot_checks_are_capped_and_drawn_across_the_rounds(settings_fac
     with Evaluator("cpu", settings) as ev:
         graded = ev.grade(tasks.relu, make_ws(honest_relu), kit)
         assert graded.status.value == "correct", graded.summary_for_agent()
-        assert graded.extra["spot_checks"] == 5  # not the 15 that every 2nd of 30 calls would be
+        # Not the 15 that every 2nd of 30 calls would be. (A round that looked again at a gap on the fresh sets,
+        # which noise can open, adds its share: a third of the cap; uncapped, every 2nd of its 10 calls.)
+        looked_again = "first_look" in graded.extra["fresh_sets"]
+        assert graded.extra["spot_checks"] == 5 + (5 // 3 if looked_again else 0)
         uncapped = settings.model_copy(update={"grade_spot_checks": None})
     with Evaluator("cpu", uncapped) as ev:
         graded = ev.grade(tasks.relu, make_ws(honest_relu), kit)
-        assert graded.extra["spot_checks"] == 15
+        looked_again = "first_look" in graded.extra["fresh_sets"]
+        assert graded.extra["spot_checks"] == 15 + (5 if looked_again else 0)
