@@ -2,9 +2,10 @@
 
 Every sandbox (built by ``_bwrap``: compiles, task probes, candidates, data
 probe workers) mounts a fresh tmpfs over ``/tmp``. When cuda-agent itself, or a
-``sys.path`` entry, lives under ``/tmp`` (a CI clone in ``/tmp``, wheels
-installed with ``--target /tmp/site``), the sandboxed Python would no longer
-find the harness code. These folders are bound back read-only.
+``sys.path`` entry, or the interpreter lives under ``/tmp`` (a CI clone in
+``/tmp``, wheels installed with ``--target /tmp/site``, a virtual environment
+made there), the sandboxed Python would no longer find the harness code, or
+not start at all. These folders are bound back read-only.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ def masked_code_paths() -> tuple[Path, ...]:
             candidates.add(Path(entry).resolve())
     for entry in sys.path:
         if entry and Path(entry).is_dir():
+            candidates.add(Path(entry).resolve())
+    # The interpreter itself: a virtual environment under /tmp (its bin/python is a link the sandboxed command
+    # starts through, its pyvenv.cfg tells Python where the base install is), or a Python installed there.
+    for entry in (sys.prefix, sys.exec_prefix, str(Path(sys.executable).parent)):
+        if entry and Path(entry).is_dir():
+            candidates.add(Path(entry).absolute())
             candidates.add(Path(entry).resolve())
     # Never a masked root itself (a script run from /tmp puts /tmp on sys.path): binding it
     # back would undo the private tmpfs.

@@ -126,6 +126,26 @@ def test_code_under_tmp_is_bound_back_after_masking(tmp_path: Path, monkeypatch:
 
 
 @needs_bwrap
+def test_a_virtual_environment_under_tmp_starts_inside_the_sandbox(tmp_path: Path) -> None:
+    # CI in a venv made in /tmp: every sandboxed command died with "bwrap: execvp .../bin/python: No such file".
+    venv = tmp_path / "venv"
+    if not venv.is_relative_to("/tmp"):
+        pytest.skip("basetemp is not under /tmp")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    code = textwrap.dedent("""
+        import subprocess, sys
+        from cuda_agent.harness._bwrap import BwrapSpec, bwrap_prefix, find_bwrap
+        inner = "import sys, cuda_agent.harness; print(sys.prefix)"
+        cmd = bwrap_prefix(find_bwrap(), BwrapSpec()) + [sys.executable, "-c", inner]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        print(done.stdout.strip() or done.stderr.strip())
+    """)
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(venv)  # started inside, as the venv's interpreter, with the harness importable
+
+
+@needs_bwrap
 def test_host_dev_only_when_asked() -> None:
     minimal = {"null", "zero", "full", "random", "urandom", "tty", "console", "pts", "ptmx", "shm", "fd", "stdin",
                "stdout", "stderr", "core", "mqueue"}
