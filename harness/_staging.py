@@ -37,13 +37,70 @@ def _allocate(path: Path, n: int) -> None:
     points)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
     with os.fdopen(fd, "wb") as fh:
-        if n:
-            try:
-                os.posix_fallocate(fh.fileno(), 0, n)
-            except OSError as exc:
-                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                    raise OSError(exc.errno, f"no room for {n} bytes in {path.parent}: {exc.strerror}") from exc
-                fh.truncate(n)
+        _reserve(fh.fileno(), n, str(path.parent))
+
+
+def _reserve(fd: int, n: int, where: str) -> None:
+    """Give open file ``fd`` ``n`` bytes, reserved where the file system can (``where`` names it in the error)."""
+    if not n:
+        return
+    try:
+        os.posix_fallocate(fd, 0, n)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise OSError(exc.errno, f"no room for {n} bytes in {where}: {exc.strerror}") from exc
+        os.ftruncate(fd, n)
+
+
+def write_memfd(t: Any, name: str) -> tuple[int, int]:
+    """A new memory file (``memfd_create``) holding the bytes of ``t`` (any device, any layout; stored
+    C-contiguous): (its descriptor, the byte count). It has no name in any folder, so nothing can read it until the
+    descriptor is passed on (``SCM_RIGHTS``); the caller owns the descriptor."""
+    import torch
+
+    raw = _raw_bytes(t)
+    n = raw.numel()
+    fd = os.memfd_create(name, getattr(os, "MFD_CLOEXEC", 1))
+    try:
+        _reserve(fd, n, "a memory file")
+        if n:  # mapped shared through the descriptor's /proc name: one copy (device-to-host on CUDA), no buffer
+            torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=n, dtype=torch.uint8).copy_(raw)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, n
+
+
+def read_fd_into(fd: int, view: memoryview, what: str) -> None:
+    """Fill ``view`` with the bytes of descriptor ``fd``, whose size must be ``len(view)`` (``what`` names it in
+    errors). Positional reads: a descriptor passed between processes shares its offset with the sender's copy."""
+    want = len(view)
+    have = os.fstat(fd).st_size
+    if have != want:
+        raise ValueError(f"{what} holds {have} bytes, {want} expected")
+    got = 0
+    while got < want:
+        k = os.preadv(fd, [view[got:]], got)
+        if not k:
+            raise ValueError(f"{what} ended after {got} of {want} bytes")
+        got += k
+
+
+def _nbytes(shape: list[int], dtype: Any) -> int:
+    import torch
+
+    return math.prod(int(s) for s in shape) * torch.empty((), dtype=dtype).element_size()
+
+
+def read_tensor_fd(fd: int, shape: list[int], dtype: Any) -> Any:
+    """The tensor of ``shape`` and ``dtype`` whose bytes descriptor ``fd`` holds, copied into host memory of its own
+    (C-contiguous)."""
+    import torch
+
+    raw = torch.empty(_nbytes(shape, dtype), dtype=torch.uint8)
+    if raw.numel():
+        read_fd_into(fd, memoryview(raw.numpy()).cast("B"), f"a handed-over memory file (shape {list(shape)} of {dtype})")
+    return raw.view(dtype).view(shape)
 
 
 def write_tensor_file(path: Path, t: Any) -> int:
@@ -126,23 +183,24 @@ class DeviceReader:
 
     def read(self, path: Path, shape: list[int], dtype: Any) -> Any:
         """The tensor stored in ``path`` as ``shape``/``dtype``, on the device (C-contiguous)."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return self._read(fd, shape, dtype, Path(path).name)
+        finally:
+            os.close(fd)
+
+    def read_fd(self, fd: int, shape: list[int], dtype: Any) -> Any:
+        """The tensor whose bytes descriptor ``fd`` holds (a memory file handed over), on the device."""
+        return self._read(fd, shape, dtype, "a handed-over memory file")
+
+    def _read(self, fd: int, shape: list[int], dtype: Any, what: str) -> Any:
         import torch
 
-        want = math.prod(int(s) for s in shape) * torch.empty((), dtype=dtype).element_size()
+        want = _nbytes(shape, dtype)
         out = torch.empty(shape, dtype=dtype, device=self.device)
         if want == 0:
             return out
         buf = self._buffer(want)
-        with open(path, "rb", buffering=0) as fh:
-            have = os.fstat(fh.fileno()).st_size
-            if have != want:
-                raise ValueError(f"{Path(path).name} holds {have} bytes, shape {list(shape)} of {dtype} needs {want}")
-            view = memoryview(buf.numpy()).cast("B")
-            got = 0
-            while got < want:
-                k = fh.readinto(view[got:])
-                if not k:
-                    raise ValueError(f"{Path(path).name} ended after {got} of {want} bytes")
-                got += k
+        read_fd_into(fd, memoryview(buf.numpy()).cast("B"), f"{what} (shape {list(shape)} of {dtype})")
         out.reshape(-1).view(torch.uint8).copy_(buf)  # pinned -> device: a full-speed transfer
         return out

@@ -1,4 +1,4 @@
-"""Device buffers shared through file descriptors (CUDA VMM): the 'vmm' output transport.
+"""Device buffers shared through file descriptors (CUDA VMM): the 'vmm' transport.
 
 Legacy CUDA IPC handles do not open across bubblewrap's namespaces, so a
 sandboxed candidate used to hand its outputs over through host files: a
@@ -9,6 +9,9 @@ copies each output into a buffer made with the driver's virtual-memory API
 descriptor over a Unix socket (``SCM_RIGHTS``), which crosses any namespace;
 the trusted side imports it, maps it and copies the bytes into memory of its
 own before it compares anything. Device to device, nothing through the host.
+
+The same calls carry fresh input sets the other way (:func:`export_copy`, ``fresh_set_transport``): the
+reference copies a set into new allocations before the timing batch and the runner imports each at its call.
 
 Plain ctypes over ``libcuda``; no extension to build. Every driver failure is
 a :class:`VmmError`; callers fall back to the host transport.
@@ -235,6 +238,31 @@ class VmmExporter:
         os.close(slot.fd)
         self.driver.unmap(slot.ptr, slot.size)
         self.driver.release(slot.handle)
+
+
+def export_copy(torch: Any, driver: Driver, raw: Any) -> dict[str, Any]:
+    """A new exportable allocation holding a copy of flat uint8 CUDA tensor ``raw`` (the trusted side's inputs
+    direction): ``{"handle", "fd", "nbytes", "alloc"}``. Nothing of it stays mapped here; the caller owns the
+    descriptor and releases the handle (:meth:`Driver.release`) once the other side has read it. One allocation per
+    hand-over, never reused: whoever imports it may keep a mapping and write to it."""
+    n = int(raw.numel())
+    if n <= 0:
+        raise VmmError("nothing to export")
+    driver.ensure_context()
+    size = driver.round_up(n)
+    handle = driver.create(size)
+    try:
+        ptr = driver.map(handle, size)
+        try:
+            byte_view(torch, ptr, n, raw.device).copy_(raw)
+            torch.cuda.synchronize(raw.device)  # the bytes are there before anyone maps them
+        finally:
+            driver.unmap(ptr, size)
+        fd = driver.export_fd(handle)
+    except BaseException:
+        driver.release(handle)
+        raise
+    return {"handle": handle, "fd": fd, "nbytes": n, "alloc": size}
 
 
 def import_copy(torch: Any, driver: Driver, fd: int, nbytes: int, alloc: int, device: Any) -> Any:

@@ -13,7 +13,9 @@ Messages from here are untrusted by the parent (JSON only, never pickle).
 Requests (``op``):
 - ``load``: workspace, so_dir, device, init_inputs, init_seed, output specs (for NaN poisoning).
 - ``inputs``: one input set (raw files in the exchange folder, copied to the device here; or, with the 'ipc'
-  transport on CUDA, IPC handles) kept pristine here.
+  transport on CUDA, IPC handles; or, for a fresh set handed over at its call, memory files or device allocations
+  whose descriptors came over ``CUDA_AGENT_FD_SOCKET`` just before the request) kept pristine here. A set whose
+  descriptors could not be read is answered ``fd_error`` (the trusted side hands it over through files instead).
 - ``call``: copy an input set, poison output-sized memory with NaN, flush caches, time one forward,
   describe the outputs (type, dtype, shape, aliasing, fingerprint) and re-fingerprint the inputs.
 - ``export``: hand the last outputs over (raw files; CUDA with the 'ipc' transport: IPC handles; with 'vmm': device
@@ -71,6 +73,7 @@ class _Runner:
         fd = os.environ.get(FD_SOCKET_ENV)
         self.fd_sock = socket.socket(fileno=int(fd)) if fd else None  # descriptors to the trusted side
         self._reader: Any = None  # DeviceReader of staged inputs (CUDA)
+        self._vmm_driver: Any = None  # driver calls of inputs handed over as device allocations (made on first use)
         self.staging: dict[int, Any] = {}
         self.so_path: Path | None = None
         self.model: Any = None
@@ -207,37 +210,83 @@ class _Runner:
 
     def op_inputs(self, req: dict[str, Any]) -> None:
         torch = self.torch
-        values: list[Any] = []
-        for i, d in enumerate(req["tensors"]):
-            if d["kind"] != "tensor":
-                values.append(d.get("value"))
-                continue
-            dtype = getattr(torch, d["dtype"])
-            if "ipc" in d:
-                import pickle
+        described = [d for d in req["tensors"] if d["kind"] == "tensor" and "fd" in d]
+        fds: list[int] = []
+        try:
+            if described:  # a set staged in memory files or device allocations: descriptors came with the request
+                from cuda_agent.harness._vmm import recv_fds
 
-                from torch.multiprocessing.reductions import rebuild_cuda_tensor
+                if self.fd_sock is None:
+                    raise ValueError("this runner has no descriptor socket")
+                fds = recv_fds(self.fd_sock, len(described), 5.0)
+            values = [self._received(d, fds) for d in req["tensors"]]
+        except Exception as exc:  # noqa: BLE001 - reported; the trusted side hands this set over through files
+            if not described:
+                raise
+            self.send(ok=False, fd_error=True, error=f"{type(exc).__name__}: {exc}"[:500])
+            return
+        finally:
+            from cuda_agent.harness._vmm import close_fds
 
-                args = pickle.loads(base64.b64decode(d["ipc"]))  # trusted -> candidate direction
-                shared = rebuild_cuda_tensor(*args)
-                # Own copy, then release the mapping at once: the producer's IPC reference count drops now,
-                # so killing this process later cannot pin the reference process's memory.
-                t = shared.clone(memory_format=torch.preserve_format)
-                torch.cuda.synchronize()  # the copy is done before the mapping goes away
-                del shared
-            elif str(self.device).startswith("cuda"):
-                t = self._device_reader().read(Path(d["file"]), d["shape"], dtype)
-                if list(t.stride()) != list(d["stride"]):
-                    t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(t)
-                torch.cuda.synchronize()
-            else:
-                from cuda_agent.harness._staging import read_tensor_file
-
-                host = read_tensor_file(Path(d["file"]), d["shape"], dtype)
-                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(host)
-            values.append(t)
+            close_fds(fds)
         self.inputs[int(req["set"])] = values
         self.send(ok=True, set=req["set"])
+
+    def _received(self, d: dict[str, Any], fds: list[int]) -> Any:
+        """One input of an ``inputs`` request, in this process's memory: a value, or a tensor from a CUDA IPC
+        handle, a staged file, a memory file's or a device allocation's descriptor (``fds[d['fd']]``)."""
+        torch = self.torch
+        if d["kind"] != "tensor":
+            return d.get("value")
+        dtype = getattr(torch, d["dtype"])
+        if "fd" in d:
+            t = self._from_fd(fds[int(d["fd"])], d, dtype)
+            if list(t.stride()) != list(d["stride"]):
+                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(t)
+            if str(self.device).startswith("cuda"):
+                torch.cuda.synchronize()
+            return t
+        if "ipc" in d:
+            import pickle
+
+            from torch.multiprocessing.reductions import rebuild_cuda_tensor
+
+            args = pickle.loads(base64.b64decode(d["ipc"]))  # trusted -> candidate direction
+            shared = rebuild_cuda_tensor(*args)
+            # Own copy, then release the mapping at once: the producer's IPC reference count drops now,
+            # so killing this process later cannot pin the reference process's memory.
+            t = shared.clone(memory_format=torch.preserve_format)
+            torch.cuda.synchronize()  # the copy is done before the mapping goes away
+            del shared
+            return t
+        if str(self.device).startswith("cuda"):
+            t = self._device_reader().read(Path(d["file"]), d["shape"], dtype)
+            if list(t.stride()) != list(d["stride"]):
+                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(t)
+            torch.cuda.synchronize()
+            return t
+        from cuda_agent.harness._staging import read_tensor_file
+
+        host = read_tensor_file(Path(d["file"]), d["shape"], dtype)
+        return torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(host)
+
+    def _from_fd(self, fd: int, d: dict[str, Any], dtype: Any) -> Any:
+        """The C-contiguous tensor ``d`` describes, from descriptor ``fd``: a device allocation (``vmm``: one
+        device-to-device copy) or a memory file (read into this process, through a pinned buffer on CUDA)."""
+        torch = self.torch
+        if d.get("vmm"):
+            from cuda_agent.harness._vmm import Driver, import_copy
+
+            if self._vmm_driver is None:
+                dev = torch.device(self.device)
+                self._vmm_driver = Driver(dev.index if dev.index is not None else torch.cuda.current_device())
+            raw = import_copy(torch, self._vmm_driver, fd, int(d["nbytes"]), int(d["alloc"]), self.device)
+            return (raw.view(torch.bool) if dtype == torch.bool else raw.view(dtype)).view(d["shape"])
+        if str(self.device).startswith("cuda"):
+            return self._device_reader().read_fd(fd, d["shape"], dtype)
+        from cuda_agent.harness._staging import read_tensor_fd
+
+        return read_tensor_fd(fd, d["shape"], dtype)
 
     def _device_reader(self) -> Any:
         """The pinned-buffer reader of staged input files (CUDA)."""

@@ -75,6 +75,8 @@ class _Session:
     calls: int = 0
     #: Timed calls on sets made for that call (harness/fresh_sets.py): (fresh ms, its rotated neighbours' median).
     fresh_pairs: list[tuple[float, float]] = field(default_factory=list)
+    #: Fresh sets staged in memory files or device allocations, not handed over yet: set -> our descriptors.
+    set_fds: dict[int, list[int]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def tick(self, phase: str, since: float) -> float:
@@ -145,6 +147,10 @@ class Evaluator:
         self.vmm_failure: str | None = None
         #: A 'vmm' hand-over has succeeded here: later failures are the candidate's, not the environment's.
         self.vmm_confirmed = False
+        #: Fresh sets handed over by descriptor (``fresh_set_transport``), per kind ('memfd', 'vmm'): why that kind
+        #: failed here before it ever worked (not used again), and the kinds that have worked.
+        self.fd_failures: dict[str, str] = {}
+        self.fd_confirmed: set[str] = set()
 
     # ------------------------------------------------------------------ public API
     def verify(self, task: TaskManifest, workspace_root: Path, so_path: Path | None) -> CandidateResult:
@@ -447,6 +453,9 @@ class Evaluator:
             t_end = time.perf_counter()
             if sess is not None:
                 self.used_seeds.update(sess.seeds)
+                for fds in sess.set_fds.values():  # fresh sets staged but never handed over (the batch ended early)
+                    close_fds(fds)
+                sess.set_fds.clear()
             if proc is not None:
                 self.pool.release(proc)
             if sess is not None:
@@ -801,21 +810,83 @@ class Evaluator:
         return samples, wall_ms
 
     def fresh_sets(self, sess: _Session, count: int) -> list[int]:
-        """``count`` sets from fresh secret seeds, made by the reference but neither staged nor handed to the
-        candidate yet (:meth:`hand_over`, just before each one's call: harness/fresh_sets.py)."""
+        """``count`` sets from fresh secret seeds, made by the reference but not handed to the candidate yet
+        (:meth:`hand_over`, just before each one's call: harness/fresh_sets.py). Where descriptors are used
+        (:meth:`fd_kind`) they are staged now, outside the device lock, in memory files or device allocations no one
+        else can reach; otherwise at hand-over, through files."""
         t = time.perf_counter()
         ks = [self._fresh_set(sess, stage=False) for _ in range(count)]
+        kind = self.fd_kind(sess)
+        for k in ks if kind else ():
+            try:
+                answer, fds = sess.ref.call_with_fds("stage_fds", k, kind == "vmm")
+            except ReferenceError_ as exc:
+                if not sess.ref.alive:
+                    raise
+                self._fd_failed("memfd", f"the reference could not stage a set: {exc}")
+                break
+            sess.set_fds[k] = fds
+            sess.sets[k]["tensors"] = answer["tensors"]
+            if answer.get("vmm_error"):
+                self._fd_failed("vmm", f"the reference could not export device memory: {answer['vmm_error']}")
         sess.tick("fresh_sets", t)
         return ks
 
+    def fd_kind(self, sess: _Session) -> str | None:
+        """How this session's fresh sets are handed over by descriptor: 'vmm' (device allocations, CUDA with the
+        'vmm' transport), 'memfd' (memory files), or None (files at hand-over; ``fresh_set_transport``)."""
+        mode = self.settings.fresh_set_transport
+        if mode == "files" or getattr(sess.proc, "fd_sock", None) is None or "memfd" in self.fd_failures:
+            return None
+        transport = self.transport(sess.proc) if self.kind == "cuda" else "host"
+        if mode == "auto" and transport == "ipc":
+            return None
+        return "vmm" if transport == "vmm" and "vmm" not in self.fd_failures else "memfd"
+
+    def _fd_failed(self, kind: str, why: str) -> None:
+        """A descriptor hand-over of ``kind`` failed: unless that kind has worked here before (then the candidate's
+        process is to blame, and only its set goes through files), it is not used again by this evaluator."""
+        if kind in self.fd_confirmed or kind in self.fd_failures:
+            return
+        self.fd_failures[kind] = why
+        log.warning("transport.fresh_set_descriptors_unavailable", kind=kind, reason=why[:300])
+
     def hand_over(self, sess: _Session, k: int) -> int:
-        """Stage set ``k`` (through the exchange folder's reusable slots where files are used) and give it to the
-        runner now; returns ``k``."""
+        """Give set ``k`` to the runner now: its descriptors where it was staged in memory files or device
+        allocations, else staged now through the exchange folder's reusable slots (files, or IPC handles); returns
+        ``k``."""
         t = time.perf_counter()
+        sess.extra["fresh_hand_overs"] = sess.extra.get("fresh_hand_overs", 0) + 1
+        fds = sess.set_fds.pop(k, None)
+        if fds is not None and self._hand_over_fds(sess, k, fds):
+            sess.tick("fresh_hand_over", t)
+            return k
         sess.sets[k]["tensors"] = sess.ref.call("stage_set", k, str(sess.proc.exchange), self.transport(sess.proc), True)
         self.send_inputs(sess, k)
         sess.tick("fresh_hand_over", t)
         return k
+
+    def _hand_over_fds(self, sess: _Session, k: int, fds: list[int]) -> bool:
+        """Pass set ``k``'s descriptors and its description to the runner; False when it could not read them (the
+        caller hands the set over through files)."""
+        from cuda_agent.harness._vmm import close_fds, send_fds
+
+        kind = "vmm" if any(d.get("vmm") for d in sess.sets[k]["tensors"]) else "memfd"
+        try:
+            send_fds(sess.proc.fd_sock, fds)
+            answer = sess.proc.request(self.settings.load_timeout_s, op="inputs", set=k, tensors=sess.sets[k]["tensors"])
+        except OSError as exc:
+            answer = {"ok": False, "fd_error": True, "error": f"descriptors not sent: {exc}"}
+        finally:
+            close_fds(fds)
+        if answer.get("ok"):
+            self.fd_confirmed.add(kind)
+            return True
+        if not answer.get("fd_error"):
+            raise _CandidateFailed(f"receiving inputs failed: {answer.get('error')}", answer.get("traceback", ""))
+        sess.extra.setdefault("fresh_set_fallbacks", []).append(f"{kind}: {str(answer.get('error'))[:200]}")
+        self._fd_failed(kind, f"the runner could not read a set: {answer.get('error')}")
+        return False
 
     def settle_fresh_sets(self, sess: _Session, samples: list[float], confirm: Callable[[], list[float]]) -> list[float]:
         """The candidate's timed samples after the fresh-set rule (harness/fresh_sets.py).

@@ -113,6 +113,7 @@ class ReferenceServer:
         self.timer: Any = None
         self.reader: Any = None  # DeviceReader of outputs staged by candidates (CUDA)
         self._vmm_driver: Any = None  # driver calls of the 'vmm' transport (made on first use)
+        self._fd_exports: dict[int, list[int]] = {}  # set -> device allocations it was exported in (stage_fds)
         self.baseline_bytes: int | None = None
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -167,6 +168,56 @@ class ReferenceServer:
         staged there."""
         return self._describe(k, exchange, transport, stage=True, reuse=reuse)
 
+    def stage_fds(self, k: int, vmm: bool = False) -> dict[str, Any]:
+        """Stage input set ``k`` where nothing can see it until it is handed over: one memory file per tensor
+        (``memfd``), or with ``vmm`` on CUDA one exportable device allocation per tensor (a device-to-device copy;
+        a driver failure falls back to memory files, its reason in ``vmm_error``). The descriptors go to the
+        parent over the descriptor socket, in input order, before this answer; ours are closed. Device allocations
+        are released with the set (:meth:`drop_sets`).
+
+        Returns ``{"tensors": descriptions (``fd``: index into the descriptors), "fds": count, "vmm_error"}``."""
+        from cuda_agent.harness._staging import _raw_bytes, write_memfd
+        from cuda_agent.harness._vmm import VmmError, close_fds, export_copy, send_fds
+
+        if self.fd_sock is None:
+            raise ValueError("this reference server has no descriptor socket (in-process)")
+        torch = self.torch
+        descs = self._describe(k, None, "host", stage=False)
+        fds: list[int] = []
+        vmm_error: str | None = None
+        handles = self._fd_exports.setdefault(k, [])
+        try:
+            for d, x in zip(descs, self.sets[k]["inputs"]):
+                if not isinstance(x, torch.Tensor):
+                    continue
+                raw = _raw_bytes(x)
+                d["fd"], d["nbytes"] = len(fds), int(raw.numel())
+                if vmm and vmm_error is None and x.device.type == "cuda" and raw.numel():
+                    try:
+                        exported = export_copy(torch, self._driver(), raw)
+                    except VmmError as exc:
+                        vmm_error = str(exc)[:500]
+                    else:
+                        handles.append(exported["handle"])
+                        fds.append(exported["fd"])
+                        d.update(vmm=True, alloc=exported["alloc"])
+                        continue
+                fd, _ = write_memfd(raw, f"fresh-{k}-{d['fd']}")
+                fds.append(fd)
+            send_fds(self.fd_sock, fds)
+        finally:
+            close_fds(fds)
+        return {"tensors": descs, "fds": len(fds), "vmm_error": vmm_error}
+
+    def _driver(self) -> Any:
+        """The driver calls of the 'vmm' transport on this process's device (made on first use)."""
+        if self._vmm_driver is None:
+            from cuda_agent.harness._vmm import Driver
+
+            torch = self.torch
+            self._vmm_driver = Driver(self.device.index if self.device.index is not None else torch.cuda.current_device())
+        return self._vmm_driver
+
     def _slot_writer(self, exchange: str) -> Any:
         """The reusable staging slots of ``exchange`` (the few most recent folders' are kept mapped)."""
         from cuda_agent.harness._staging import SlotWriter
@@ -217,6 +268,8 @@ class ReferenceServer:
         """Free input sets no longer needed; returns device bytes still allocated beyond the model (leak probe)."""
         for k in ks:
             self.sets.pop(k, None)
+            for handle in self._fd_exports.pop(k, []):
+                self._vmm_driver.release(handle)
         if self.device.type != "cuda":
             return 0
         torch = self.torch
@@ -294,11 +347,10 @@ class ReferenceServer:
         Driver failures raise (the transport does not work here); a description that does not fit its metadata
         gives a ValueError stored for that output (reported as an export error of the candidate).
         """
-        from cuda_agent.harness._vmm import Driver, import_copy
+        from cuda_agent.harness._vmm import import_copy
 
         torch = self.torch
-        if self._vmm_driver is None:
-            self._vmm_driver = Driver(self.device.index if self.device.index is not None else torch.cuda.current_device())
+        driver = self._driver()
         out: dict[int, Any] = {}
         j = 0
         for i, (desc, meta) in enumerate(zip(exports, metas)):
@@ -316,7 +368,7 @@ class ReferenceServer:
             if nbytes != want:
                 out[i] = _Unreadable(f"buffer holds {nbytes} bytes, shape {shape} of {dtype} needs {want}")
                 continue
-            raw = import_copy(torch, self._vmm_driver, fd, nbytes, alloc, self.device)
+            raw = import_copy(torch, driver, fd, nbytes, alloc, self.device)
             out[i] = (raw.view(torch.bool) if dtype == torch.bool else raw.view(dtype)).view(shape)
         return out
 
@@ -627,7 +679,7 @@ class ReferenceProcess:
         #: Taken out of service (device memory stayed pinned): closed when its last session ends.
         self.retired = False
         self._stop_requested = False
-        self._call_lock = threading.Lock()  # one request at a time on the pipe, whatever thread asks
+        self._call_lock = threading.RLock()  # one request at a time on the pipe, whatever thread asks
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         # Descriptors of the candidate's exported device buffers ('vmm' transport) are relayed over this socket.
@@ -708,6 +760,18 @@ class ReferenceProcess:
             except OSError as exc:
                 raise ReferenceError_(f"reference process is gone: {exc}") from exc
             return self._recv(timeout_s)
+
+    def call_with_fds(self, method: str, *args: Any, timeout_s: float = 600.0, **kwargs: Any) -> tuple[Any, list[int]]:
+        """:meth:`call` for a method that answers with descriptors (its result's ``fds`` counts them; the child sends
+        them over the descriptor socket before it answers): (result, the descriptors, ours to close)."""
+        from cuda_agent.harness._vmm import recv_fds
+
+        with self._call_lock:
+            value = self.call(method, *args, timeout_s=timeout_s, **kwargs)
+            try:
+                return value, recv_fds(self._fd_sock, int(value.get("fds", 0)), 5.0)
+            except ValueError as exc:
+                raise ReferenceError_(f"{method}: {exc}") from exc
 
     @property
     def alive(self) -> bool:

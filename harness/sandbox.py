@@ -158,11 +158,11 @@ class CandidateProcess:
         self._log_chars = 0
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
-        # Descriptors of exported device buffers ('vmm' transport) come back over this socket (CUDA only).
-        self.fd_sock: socket.socket | None = None
-        child_sock: socket.socket | None = None
-        if device.startswith("cuda"):
-            self.fd_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Descriptors cross this socket: of exported device buffers ('vmm' transport) from the runner, of fresh
+        # input sets (memory files, device allocations: harness/fresh_sets.py) to it.
+        self.fd_sock: socket.socket | None
+        child_sock: socket.socket | None
+        self.fd_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._req_w = req_w
         self._resp_r = resp_r
         self._buf = b""

@@ -323,6 +323,17 @@ class HarnessSettings(BaseModel):
         "device on each side; works everywhere), or 'auto' ('vmm' when the candidate runs under bubblewrap, with "
         "'host' from then on if the driver refuses it, 'ipc' otherwise). Timing never includes the copies.",
     )
+    fresh_set_transport: Literal["auto", "descriptors", "files"] = Field(
+        "auto",
+        description="How a fresh set (fresh_set_calls) reaches the candidate at its call: 'descriptors' (staged "
+        "before the timing batch, outside the device lock, where nothing can see it: one memory file per tensor, or "
+        "on CUDA with the 'vmm' transport one exportable device allocation; at its call only the descriptors pass "
+        "over the runner's Unix socket and it copies the data in), 'files' (staged at its call through the exchange "
+        "folder's reusable slot files: the device copies and file writes inside the device lock, ~95 ms per set on "
+        "the H200), or 'auto' ('descriptors', except with the 'ipc' CUDA transport, whose handles already hand over "
+        "device to device). A descriptor hand-over that fails goes through files, and the kind that failed is not "
+        "used again until one has worked here.",
+    )
     input_transport: Literal["seeded", "staged"] = Field(
         "seeded",
         description="How input sets reach the candidate: 'seeded' (the runner makes each set itself from the secret "
