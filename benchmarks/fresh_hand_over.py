@@ -35,34 +35,30 @@ from env_latency import TASKS, _backend, _task, _workspace  # noqa: E402
 MODES = ("files", "descriptors")
 
 
-def measure(kind: str, name: str, mode: str, profiles: int, scratch: Path) -> dict:
+def measure(backend, kind: str, name: str, mode: str, profiles: int, scratch: Path) -> dict:  # type: ignore[no-untyped-def]
     """One task in one mode: per-profile hand-over and staging per set, fallbacks, the candidate's median."""
-    backend = _backend(kind, overrides={"fresh_set_transport": mode})
-    try:
-        task = _task(name, kind)
-        ws = _workspace(backend, task, name, kind, scratch / f"{name}-{mode}")
-        built = backend.compile(ws, task)
-        if not built.passed:
-            raise SystemExit(f"{name}: compile failed: {built.summary_for_agent()}")
-        rows = []
-        for _ in range(profiles):
-            t0 = time.perf_counter()
-            result = backend.profile(ws, task)
-            if not result.passed:
-                raise SystemExit(f"{name} ({mode}): profile failed: {result.summary_for_agent()}")
-            phases = result.extra.get("phase_s", {})
-            sets = int(result.extra.get("fresh_hand_overs", 0)) or 1
-            rows.append({
-                "profile_s": time.perf_counter() - t0,
-                "sets": sets,
-                "hand_over_ms_per_set": 1e3 * phases.get("fresh_hand_over", 0.0) / sets,
-                "staging_ms_per_set": 1e3 * phases.get("fresh_sets", 0.0) / sets,
-                "fallbacks": len(result.extra.get("fresh_set_fallbacks", [])),
-                "candidate_ms": result.timing.median_ms if result.timing else None,
-                "transport": result.extra.get("transport"),
-            })
-    finally:
-        backend.close()
+    task = _task(name, kind)
+    ws = _workspace(backend, task, name, kind, scratch / f"{name}-{mode}")
+    built = backend.compile(ws, task)
+    if not built.passed:
+        raise SystemExit(f"{name}: compile failed: {built.summary_for_agent()}")
+    rows = []
+    for _ in range(profiles):
+        t0 = time.perf_counter()
+        result = backend.profile(ws, task)
+        if not result.passed:
+            raise SystemExit(f"{name} ({mode}): profile failed: {result.summary_for_agent()}")
+        phases = result.extra.get("phase_s", {})
+        sets = int(result.extra.get("fresh_hand_overs", 0)) or 1
+        rows.append({
+            "profile_s": time.perf_counter() - t0,
+            "sets": sets,
+            "hand_over_ms_per_set": 1e3 * phases.get("fresh_hand_over", 0.0) / sets,
+            "staging_ms_per_set": 1e3 * phases.get("fresh_sets", 0.0) / sets,
+            "fallbacks": len(result.extra.get("fresh_set_fallbacks", [])),
+            "candidate_ms": result.timing.median_ms if result.timing else None,
+            "transport": result.extra.get("transport"),
+        })
     return {
         "runs": rows,
         "hand_over_ms_per_set": statistics.median(r["hand_over_ms_per_set"] for r in rows),
@@ -85,14 +81,17 @@ def main() -> None:
         raise SystemExit(f"unknown task(s) {unknown}; valid: {', '.join(TASKS)}")
     out: dict = {"backend": args.backend, "profiles": args.profiles, "tasks": {}}
     with tempfile.TemporaryDirectory(prefix="fresh-hand-over-") as tmp:
-        for name in names:
-            out["tasks"][name] = {}
-            for mode in MODES:
-                figures = measure(args.backend, name, mode, args.profiles, Path(tmp))
-                out["tasks"][name][mode] = figures
-                print(f"{name:16s} {mode:12s} hand-over {figures['hand_over_ms_per_set']:8.2f} ms/set  staging "
-                      f"{figures['staging_ms_per_set']:8.2f} ms/set  fallbacks {figures['fallbacks']}  candidate "
-                      f"{figures['candidate_ms']:.4f} ms", flush=True)
+        for mode in MODES:  # one backend per mode (its processes and baseline cache serve every task)
+            backend = _backend(args.backend, overrides={"fresh_set_transport": mode})
+            try:
+                for name in names:
+                    figures = measure(backend, args.backend, name, mode, args.profiles, Path(tmp))
+                    out["tasks"].setdefault(name, {})[mode] = figures
+                    print(f"{name:16s} {mode:12s} hand-over {figures['hand_over_ms_per_set']:8.2f} ms/set  staging "
+                          f"{figures['staging_ms_per_set']:8.2f} ms/set  fallbacks {figures['fallbacks']}  candidate "
+                          f"{figures['candidate_ms']:.4f} ms", flush=True)
+            finally:
+                backend.close()
     for mode in MODES:
         out[f"{mode}_hand_over_ms_per_set"] = statistics.mean(t[mode]["hand_over_ms_per_set"] for t in out["tasks"].values())
     print(f"mean hand-over per set: files {out['files_hand_over_ms_per_set']:.2f} ms, descriptors "

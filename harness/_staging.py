@@ -29,15 +29,42 @@ def _raw_bytes(t: Any) -> Any:
     return flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
 
 
-def _allocate(path: Path, n: int) -> None:
-    """Create ``path`` with ``n`` bytes reserved (a full memory file system fails here, not as SIGBUS later).
+def _allocate(path: Path, n: int) -> int:
+    """Create ``path`` with ``n`` bytes reserved (a full memory file system fails here, not as SIGBUS later); returns
+    it open read-write (the caller closes it).
 
     The exchange folder is writable from inside the candidate's sandbox, so a name there may have been made a
     symlink: it is never followed (``O_NOFOLLOW``: the trusted writer fails instead of writing where the link
-    points)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        _reserve(fh.fileno(), n, str(path.parent))
+    points), and the file is mapped through this descriptor (:func:`_map_shared`), never reopened by its name,
+    which could have been swapped in between."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        _reserve(fd, n, str(path.parent))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _map_shared(fd: int, n: int) -> Any:
+    """A uint8 tensor over the first ``n`` bytes of open file ``fd``, mapped shared (writes reach the file). Through
+    ``/proc/self/fd``: the file this descriptor has open, whatever its name now points to."""
+    import torch
+
+    return torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=n, dtype=torch.uint8)
+
+
+def open_regular(path: Path) -> int:
+    """``path`` opened read-only if it is a regular file (the caller closes it): a symlink is refused
+    (``O_NOFOLLOW``), and so is anything else a name in a folder the candidate can write may have become (a FIFO
+    would block the reader: opened without blocking, then refused)."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{Path(path).name} is not a regular file")
+    return fd
 
 
 def _reserve(fd: int, n: int, where: str) -> None:
@@ -63,8 +90,8 @@ def write_memfd(t: Any, name: str) -> tuple[int, int]:
     fd = os.memfd_create(name, getattr(os, "MFD_CLOEXEC", 1))
     try:
         _reserve(fd, n, "a memory file")
-        if n:  # mapped shared through the descriptor's /proc name: one copy (device-to-host on CUDA), no buffer
-            torch.from_file(f"/proc/self/fd/{fd}", shared=True, size=n, dtype=torch.uint8).copy_(raw)
+        if n:  # mapped shared: one copy (device-to-host on CUDA), no buffer
+            _map_shared(fd, n).copy_(raw)
     except BaseException:
         os.close(fd)
         raise
@@ -105,13 +132,14 @@ def read_tensor_fd(fd: int, shape: list[int], dtype: Any) -> Any:
 
 def write_tensor_file(path: Path, t: Any) -> int:
     """Write the bytes of ``t`` (any device, any layout; stored C-contiguous) to ``path``; returns the byte count."""
-    import torch
-
     raw = _raw_bytes(t)
     n = raw.numel()
-    _allocate(path, n)
-    if n:
-        torch.from_file(str(path), shared=True, size=n, dtype=torch.uint8).copy_(raw)
+    fd = _allocate(path, n)
+    try:
+        if n:
+            _map_shared(fd, n).copy_(raw)
+    finally:
+        os.close(fd)
     return n
 
 
@@ -123,21 +151,22 @@ class SlotWriter:
         self._slots: dict[str, tuple[int, int, Any]] = {}  # name -> (bytes, inode, shared mapping)
 
     def write(self, name: str, t: Any) -> Path:
-        """Stage ``t`` in slot ``name``; returns the file's path (its bytes are ``t``'s, C-contiguous)."""
-        import torch
-
+        """Stage ``t`` in slot ``name``; returns the file's path (its bytes are ``t``'s, C-contiguous). A slot whose
+        name now leads elsewhere (another file, a symlink: ``lstat``) is made again, never followed."""
         raw = _raw_bytes(t)
         n = raw.numel()
         path = self.folder / name
         slot = self._slots.get(name)
         try:
-            current = os.stat(path).st_ino
+            current = os.lstat(path).st_ino
         except FileNotFoundError:
             current = None
         if slot is None or slot[0] != n or slot[1] != current or n == 0:
-            _allocate(path, n)
-            mapped = torch.from_file(str(path), shared=True, size=n, dtype=torch.uint8) if n else None
-            slot = (n, os.stat(path).st_ino, mapped)
+            fd = _allocate(path, n)
+            try:
+                slot = (n, os.fstat(fd).st_ino, _map_shared(fd, n) if n else None)
+            finally:
+                os.close(fd)
             self._slots[name] = slot
         if n:
             slot[2].copy_(raw)
@@ -145,19 +174,25 @@ class SlotWriter:
 
 
 def read_tensor_file(path: Path, shape: list[int], dtype: Any) -> Any:
-    """The tensor of ``shape`` and ``dtype`` stored in ``path`` (host memory, mapped privately)."""
+    """The tensor of ``shape`` and ``dtype`` stored in regular file ``path`` (:func:`open_regular`; host memory,
+    mapped privately)."""
     import torch
 
     numel = math.prod(int(s) for s in shape)
-    if numel == 0:
-        return torch.empty(shape, dtype=dtype)
-    want = numel * torch.empty((), dtype=dtype).element_size()
-    have = Path(path).stat().st_size
-    if have != want:
-        raise ValueError(f"{Path(path).name} holds {have} bytes, shape {list(shape)} of {dtype} needs {want}")
-    if dtype == torch.bool:
-        return torch.from_file(str(path), shared=False, size=numel, dtype=torch.uint8).view(shape).to(torch.bool)
-    return torch.from_file(str(path), shared=False, size=numel, dtype=dtype).view(shape)
+    fd = open_regular(Path(path))
+    try:
+        want = numel * torch.empty((), dtype=dtype).element_size()
+        have = os.fstat(fd).st_size
+        if have != want:
+            raise ValueError(f"{Path(path).name} holds {have} bytes, shape {list(shape)} of {dtype} needs {want}")
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype)
+        through = f"/proc/self/fd/{fd}"  # the file opened above, whatever the name leads to now
+        if dtype == torch.bool:
+            return torch.from_file(through, shared=False, size=numel, dtype=torch.uint8).view(shape).to(torch.bool)
+        return torch.from_file(through, shared=False, size=numel, dtype=dtype).view(shape)
+    finally:
+        os.close(fd)
 
 
 class DeviceReader:
@@ -183,7 +218,7 @@ class DeviceReader:
 
     def read(self, path: Path, shape: list[int], dtype: Any) -> Any:
         """The tensor stored in ``path`` as ``shape``/``dtype``, on the device (C-contiguous)."""
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(Path(path))
         try:
             return self._read(fd, shape, dtype, Path(path).name)
         finally:

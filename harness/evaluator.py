@@ -672,6 +672,14 @@ class Evaluator:
             else:
                 self._vmm_failed(sess, f"runner: {exported['vmm_error']}")
         outputs = exported.get("outputs", [])
+        misplaced = self._misplaced_output_files(sess, outputs)
+        if misplaced:
+            sess.violations.append({
+                "rule": "T23.runtime.export_path",
+                "message": f"output(s) {misplaced} were handed over as files outside the exchange folder's output "
+                "slots: the trusted side reads only <exchange>/out_<i>.bin",
+            })
+            return {"errors": [], "violations": []}
         n_vmm = sum(1 for d in outputs if isinstance(d, dict) and d.get("vmm"))
         fds: list[int] = []
         if n_vmm:
@@ -689,6 +697,16 @@ class Evaluator:
             sess.proc.thaw()
             close_fds(fds)
             sess.tick("check", t)
+
+    @staticmethod
+    def _misplaced_output_files(sess: _Session, outputs: list[Any]) -> list[int]:
+        """Positions of outputs the runner described as a file other than its own slot, ``<exchange>/out_<i>.bin``.
+
+        The description is the candidate process's word, and the reference opens what it names with the trusted
+        side's rights: any other path (another folder, ``..``) would make it read a file of the candidate's choosing
+        (and its mismatch report show the agent what is in it)."""
+        return [i for i, d in enumerate(outputs)
+                if isinstance(d, dict) and "file" in d and d["file"] != str(Path(sess.proc.exchange) / f"out_{i}.bin")]
 
     def _check_metas(self, sess: _Session, k: int, metas: list[dict[str, Any]]) -> bool:
         """Type/count/dtype/shape/device/alias checks on what the runner described; True = export it."""
