@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from cuda_agent.plugin_manager import PluginManager
 from cuda_agent.schemas.messages import PolicyOutput
 from cuda_agent.training.synthesis.compose_llm import ComposeError, LLMComposer, parse_task_module, render_prompt
 from cuda_agent.training.synthesis.config import DataConfig
+from cuda_agent.training.synthesis.execution_probe import SCRATCH_PREFIX, sweep_orphaned_scratch
 from cuda_agent.training.synthesis.pipeline import DataPipeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,9 +63,13 @@ def test_build_resumes_after_sigkill_with_the_same_result(tmp_path: Path, catalo
     out = tmp_path / "killed"
     first_round = len(_rows(out / "filtered.jsonl"))
     assert 0 < first_round < len(_rows(tmp_path / "straight" / "filtered.jsonl"))
+    # The killed build could not drop its probe workers' scratch folders ...
+    orphans = list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}{proc.pid}-*"))
+    assert orphans
 
     resumed = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=900)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert not [p for p in orphans if p.exists()]  # ... the resumed one did
     for name in ("composed.jsonl", "filtered.jsonl"):
         ids = [r["id"] for r in _rows(out / name)]
         assert len(ids) == len(set(ids)), f"duplicates in {name}"
@@ -71,6 +77,21 @@ def test_build_resumes_after_sigkill_with_the_same_result(tmp_path: Path, catalo
     assert [key(r) for r in _rows(out / "tasks.jsonl")] == [key(r) for r in _rows(tmp_path / "straight" / "tasks.jsonl")]
     drop = lambda r: (r["id"], r["reason"])  # noqa: E731
     assert [drop(r) for r in _rows(out / "dropped.jsonl")] == [drop(r) for r in _rows(tmp_path / "straight" / "dropped.jsonl")]
+
+
+def test_scratch_folders_of_dead_makers_are_swept_and_no_others(tmp_path: Path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid no process has now (reused pids keep their folders: only a missed clean-up)
+    dead = tmp_path / f"{SCRATCH_PREFIX}{gone.pid}-abc"
+    ours = tmp_path / f"{SCRATCH_PREFIX}{os.getpid()}-abc"
+    legacy = tmp_path / f"{SCRATCH_PREFIX}abcdefgh"  # no maker in the name: left alone
+    outside = tmp_path / "kept"
+    for folder in (dead, ours, legacy, outside):
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "f.txt").write_text("x")
+    (dead / "link").symlink_to(outside)  # removed as a link; what it points to stays
+    assert sweep_orphaned_scratch(tmp_path) == 1
+    assert not dead.exists() and ours.exists() and legacy.exists() and (outside / "sub" / "f.txt").exists()
 
 
 def test_ci_build_from_scratch_meets_the_issue_bar(tmp_path: Path):

@@ -111,6 +111,35 @@ class ProbeReport(BaseModel):
 
 #: Run once by every fresh worker before its first task, so one-time costs (Dynamo/inductor
 #: initialisation, importing transformers) never count against a task's timeout.
+#: Scratch folders are named ``<prefix><pid of the process that made them>-<random>``.
+SCRATCH_PREFIX = "cuda-agent-probe-"
+_swept: set[str] = set()  # scratch bases this process has swept already
+_swept_lock = threading.Lock()
+
+
+def sweep_orphaned_scratch(base: str | Path | None = None) -> int:
+    """Remove the scratch folders in ``base`` (None: the temp dir) whose maker is gone: a build killed with SIGKILL
+    cannot drop its workers' folders, and a resumed build would otherwise leave them behind for good. The maker is the
+    pid in the folder's name (the trusted parent chose the name; a worker cannot rename its own folder); a pid reused
+    by another process keeps its folder, which is only a missed clean-up. Returns how many were removed."""
+    root = Path(base if base is not None else tempfile.gettempdir())
+    removed = 0
+    for path in root.glob(f"{SCRATCH_PREFIX}*-*"):
+        pid_text = path.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if not pid_text.isdigit() or not path.is_dir() or path.is_symlink():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+            continue  # alive (or another user's process)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed += not path.exists()
+    return removed
+
+
 WARMUP_TASK = """import torch
 import torch.nn as nn
 try:
@@ -225,7 +254,11 @@ class ProbeWorker:
         base = self.settings.scratch_dir
         if base is not None:
             Path(base).mkdir(parents=True, exist_ok=True)
-        self.scratch = Path(tempfile.mkdtemp(prefix="cuda-agent-probe-", dir=base)).resolve()
+        with _swept_lock:  # once per process and base: what killed builds before this one left
+            if str(base) not in _swept:
+                _swept.add(str(base))
+                sweep_orphaned_scratch(base)
+        self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base)).resolve()
 
     def _drop_scratch(self) -> None:
         if self.scratch is not None:
