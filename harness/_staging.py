@@ -181,7 +181,7 @@ def read_tensor_file(path: Path, shape: list[int], dtype: Any) -> Any:
     numel = math.prod(int(s) for s in shape)
     fd = open_regular(Path(path))
     try:
-        want = numel * torch.empty((), dtype=dtype).element_size()
+        want = _nbytes(shape, dtype)
         have = os.fstat(fd).st_size
         if have != want:
             raise ValueError(f"{Path(path).name} holds {have} bytes, shape {list(shape)} of {dtype} needs {want}")

@@ -182,6 +182,12 @@ class Driver:
         self.lib.cuMemRelease(ctypes.c_ulonglong(handle))
 
 
+def driver_for(torch: Any, device: Any) -> Driver:
+    """The driver calls on torch device ``device`` (its index, or the current device when it has none)."""
+    dev = torch.device(device)
+    return Driver(dev.index if dev.index is not None else torch.cuda.current_device())
+
+
 class _ArrayView:
     """``__cuda_array_interface__`` of ``n`` raw bytes at device address ``ptr`` (for ``torch.as_tensor``)."""
 
@@ -205,7 +211,7 @@ class VmmExporter:
     def __init__(self, torch: Any, device: Any) -> None:
         self.torch = torch
         self.device = torch.device(device)
-        self.driver = Driver(self.device.index if self.device.index is not None else torch.cuda.current_device())
+        self.driver = driver_for(torch, self.device)
         self._slots: dict[int, _Slot] = {}
 
     def stage(self, position: int, raw: Any) -> dict[str, Any]:

@@ -239,13 +239,6 @@ class _Runner:
         if d["kind"] != "tensor":
             return d.get("value")
         dtype = getattr(torch, d["dtype"])
-        if "fd" in d:
-            t = self._from_fd(fds[int(d["fd"])], d, dtype)
-            if list(t.stride()) != list(d["stride"]):
-                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(t)
-            if str(self.device).startswith("cuda"):
-                torch.cuda.synchronize()
-            return t
         if "ipc" in d:
             import pickle
 
@@ -259,29 +252,33 @@ class _Runner:
             torch.cuda.synchronize()  # the copy is done before the mapping goes away
             del shared
             return t
-        if str(self.device).startswith("cuda"):
+        cuda = str(self.device).startswith("cuda")
+        if "fd" in d:
+            t = self._from_fd(fds[int(d["fd"])], d, dtype)
+        elif cuda:
             t = self._device_reader().read(Path(d["file"]), d["shape"], dtype)
-            if list(t.stride()) != list(d["stride"]):
-                t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(t)
-            torch.cuda.synchronize()
-            return t
-        from cuda_agent.harness._staging import read_tensor_file
+        else:
+            from cuda_agent.harness._staging import read_tensor_file
 
-        host = read_tensor_file(Path(d["file"]), d["shape"], dtype)
-        return torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(host)
+            host = read_tensor_file(Path(d["file"]), d["shape"], dtype)
+            return torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(host)
+        if list(t.stride()) != list(d["stride"]):  # read C-contiguous: laid out as described
+            t = torch.empty_strided(d["shape"], d["stride"], dtype=dtype, device=self.device).copy_(t)
+        if cuda:
+            torch.cuda.synchronize()
+        return t
 
     def _from_fd(self, fd: int, d: dict[str, Any], dtype: Any) -> Any:
         """The C-contiguous tensor ``d`` describes, from descriptor ``fd``: a device allocation (``vmm``: one
         device-to-device copy) or a memory file (read into this process, through a pinned buffer on CUDA)."""
         torch = self.torch
         if d.get("vmm"):
-            from cuda_agent.harness._vmm import Driver, import_copy
+            from cuda_agent.harness._vmm import driver_for, import_copy
 
             if self._vmm_driver is None:
-                dev = torch.device(self.device)
-                self._vmm_driver = Driver(dev.index if dev.index is not None else torch.cuda.current_device())
+                self._vmm_driver = driver_for(torch, self.device)
             raw = import_copy(torch, self._vmm_driver, fd, int(d["nbytes"]), int(d["alloc"]), self.device)
-            return (raw.view(torch.bool) if dtype == torch.bool else raw.view(dtype)).view(d["shape"])
+            return raw.view(dtype).view(d["shape"])
         if str(self.device).startswith("cuda"):
             return self._device_reader().read_fd(fd, d["shape"], dtype)
         from cuda_agent.harness._staging import read_tensor_fd

@@ -212,10 +212,9 @@ class ReferenceServer:
     def _driver(self) -> Any:
         """The driver calls of the 'vmm' transport on this process's device (made on first use)."""
         if self._vmm_driver is None:
-            from cuda_agent.harness._vmm import Driver
+            from cuda_agent.harness._vmm import driver_for
 
-            torch = self.torch
-            self._vmm_driver = Driver(self.device.index if self.device.index is not None else torch.cuda.current_device())
+            self._vmm_driver = driver_for(self.torch, self.device)
         return self._vmm_driver
 
     def _slot_writer(self, exchange: str) -> Any:
