@@ -216,6 +216,29 @@ def test_outputs_cross_the_sandbox_by_each_transport_with_the_same_verdicts(task
         ev.close()
 
 
+@pytest.mark.parametrize(("transport", "kind"), [("vmm", "vmm"), ("host", "memfd")])
+def test_fresh_sets_are_handed_over_by_descriptor_on_cuda(task, cuda_kit, tmp_path, transport, kind) -> None:  # type: ignore[no-untyped-def]
+    """Fresh sets staged outside the device lock reach the candidate as descriptors: device allocations exported by
+    the reference ('vmm') or memory files read through the runner's pinned buffer ('host'); none falls back to
+    the slot files, and the candidate is timed and judged as with files."""
+    from cuda_agent.harness.evaluator import Evaluator
+    from cuda_agent.harness.settings import HarnessSettings
+
+    settings = HarnessSettings(cuda_transport=transport, n_input_sets=2, min_timed_calls=5, max_timed_calls=10,
+                               with_compile_baseline=False, baseline_cache_dir=tmp_path / "b")
+    with Evaluator("cuda", settings) as ev:
+        p = ev.profile(task, _ws(tmp_path, HONEST), cuda_kit)
+        g = ev.grade(task, _ws(tmp_path, HONEST, "ws2"), cuda_kit)
+        r = ev.grade(task, _ws(tmp_path, UNWRITTEN, "bad"), cuda_kit)
+        confirmed, failures = set(ev.fd_confirmed), dict(ev.fd_failures)
+    for result in (p, g):
+        assert result.status.value == "correct", result.summary_for_agent() + str(result.extra)
+        assert "fresh_set_fallbacks" not in result.extra, result.extra["fresh_set_fallbacks"]
+        assert result.extra["fresh_hand_overs"] >= 4 and result.extra["phase_s"]["fresh_hand_over"] > 0
+    assert confirmed == {kind} and not failures, (confirmed, failures)
+    assert r.status.value == "incorrect" and any(e.check == "nan" for e in r.errors), r.summary_for_agent()
+
+
 def test_side_stream_work_is_timed_by_device_sync(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
     code = _model_new("        out = torch.empty_like(x)\n        cuda_extension.side_relu_forward(x, out)\n        return out")
     p = gpu_evaluator.profile(task, _ws(tmp_path, code), cuda_kit)
