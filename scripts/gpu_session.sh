@@ -72,6 +72,12 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  local esfx=${what#eval} evar=EVAL_ARGS; [ -n "$esfx" ] && evar="EVAL_ARGS_$esfx"
                  part "$s" "eval_throughput$esfx$tag" "${EVAL_CAP_S:-330}" python3 benchmarks/eval_throughput.py --repeats 2 --reference-repeats 1 --reference-limit 3 ${!evar:---concurrency 5 --build-workers 5} --out "$RES/eval_throughput$esfx.json" ;;
     eval_gpus)   part "$s" "eval_gpus$tag" "${EVAL_GPUS_CAP_S:-330}" python3 benchmarks/eval_multi_gpu.py ${EVAL_GPUS_ARGS:-} --out "$RES/eval_gpus" ;;
+    eval_cli)    # the CLI itself: scripted episodes over the example tasks, graded, hidden re-verification, report (no plots:
+                 # the image may lack matplotlib; `cuda-agent report` renders them from the returned folder)
+                 part "$s" "eval_cli$tag" "${EVAL_CLI_CAP_S:-330}" cuda-agent eval --tasks examples/tasks \
+                   --policy 'scripted:examples/trajectories/{task_name}_cuda.yaml' --backend cuda --turns 8 \
+                   --seeds "${EVAL_CLI_SEEDS:-2}" --concurrency "${EVAL_CLI_CONCURRENCY:-8}" --out "$RES/eval_cli" --no-plots \
+                   -o eval.progress=false ${EVAL_CLI_ARGS:-} ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
     train[A-Z]|train) # train, trainA, trainB ...: args from TRAIN_ARGS, TRAIN_ARGS_A, TRAIN_ARGS_B ... (one JSON each)
                  local sfx=${what#train} var=TRAIN_ARGS; [ -n "$sfx" ] && var="TRAIN_ARGS_$sfx"
