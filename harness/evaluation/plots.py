@@ -101,26 +101,42 @@ def plot_speedup_by_level(report: dict[str, Any], dest: Path) -> Path:
     return path
 
 
+def _best_compile_speedup(ep: Any) -> float | None:
+    """The regraded speedup vs torch.compile of an episode's correct best-of-trajectory candidate, else None."""
+    o = ep.selections.get("best")
+    if o and o.regraded and o.regraded.passed and o.regraded.speedup_compile:
+        return float(o.regraded.speedup_compile)
+    return None
+
+
+def failure_floor(speedups: list[float]) -> float:
+    """Where episodes without a correct candidate are drawn on a log speedup axis: 0.1x, or half the slowest
+    correct speedup when one is below that (so a failure never sits among correct candidates)."""
+    return min([0.1] + [s / 2 for s in speedups if s > 0])
+
+
 def plot_cost_vs_speedup(report: dict[str, Any], dest: Path) -> Path:
     """Per episode: device seconds and tokens spent against the regraded speedup (failures at the bottom)."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    floor = 0.1
+    speedups = [_best_compile_speedup(ep) for run in report["runs"] for ep in run["_summaries"]]
+    floor = failure_floor([s for s in speedups if s is not None])
     for r_i, run in enumerate(report["runs"]):
         for ax, attr, label in ((axes[0], "gpu_s", "device seconds per episode"),
                                 (axes[1], "tokens", "tokens per episode")):
             ok_x, ok_y, bad_x = [], [], []
             for ep in run["_summaries"]:
-                o = ep.selections.get("best")
-                x = float(getattr(ep, attr))
-                if o and o.regraded and o.regraded.passed and o.regraded.speedup_compile:
+                x, speedup = float(getattr(ep, attr)), _best_compile_speedup(ep)
+                if speedup is not None:
                     ok_x.append(x)
-                    ok_y.append(o.regraded.speedup_compile)
+                    ok_y.append(speedup)
                 else:
                     bad_x.append(x)
-            ax.scatter(ok_x, ok_y, color=f"C{r_i}", s=20, label=f"{run['name']} correct")
-            ax.scatter(bad_x, [floor] * len(bad_x), color=f"C{r_i}", marker="x", s=20,
-                       label=f"{run['name']} not correct (plotted at {floor})")
+            if ok_x:
+                ax.scatter(ok_x, ok_y, color=f"C{r_i}", s=20, label=f"{run['name']} correct")
+            if bad_x:
+                ax.scatter(bad_x, [floor] * len(bad_x), color=f"C{r_i}", marker="x", s=20,
+                           label=f"{run['name']} not correct (plotted at {floor:.3g}x)")
             ax.set_xlabel(label)
     for ax in axes:
         ax.axhline(1.0, color="grey", ls="--", lw=1)

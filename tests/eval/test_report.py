@@ -61,3 +61,12 @@ def test_unfinished_episodes_are_counted_not_reported(two_runs, tmp_path):
     rep = build_report([run])["runs"][0]
     assert rep["episodes_unfinished"] == 1
     assert rep["metrics"]["best"]["n_episodes"] == 3
+
+
+def test_failures_are_drawn_below_every_correct_speedup():
+    from cuda_agent.harness.evaluation.plots import failure_floor
+
+    assert failure_floor([]) == 0.1
+    assert failure_floor([0.9, 2.0]) == 0.1
+    # A correct candidate at 0.0156x (the H200 example conv2d_relu vs torch.compile) must stay above the failures.
+    assert failure_floor([0.9, 0.0156]) == 0.0078
