@@ -168,8 +168,7 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
     info: dict[str, Any] = {"pid": os.getpid(), "which": which, "preroll_us": base.preroll_us, "calls": calls,
                             "placements": placements, "l2_bytes": l2, "flush_bytes": base.flush_buf.numel() * 4,
                             "warm_pages": base.warm_pages, "clone_inputs": clone_default,
-                            "preroll_retakes": base.preroll_retakes, "preroll_max_us": base.preroll_max_us,
-                            "preroll_headroom": base.preroll_headroom}
+                            "preroll_retakes": base.preroll_retakes, "preroll_max_us": base.preroll_max_us}
     if server.device.type == "cuda":
         info["flush_buf_ptr"] = base.flush_buf.data_ptr()
         info["input_ptrs"] = [x.data_ptr() for x in first_sets[0] if isinstance(x, torch.Tensor)]

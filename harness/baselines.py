@@ -27,7 +27,6 @@ def baseline_key(
     code_hash: str, device_name: str, torch_version: str, which: str, preset: str, compile_mode: str, threads: int = 1,
     preroll_us: float = 0.0, net_overhead: bool = False, timing_cpus: str = "any", flush_multiple: float = 2.0,
     warm_pages: bool = False, clone_inputs: bool = True, preroll_retakes: int = 0, preroll_max_us: float = 5000.0,
-    preroll_headroom: float = 0.0,
 ) -> str:
     """Stable id of one baseline measurement (``threads``: intra-op threads it ran with; ``preroll_us``: the timer's
     pre-call spin, which changes what a short call's events measure; ``net_overhead``: times net of the protocol's
@@ -35,8 +34,7 @@ def baseline_key(
     ``flush_multiple``: the L2 flush's size, ``HarnessSettings.timing_l2_flush_multiple``; ``warm_pages``: inputs'
     pages warmed after the flush, ``HarnessSettings.timing_warm_input_pages``; ``clone_inputs``: a clone per call,
     ``HarnessSettings.baseline_clone_inputs``; ``preroll_retakes`` / ``preroll_max_us``: retakes of calls whose host
-    side outlasted the spin, ``HarnessSettings.timing_preroll_retakes`` / ``timing_preroll_max_us``;
-    ``preroll_headroom``: ``HarnessSettings.timing_preroll_headroom``)."""
+    side outlasted the spin, ``HarnessSettings.timing_preroll_retakes`` / ``timing_preroll_max_us``)."""
     material: list[Any] = [code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else "", threads]
     if preroll_us:
         material.append(float(preroll_us))
@@ -52,8 +50,6 @@ def baseline_key(
         material.append("direct_inputs")
     if preroll_retakes and preroll_us:  # without a spin there is nothing to retake
         material.append(f"retakes={int(preroll_retakes)}/{float(preroll_max_us)}")
-        if preroll_headroom:  # keys of runs without headroom are unchanged
-            material.append(f"headroom={float(preroll_headroom)}")
     blob = json.dumps(material)
     return f"{which}-" + hashlib.sha256(blob.encode()).hexdigest()[:20]
 
@@ -128,7 +124,7 @@ def cached_baselines(
             code_hash, device_name, torch_version, which, settings.timing, settings.compile_mode, settings.cpu_threads,
             settings.timing_preroll_us, method == "events_l2flush_net", settings.timing_cpus,
             settings.timing_l2_flush_multiple, settings.timing_warm_input_pages, settings.baseline_clone_inputs,
-            settings.timing_preroll_retakes, settings.timing_preroll_max_us, settings.timing_preroll_headroom,
+            settings.timing_preroll_retakes, settings.timing_preroll_max_us,
         )
         timing = cache.get(key)
         if timing is None:

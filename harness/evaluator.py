@@ -254,8 +254,7 @@ class Evaluator:
                                 preimport_compile=s.with_compile_baseline,
                                 cpus=timing_cpus(self.device, s.timing_cpus), flush_multiple=s.timing_l2_flush_multiple,
                                 warm_pages=s.timing_warm_input_pages, clone_inputs=s.baseline_clone_inputs,
-                                preroll_retakes=s.timing_preroll_retakes, preroll_max_us=s.timing_preroll_max_us,
-                                preroll_headroom=s.timing_preroll_headroom)
+                                preroll_retakes=s.timing_preroll_retakes, preroll_max_us=s.timing_preroll_max_us)
 
     def _new_reference(self, task: TaskManifest) -> ReferenceProcess:
         """``task``'s reference process: a spare that is still alive, else one started now; then the spares are

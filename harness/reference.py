@@ -651,7 +651,7 @@ class ReferenceProcess:
         threads: int | None = None, preroll_us: float = 0.0, compile_threads: int | None = None,
         net_overhead: bool = False, preimport_compile: bool = False, cpus: frozenset[int] | None = None,
         flush_multiple: float = 2.0, warm_pages: bool = False, clone_inputs: bool = True, preroll_retakes: int = 0,
-        preroll_max_us: float = 5000.0, preroll_headroom: float = 0.0,
+        preroll_max_us: float = 5000.0,
     ) -> None:
         """:param code: the task's source; None for a spare (see :meth:`start`).
         :param threads: intra-op/OpenMP threads of the child (the candidate's count); None = torch's default.
@@ -669,8 +669,6 @@ class ReferenceProcess:
         :param preroll_retakes: / :param preroll_max_us: retakes of a call whose host side outlasted the spin, and the
             longest spin they use (``HarnessSettings.timing_preroll_retakes`` / ``timing_preroll_max_us``), as the
             candidate's.
-        :param preroll_headroom: the share of the spin a retaken call's take must leave unused to stand
-            (``HarnessSettings.timing_preroll_headroom``).
         """
         self.device = device
         #: The baselines were warmed (:meth:`ReferenceServer.warm_baselines`) in this process.
@@ -692,7 +690,7 @@ class ReferenceProcess:
         from cuda_agent.harness.timing import NET_ENV, protocol_env
 
         # the candidate runner's, see sandbox.py
-        env.update(protocol_env(preroll_us, flush_multiple, warm_pages, preroll_retakes, preroll_max_us, preroll_headroom))
+        env.update(protocol_env(preroll_us, flush_multiple, warm_pages, preroll_retakes, preroll_max_us))
         env[BASELINE_CLONE_ENV] = "1" if clone_inputs else "0"
         env[NET_ENV] = "1" if net_overhead else "0"
         if compile_threads is not None:

@@ -142,16 +142,6 @@ class HarnessSettings(BaseModel):
         description="The longest spin a retake (timing_preroll_retakes) uses, in microseconds; a call whose host "
         "side outlasts even that keeps its last take (counted as over the spin in the host statistics).",
     )
-    timing_preroll_headroom: float = Field(
-        0.0,
-        ge=0,
-        lt=1,
-        description="With timing_preroll_retakes: the share of its spin a baseline call's host side must leave unused "
-        "for the take to stand; a take that finished later is retaken like one that outlasted the spin. 0 = only "
-        "takes that outlasted it. A host that finishes just before the spin ends can leave the last launches on "
-        "their way to the device inside the events; in H200 evaluations the compiled row_sum's median (13 us) was "
-        "0.1-0.2 us lower in evaluator copies where most of its calls were retaken than where most were not.",
-    )
     timing_l2_flush_multiple: float = Field(
         2.0,
         ge=1,

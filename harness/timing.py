@@ -45,8 +45,6 @@ PREROLL_ENV = "CUDA_AGENT_TIMING_PREROLL_US"
 #: Environment variables: ``HarnessSettings.timing_preroll_retakes`` and ``timing_preroll_max_us`` for child processes.
 PREROLL_RETAKES_ENV = "CUDA_AGENT_TIMING_PREROLL_RETAKES"
 PREROLL_MAX_ENV = "CUDA_AGENT_TIMING_PREROLL_MAX_US"
-#: Environment variable: ``HarnessSettings.timing_preroll_headroom`` for child processes.
-PREROLL_HEADROOM_ENV = "CUDA_AGENT_TIMING_PREROLL_HEADROOM"
 #: The longest spin a retake may use (us) when nothing else says.
 DEFAULT_PREROLL_MAX_US = 5000.0
 #: Environment variable: the L2 flush mode ('write' or 'read') of a process's timers when the constructor names none
@@ -259,12 +257,11 @@ def warm_input_pages(tensors: Sequence[Any]) -> None:
 
 
 def protocol_env(preroll_us: float, flush_multiple: float, warm_pages: bool, preroll_retakes: int = 0,
-                 preroll_max_us: float = DEFAULT_PREROLL_MAX_US, preroll_headroom: float = 0.0) -> dict[str, str]:
+                 preroll_max_us: float = DEFAULT_PREROLL_MAX_US) -> dict[str, str]:
     """The environment through which a candidate runner and a reference process get the same timing protocol
     (read back by :class:`DeviceTimer`'s defaults)."""
     return {PREROLL_ENV: str(preroll_us), FLUSH_MULTIPLE_ENV: str(flush_multiple), WARM_PAGES_ENV: "1" if warm_pages else "0",
-            PREROLL_RETAKES_ENV: str(int(preroll_retakes)), PREROLL_MAX_ENV: str(preroll_max_us),
-            PREROLL_HEADROOM_ENV: str(float(preroll_headroom))}
+            PREROLL_RETAKES_ENV: str(int(preroll_retakes)), PREROLL_MAX_ENV: str(preroll_max_us)}
 
 
 def _env_number(name: str, default: float, low: float, why: str = "") -> float:
@@ -343,13 +340,11 @@ class DeviceTimer:
         else 0.
     :param preroll_max_us: the longest spin a retake uses (default ``$CUDA_AGENT_TIMING_PREROLL_MAX_US``, else
         :data:`DEFAULT_PREROLL_MAX_US`).
-    :param preroll_headroom: with retakes, the share of its spin a take's host side must leave unused to stand
-        (:meth:`covered`); default ``$CUDA_AGENT_TIMING_PREROLL_HEADROOM``, else 0.
     """
 
     def __init__(self, device: str, flush_bytes: int | None = None, preroll_us: float | None = None,
                  flush_mode: str | None = None, warm_pages: bool | None = None, preroll_retakes: int | None = None,
-                 preroll_max_us: float | None = None, preroll_headroom: float | None = None) -> None:
+                 preroll_max_us: float | None = None) -> None:
         import torch
 
         self.device = torch.device(device)
@@ -381,11 +376,6 @@ class DeviceTimer:
             preroll_max_us = _env_number(PREROLL_MAX_ENV, DEFAULT_PREROLL_MAX_US, 0)
         self.preroll_retakes = int(preroll_retakes)  # used with a spin only (without one, launch overhead is timed)
         self.preroll_max_us = max(float(preroll_max_us), preroll_us)
-        if preroll_headroom is None:  # likewise (timing_preroll_headroom)
-            preroll_headroom = _env_number(PREROLL_HEADROOM_ENV, 0.0, 0.0)
-        if not 0.0 <= preroll_headroom < 1.0:
-            raise ValueError(f"preroll_headroom={preroll_headroom!r}: a share of the spin, at least 0 and below 1")
-        self.preroll_headroom = float(preroll_headroom)
         self._cycles_per_us = self._calibrate_spin() if self.is_cuda and preroll_us > 0 else 0.0
         self._preroll_cycles = self._cycles_for(preroll_us)
         self._sync = torch.cuda.synchronize if self.is_cuda else (lambda *a, **k: None)
@@ -463,8 +453,7 @@ class DeviceTimer:
         return {"attributes": sorted(vars(self)), "flush_buf": [id(buf), buf.data_ptr(), buf.numel()],
                 "preroll_cycles": self._preroll_cycles, "preroll_us": self.preroll_us, "flush_mode": self.flush_mode,
                 "warm_pages": self.warm_pages, "is_cuda": self.is_cuda, "cycles_per_us": self._cycles_per_us,
-                "preroll_retakes": self.preroll_retakes, "preroll_max_us": self.preroll_max_us,
-                "preroll_headroom": self.preroll_headroom}
+                "preroll_retakes": self.preroll_retakes, "preroll_max_us": self.preroll_max_us}
 
     def _note_enqueue(self, ms: float, spin_us: float, retakes: int = 0) -> None:
         """Count one timed call whose (last) take's host side took ``ms`` against a spin of ``spin_us`` (CUDA: spin
@@ -506,19 +495,13 @@ class DeviceTimer:
         spin_us, cycles = self.preroll_us, self._preroll_cycles
         for take in range(self.preroll_retakes + 1):
             out, ms, host_ms, enqueue_ms = self._take(fn, flush, warm, cycles)
-            if take == self.preroll_retakes or not cycles or self.covered(enqueue_ms, spin_us) or spin_us >= self.preroll_max_us:
+            if (take == self.preroll_retakes or not cycles or enqueue_ms <= spin_us / 1e3
+                    or spin_us >= self.preroll_max_us):
                 break
             spin_us = next_spin_us(spin_us, enqueue_ms, self.preroll_max_us)
             cycles = self._cycles_for(spin_us)
         self._note_enqueue(enqueue_ms, spin_us, take)
         return out, ms, host_ms
-
-    def covered(self, enqueue_ms: float, spin_us: float) -> bool:
-        """Whether a take whose host side took ``enqueue_ms`` stands against its spin of ``spin_us``: the host
-        finished with at least :attr:`preroll_headroom` of the spin left. A take that finished just in time can
-        still hold the last launches' way to the device: on the H200 the compiled row_sum's median read 13.09-13.12
-        us in evaluator copies where most calls were retaken and 13.22-13.31 us where most were not (2026-12-02)."""
-        return enqueue_ms <= spin_us * (1.0 - self.preroll_headroom) / 1e3
 
     def _take(self, fn: Callable[[], Any], flush: bool, warm: Sequence[Any], cycles: int) -> tuple[Any, float, float, float]:
         """One CUDA take of ``fn`` behind a spin of ``cycles``: (result, ms, host_ms, enqueue_ms)."""

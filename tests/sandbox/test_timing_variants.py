@@ -239,31 +239,3 @@ def test_retakes_reach_the_reference_process_not_the_runner_and_key_the_baseline
         assert (info["preroll_retakes"], info["preroll_max_us"]) == (2, 900.0)
     finally:
         ref.close()
-
-
-def test_headroom_retakes_takes_that_finished_just_in_time_and_keys_the_baseline(monkeypatch) -> None:
-    from cuda_agent.harness.timing import PREROLL_HEADROOM_ENV
-
-    assert HarnessSettings().timing_preroll_headroom == 0.0
-    with pytest.raises(ValueError, match="less than 1"):
-        HarnessSettings(timing_preroll_headroom=1.0)
-    with pytest.raises(ValueError, match="a share of the spin, at least 0 and below 1"):
-        DeviceTimer("cpu", preroll_headroom=1.5)
-    plain, roomy = DeviceTimer("cpu"), DeviceTimer("cpu", preroll_headroom=0.25)
-    assert plain.covered(0.199, 200.0) and not plain.covered(0.201, 200.0)
-    assert roomy.covered(0.149, 200.0) and not roomy.covered(0.16, 200.0)  # 40 us left of 200: not enough
-    monkeypatch.setenv(PREROLL_HEADROOM_ENV, "0.3")
-    assert DeviceTimer("cpu").state()["preroll_headroom"] == 0.3  # part of the guarded protocol (T8)
-    monkeypatch.setenv(PREROLL_HEADROOM_ENV, "-1")
-    with pytest.raises(ValueError, match="must be at least 0"):
-        DeviceTimer("cpu")
-    monkeypatch.delenv(PREROLL_HEADROOM_ENV)
-    args = ("hash", "NVIDIA H200", "2.11", "eager", "ours", "default", 1, 200.0, False, "any", 2.0, True, False, 2, 5000.0)
-    assert baseline_key(*args) == baseline_key(*args, 0.0)  # keys of runs without headroom are unchanged
-    assert baseline_key(*args, 0.25) != baseline_key(*args)
-    assert _candidate_env("cpu", (3, 4), 1, 200.0)[PREROLL_HEADROOM_ENV] == "0.0"  # the candidate is never retaken
-    ref = ReferenceProcess(CODE, "cpu", preroll_retakes=2, preroll_headroom=0.25)
-    try:
-        assert ref.call("timing_variants", None, 2, 1)["info"]["preroll_headroom"] == 0.25
-    finally:
-        ref.close()

@@ -126,25 +126,3 @@ def test_a_call_that_outlasted_the_spin_is_retaken_behind_a_longer_one() -> None
     assert {k: retaken[k] for k in ("calls", "retakes", "over_spin")} == {"calls": 1, "retakes": 1, "over_spin": 0}
     assert {k: kept[k] for k in ("calls", "retakes", "over_spin")} == {"calls": 1, "retakes": 1, "over_spin": 1}
     assert plain.take_host_stats()["over_spin"] == 1
-
-
-def test_headroom_retakes_a_call_whose_host_side_finished_just_before_the_spin_ended() -> None:
-    import time
-
-    one = torch.empty(1, device="cuda")
-
-    def late() -> None:  # 1.4 ms of host work against a 2 ms spin: under it, with under half of it left
-        time.sleep(0.0014)
-        one.fill_(1.0)
-
-    plain = DeviceTimer("cuda:0", preroll_us=2000.0, preroll_retakes=2, preroll_max_us=10_000.0)
-    roomy = DeviceTimer("cuda:0", preroll_us=2000.0, preroll_retakes=2, preroll_max_us=10_000.0, preroll_headroom=0.5)
-    for timer in (plain, roomy):
-        for _ in range(3):
-            timer.time_call(lambda: one.fill_(1.0))
-        timer.take_host_stats()
-        for _ in range(3):
-            timer.time_call(late)
-    kept, retaken = plain.take_host_stats(), roomy.take_host_stats()
-    assert (kept["calls"], kept["retakes"], kept["over_spin"]) == (3, 0, 0), kept
-    assert (retaken["calls"], retaken["retakes"], retaken["over_spin"]) == (3, 3, 0), retaken
