@@ -194,6 +194,8 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
             "fresh_sets": result.extra.get("fresh_sets"),
             # Per baseline kind: timed calls whose host enqueue outlasted the pre-roll spin (a busy host in the time).
             "baseline_host": baseline_host,
+            # How the candidate's runner sized its pre-roll spin when it started (outside the device lock).
+            "runner_spin": result.extra.get("runner_spin"),
         }
         if diagnostics is not None:
             row["diagnostics"] = diagnostics

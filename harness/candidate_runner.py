@@ -520,7 +520,8 @@ def main() -> int:
     except Exception as exc:
         runner.send(ok=False, error=f"runner start failed: {exc}", traceback=traceback.format_exc()[-3000:])
         return 1
-    runner.send(ok=True, ready=True, pid=os.getpid(), threads=runner.torch.get_num_threads())
+    runner.send(ok=True, ready=True, pid=os.getpid(), threads=runner.torch.get_num_threads(),
+                spin=runner.timer.spin_calibration())
     inp = os.fdopen(in_fd, "r")
     for line in inp:
         req = json.loads(line)

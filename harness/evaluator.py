@@ -432,6 +432,8 @@ class Evaluator:
             proc = self.pool.acquire()
             sess = _Session(task=task, proc=proc, ref=ref)
             sess.tick("acquire", t_acquire)
+            if timing and self.kind == "cuda":  # how this runner sized its pre-roll spin (made when it started)
+                sess.extra["runner_spin"] = proc.wait_ready().get("spin")
             seeds = seeds or [secrets.randbits(31) for _ in range(self.settings.n_input_sets)]
             self.open_session(sess, root, so_path, seeds, timing=timing)
             if not sess.violations:

@@ -376,6 +376,8 @@ class DeviceTimer:
             preroll_max_us = _env_number(PREROLL_MAX_ENV, DEFAULT_PREROLL_MAX_US, 0)
         self.preroll_retakes = int(preroll_retakes)  # used with a spin only (without one, launch overhead is timed)
         self.preroll_max_us = max(float(preroll_max_us), preroll_us)
+        #: CUDA with a spin: the events-timed ms of the spin calibration's probes (:meth:`spin_calibration`).
+        self.spin_probes_ms: list[float] = []
         self._cycles_per_us = self._calibrate_spin() if self.is_cuda and preroll_us > 0 else 0.0
         self._preroll_cycles = self._cycles_for(preroll_us)
         self._sync = torch.cuda.synchronize if self.is_cuda else (lambda *a, **k: None)
@@ -412,8 +414,16 @@ class DeviceTimer:
             torch.cuda._sleep(probe)
             end.record()
             end.synchronize()
-            ms = min(ms, max(start.elapsed_time(end), 1e-3))
+            self.spin_probes_ms.append(start.elapsed_time(end))
+            ms = min(ms, max(self.spin_probes_ms[-1], 1e-3))
         return probe / (ms * 1e3)
+
+    def spin_calibration(self) -> dict[str, Any]:
+        """How this timer's pre-roll spin was sized, for the record: the spin asked for (us), the cycles per us it
+        found and its probes' times (ms, 10^6 cycles each). A process that calibrated while another context kept
+        the GPU busy would show slower probes and fewer cycles per us, so a shorter spin than asked."""
+        return {"preroll_us": self.preroll_us, "cycles_per_us": self._cycles_per_us,
+                "probes_ms": [round(ms, 5) for ms in self.spin_probes_ms]}
 
     def _cycles_for(self, us: float) -> int:
         """Spin cycles that last about ``us`` microseconds (0: no spin)."""

@@ -177,6 +177,9 @@ def test_cuda_verify_and_profile(gpu_evaluator, task, cuda_kit, tmp_path) -> Non
     assert p.speedup_eager is not None and p.speedup_eager > 0.2
     assert p.timing.per_kernel, "per-kernel breakdown expected on CUDA"
     assert p.provenance.device
+    spin = p.extra["runner_spin"]  # how the runner sized its 200 us pre-roll spin when it started
+    assert spin["preroll_us"] == 200.0 and len(spin["probes_ms"]) == 5, spin
+    assert spin["cycles_per_us"] == pytest.approx(1e6 / (min(spin["probes_ms"]) * 1e3), rel=1e-3), spin
 
 
 def test_cuda_ipc_transport_without_bubblewrap(task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]

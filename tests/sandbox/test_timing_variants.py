@@ -239,3 +239,17 @@ def test_retakes_reach_the_reference_process_not_the_runner_and_key_the_baseline
         assert (info["preroll_retakes"], info["preroll_max_us"]) == (2, 900.0)
     finally:
         ref.close()
+
+
+def test_a_timer_reports_how_it_sized_its_spin_and_the_runner_says_so_when_ready() -> None:
+    from cuda_agent.harness.sandbox import CandidatePool
+
+    assert DeviceTimer("cpu", preroll_us=200.0).spin_calibration() == {
+        "preroll_us": 200.0, "cycles_per_us": 0.0, "probes_ms": []}  # nothing to calibrate without a GPU
+    pool = CandidatePool("cpu", HarnessSettings(isolation="process", pool_size=1))
+    proc = pool.acquire()
+    try:
+        assert proc.wait_ready()["spin"] == {"preroll_us": 0.0, "cycles_per_us": 0.0, "probes_ms": []}
+    finally:
+        pool.release(proc)
+        pool.close()
