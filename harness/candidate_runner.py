@@ -450,13 +450,18 @@ class _Runner:
 
     def op_calibrate(self, req: dict[str, Any]) -> None:
         """The timing protocol's own cost per call (null calls), measured before the candidate is loaded: the
-        trusted side sends this under the device's timing lock and subtracts the answer (``timing_net_overhead``)."""
+        trusted side sends this under the device's timing lock and subtracts the answer (``timing_net_overhead``).
+        The pre-roll spin is sized again first, alone on the device (the runner sized it when it started, beside
+        other processes' GPU work: a spin shorter than asked leaves host latency in a null call's time), and the
+        timer's guarded state is taken anew; the answer says how the spin was sized."""
         if self.model is not None:
             self.send(ok=False, error="calibrate must come before load")
             return
         from cuda_agent.harness.timing import calibrated_overhead
 
-        self.send(ok=True, overhead_ms=calibrated_overhead(self.timer))
+        self.timer.recalibrate_spin()
+        self.timer_before = self.timer.state()
+        self.send(ok=True, overhead_ms=calibrated_overhead(self.timer), spin=self.timer.spin_calibration())
 
     def op_guard(self, req: dict[str, Any]) -> None:
         violations = self._guard_violations()

@@ -35,7 +35,7 @@ from cuda_agent.harness.fresh_sets import (NEIGHBOURS, fresh_count, fresh_pairs,
                                            slower_on_fresh)
 from cuda_agent.harness.reference import ReferenceError_, ReferenceProcess, close_all
 from cuda_agent.harness.sandbox import CandidateDied, CandidatePool, CandidateProcess
-from cuda_agent.harness.settings import TOLERANCE_PRESETS, HarnessSettings
+from cuda_agent.harness.settings import DEVICE_DEFAULTS, TOLERANCE_PRESETS, HarnessSettings
 from cuda_agent.harness.timing import TimingLock, method_id, net_of_overhead, speed_of_light_ms, summarize, timing_done
 from cuda_agent.schemas.result import CandidateResult, CheckError, Provenance, Status
 from cuda_agent.schemas.task import TaskManifest
@@ -128,6 +128,14 @@ class Evaluator:
     def __init__(self, kind: Literal["cpu", "cuda"], settings: HarnessSettings | None = None, device_index: int = 0) -> None:
         self.kind = kind
         self.settings = settings or HarnessSettings()
+        if kind == "cuda" and self.settings.timing_net_overhead and not self.settings.timing_preroll_us:
+            # Seen in a GPU test that built its settings without the CUDA defaults: every calibration read 22-34 us.
+            raise ValueError(
+                "timing_net_overhead needs a pre-roll spin (timing_preroll_us > 0; the CUDA backend's default is "
+                f"{DEVICE_DEFAULTS['cuda']['timing_preroll_us']}): without one a null call's time is the launch "
+                "latency of the host's enqueue (20-30 us on the H200), over the 20 us limit of a cost that is "
+                "subtracted, so nothing would be netted. Set timing_preroll_us, or use "
+                "HarnessSettings.with_device_defaults('cuda').")
         self.device = "cpu" if kind == "cpu" else f"cuda:{device_index}"
         self.device_index = device_index
         self.pool = CandidatePool(self.device, self.settings)
@@ -509,6 +517,7 @@ class Evaluator:
             if not answer.get("ok"):
                 raise _CandidateFailed(f"timing calibration failed: {answer.get('error')}", answer.get("traceback", ""))
             sess.extra["timing_overhead_ms"] = float(answer["overhead_ms"])
+            sess.extra["runner_spin_recalibrated"] = answer.get("spin")  # sized again under the lock
             t = sess.tick("calibrate", t)
         specs = [o for o in sess.sets[0]["outputs"] if "shape" in o]
         ws_stage, so_stage = stage_candidate(sess.proc.stage, root, so_path)

@@ -182,7 +182,9 @@ class HarnessSettings(BaseModel):
         "of the kernel's shift: with the median null call under the lock a 15 us kernel's five profiles spread "
         "1.06% net against 0.63% raw in the same run (3.4% net with the fastest null call); a first version "
         "measured without the lock read up to 0.3 ms where other processes used the GPU. Kept for experiments. "
-        "Method 'events_l2flush_net'.",
+        "Method 'events_l2flush_net'. Needs a pre-roll spin (timing_preroll_us > 0, the CUDA backend's default): "
+        "without one a null call times the host's launch latency (22-34 us on the H200), and the evaluator refuses "
+        "the combination.",
     )
     timing_cpus: Literal["any", "gpu_local"] = Field(
         "any",

@@ -418,6 +418,14 @@ class DeviceTimer:
             ms = min(ms, max(self.spin_probes_ms[-1], 1e-3))
         return probe / (ms * 1e3)
 
+    def recalibrate_spin(self) -> None:
+        """Size the pre-roll spin again (CUDA with a spin): for a caller that now holds the device alone, where the
+        first calibration ran beside other processes' GPU work (a candidate runner starts outside the lock)."""
+        if self.is_cuda and self.preroll_us > 0:
+            self.spin_probes_ms = []
+            self._cycles_per_us = self._calibrate_spin()
+            self._preroll_cycles = self._cycles_for(self.preroll_us)
+
     def spin_calibration(self) -> dict[str, Any]:
         """How this timer's pre-roll spin was sized, for the record: the spin asked for (us), the cycles per us it
         found and its probes' times (ms, 10^6 cycles each). A process that calibrated while another context kept

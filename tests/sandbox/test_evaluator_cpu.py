@@ -240,6 +240,7 @@ def test_net_timing_calibrates_under_the_lock_before_the_candidate_loads(setting
         r = ev.profile(tasks.relu, make_ws(HONEST_RELU), kit)
         assert r.status.value == "correct", r.summary_for_agent()
         assert r.extra["timing_overhead_ms"] == 0.0 and "calibrate" in r.extra["phase_s"]
+        assert r.extra["runner_spin_recalibrated"] == {"preroll_us": 0.0, "cycles_per_us": 0.0, "probes_ms": []}
         # the same protocol by hand: calibrate is refused after load
         ref = ev.acquire_reference(tasks.relu)
         proc = ev.pool.acquire()

@@ -151,11 +151,16 @@ def test_profile_net_of_the_protocol_cost(task, cuda_kit, tmp_path) -> None:  # 
     from cuda_agent.harness.settings import HarnessSettings
     from cuda_agent.harness.timing import MAX_OVERHEAD_MS
 
+    # The CUDA backend's defaults (its 200 us pre-roll spin): net timing is refused without a spin.
     settings = HarnessSettings(n_input_sets=3, min_timed_calls=10, max_timed_calls=30, timing_net_overhead=True,
-                               baseline_cache_dir=tmp_path / "b", call_timeout_s=60)
+                               baseline_cache_dir=tmp_path / "b", call_timeout_s=60).with_device_defaults("cuda")
     with Evaluator("cuda", settings) as ev:
         p = ev.profile(task, _ws(tmp_path, HONEST), cuda_kit)
     assert p.status.value == "correct", p.summary_for_agent() + str(p.extra)
+    spins = (p.extra["runner_spin"], p.extra["runner_spin_recalibrated"])  # at the runner's start; under the lock
+    for spin in spins:
+        assert spin["preroll_us"] == 200.0 and len(spin["probes_ms"]) == 5, spins
+        assert spin["cycles_per_us"] == pytest.approx(1e6 / (min(spin["probes_ms"]) * 1e3), rel=1e-3), spins
     assert 0.0005 < p.extra["timing_overhead_ms"] < MAX_OVERHEAD_MS, p.extra  # a few microseconds on the H200
     assert p.timing is not None and p.timing.method == "events_l2flush_net" and p.timing.median_ms > 0
     assert p.baselines is not None and p.baselines.eager is not None
@@ -177,9 +182,7 @@ def test_cuda_verify_and_profile(gpu_evaluator, task, cuda_kit, tmp_path) -> Non
     assert p.speedup_eager is not None and p.speedup_eager > 0.2
     assert p.timing.per_kernel, "per-kernel breakdown expected on CUDA"
     assert p.provenance.device
-    spin = p.extra["runner_spin"]  # how the runner sized its 200 us pre-roll spin when it started
-    assert spin["preroll_us"] == 200.0 and len(spin["probes_ms"]) == 5, spin
-    assert spin["cycles_per_us"] == pytest.approx(1e6 / (min(spin["probes_ms"]) * 1e3), rel=1e-3), spin
+    assert p.extra["runner_spin"] == {"preroll_us": 0.0, "cycles_per_us": 0.0, "probes_ms": []}  # no spin here
 
 
 def test_cuda_ipc_transport_without_bubblewrap(task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]

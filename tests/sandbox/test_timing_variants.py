@@ -250,6 +250,20 @@ def test_a_timer_reports_how_it_sized_its_spin_and_the_runner_says_so_when_ready
     proc = pool.acquire()
     try:
         assert proc.wait_ready()["spin"] == {"preroll_us": 0.0, "cycles_per_us": 0.0, "probes_ms": []}
+        # Net timing's calibration sizes the spin again and takes the timer's guarded state anew: no violation.
+        calibrated = proc.request(30, op="calibrate")
+        assert calibrated["ok"] and calibrated["overhead_ms"] == 0.0 and calibrated["spin"]["probes_ms"] == []
+        assert proc.request(30, op="guard")["violations"] == []
     finally:
         pool.release(proc)
         pool.close()
+
+
+def test_net_timing_without_a_spin_is_refused_with_what_to_set() -> None:
+    from cuda_agent.harness.evaluator import Evaluator
+
+    with pytest.raises(ValueError, match=r"timing_net_overhead needs a pre-roll spin \(timing_preroll_us > 0; the "
+                                         r"CUDA backend's default is 200.0\).*with_device_defaults\('cuda'\)"):
+        Evaluator("cuda", HarnessSettings(timing_net_overhead=True))
+    # The CUDA backend's settings have the spin; refused only for the lack of it (no GPU is touched before that).
+    assert HarnessSettings(timing_net_overhead=True).with_device_defaults("cuda").timing_preroll_us == 200.0
