@@ -133,7 +133,7 @@ class Evaluator:
             raise ValueError(
                 "timing_net_overhead needs a pre-roll spin (timing_preroll_us > 0; the CUDA backend's default is "
                 f"{DEVICE_DEFAULTS['cuda']['timing_preroll_us']}): without one a null call's time is the launch "
-                "latency of the host's enqueue (20-30 us on the H200), over the 20 us limit of a cost that is "
+                "latency of the host's enqueue (22-34 us on the H200), over the 20 us limit of a cost that is "
                 "subtracted, so nothing would be netted. Set timing_preroll_us, or use "
                 "HarnessSettings.with_device_defaults('cuda').")
         self.device = "cpu" if kind == "cpu" else f"cuda:{device_index}"
