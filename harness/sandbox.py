@@ -160,8 +160,6 @@ class CandidateProcess:
         resp_r, resp_w = os.pipe()
         # Descriptors cross this socket: of exported device buffers ('vmm' transport) from the runner, of fresh
         # input sets (memory files, device allocations: harness/fresh_sets.py) to it.
-        self.fd_sock: socket.socket | None
-        child_sock: socket.socket | None
         self.fd_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._req_w = req_w
         self._resp_r = resp_r
@@ -189,9 +187,9 @@ class CandidateProcess:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            pass_fds=(req_r, resp_w) + ((child_sock.fileno(),) if child_sock else ()),
+            pass_fds=(req_r, resp_w, child_sock.fileno()),
             env=_candidate_env(device, (req_r, resp_w), settings.cpu_threads, settings.timing_preroll_us,
-                               child_sock.fileno() if child_sock else None, settings.timing_l2_flush_multiple,
+                               child_sock.fileno(), settings.timing_l2_flush_multiple,
                                settings.timing_warm_input_pages),  # no retakes: see HarnessSettings.timing_preroll_retakes
             start_new_session=True,
             cwd="/tmp" if isolation.level == "bwrap" else str(exchange),
@@ -199,8 +197,7 @@ class CandidateProcess:
         )
         os.close(req_r)
         os.close(resp_w)
-        if child_sock is not None:
-            child_sock.close()
+        child_sock.close()
         self.started_at = time.monotonic()
         self._stop = threading.Event()
         self._drain = threading.Thread(target=self._drain_output, daemon=True)
@@ -391,15 +388,12 @@ class CandidateProcess:
                 os.close(fd)
             except OSError:
                 pass
-        if self.fd_sock is not None:
-            self.fd_sock.close()
+        self.fd_sock.close()
 
     def recv_fds(self, count: int, timeout_s: float) -> list[int]:
         """Exactly ``count`` descriptors the runner sent with its last export (ValueError otherwise)."""
         from cuda_agent.harness._vmm import recv_fds
 
-        if self.fd_sock is None:
-            raise ValueError("this runner has no descriptor socket")
         return recv_fds(self.fd_sock, count, timeout_s)
 
 

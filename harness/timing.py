@@ -378,8 +378,8 @@ class DeviceTimer:
         self.preroll_max_us = max(float(preroll_max_us), preroll_us)
         #: CUDA with a spin: the events-timed ms of the spin calibration's probes (:meth:`spin_calibration`).
         self.spin_probes_ms: list[float] = []
-        self._cycles_per_us = self._calibrate_spin() if self.is_cuda and preroll_us > 0 else 0.0
-        self._preroll_cycles = self._cycles_for(preroll_us)
+        self._cycles_per_us, self._preroll_cycles = 0.0, 0
+        self.recalibrate_spin()
         self._sync = torch.cuda.synchronize if self.is_cuda else (lambda *a, **k: None)
         self._perf = time.perf_counter
         #: Median ms of a null call (one element written) under this protocol, in this process: None until
@@ -419,8 +419,9 @@ class DeviceTimer:
         return probe / (ms * 1e3)
 
     def recalibrate_spin(self) -> None:
-        """Size the pre-roll spin again (CUDA with a spin): for a caller that now holds the device alone, where the
-        first calibration ran beside other processes' GPU work (a candidate runner starts outside the lock)."""
+        """Size the pre-roll spin (CUDA with a spin; at construction, and again for a caller that now holds the device
+        alone, where the first sizing ran beside other processes' GPU work: a candidate runner starts outside the
+        lock)."""
         if self.is_cuda and self.preroll_us > 0:
             self.spin_probes_ms = []
             self._cycles_per_us = self._calibrate_spin()
