@@ -2,6 +2,13 @@
 
 Runs in the trusted reference process, on the device where the outputs live
 (the GPU on CUDA), against expected outputs the candidate never sees.
+
+The tolerance is scale-aware (:func:`effective_atol`): the paper's rule
+``|actual - expected| <= atol + rtol * |expected|`` is the floor, and where
+the reference's own values are small against ``atol`` the absolute term
+shrinks to ``rtol`` times their RMS magnitude. Otherwise an output far below
+``atol`` (a softmax over 16k columns: values near 6e-5 against atol 1e-2)
+would pass whatever it contains, a constant included.
 :func:`fingerprint` is shared with the candidate runner so both sides hash an
 output the same way (T10: an output that changes after it was returned).
 Every failure becomes a :class:`~cuda_agent.schemas.CheckError` whose message
@@ -11,12 +18,41 @@ says what was expected, what was found, and where.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 from cuda_agent.schemas.result import CheckError
 
 #: Elements per chunk when reducing big tensors (keeps temporaries small on the GPU).
 _CHUNK = 1 << 24
+
+
+def reference_rms(expected: Any) -> float:
+    """Root mean square of the finite elements of ``expected`` (0.0 when none is finite), chunk by chunk."""
+    import torch
+
+    flat = expected.detach().reshape(-1)
+    total = 0.0
+    count = 0
+    for start in range(0, flat.numel(), _CHUNK):
+        e = flat[start : start + _CHUNK].to(torch.float64)
+        finite = torch.isfinite(e)
+        total += float(torch.where(finite, e * e, torch.zeros_like(e)).sum().item())
+        count += int(finite.sum().item())
+    return math.sqrt(total / count) if count else 0.0
+
+
+def effective_atol(atol: float, rtol: float, rms: float) -> float:
+    """The absolute tolerance after the scale-aware rule: ``min(atol, rtol * rms)``.
+
+    ``rms`` is the reference output's own RMS magnitude (:func:`reference_rms`). Outputs whose RMS is at least
+    ``atol / rtol`` (1.0 with the paper's 1e-2 / 1e-2) keep the paper's tolerance unchanged; smaller outputs are held
+    to the same relative tolerance at their own scale. A reference that is all zeros (or has no finite element) has
+    no scale: the paper's ``atol`` applies; so does a zero ``rtol`` (no relative scale to hold it to).
+    """
+    if not rms > 0.0 or not math.isfinite(rms) or not rtol > 0.0:
+        return atol
+    return min(atol, rtol * rms)
 
 
 def fingerprint(t: Any) -> str:
@@ -55,7 +91,8 @@ def compare_output(
 
     Order: dtype, shape, device, then values (NaN/Inf placement, tolerance).
     NaN never passes, even where the reference has NaN (a candidate can
-    always produce NaN; we do not reward it).
+    always produce NaN; we do not reward it). Floating outputs are held to
+    ``effective_atol(atol, rtol, rms(expected)) + rtol * |expected|``.
     """
     import torch
 
@@ -103,6 +140,8 @@ def compare_output(
             )
         ]
     errors: list[CheckError] = []
+    rms = reference_rms(expected)
+    paper_atol, atol = atol, effective_atol(atol, rtol, rms)
     stats = _float_stats(expected.reshape(-1), actual.reshape(-1), atol, rtol)
     numel = actual.numel()
     if stats["n_nan"]:
@@ -121,12 +160,14 @@ def compare_output(
         worst = _unravel(stats["worst"], actual.shape)
         flat_e, flat_a = expected.reshape(-1), actual.reshape(-1)
         e_w, a_w = flat_e[stats["worst"]].item(), flat_a[stats["worst"]].item()
+        scaled = (f" (atol scaled to the reference's own RMS magnitude {rms:.3g}: outputs this small are held to "
+                  f"rtol at their scale, not to atol={paper_atol:g})") if atol < paper_atol else ""
         errors.append(
             CheckError(
                 check="tolerance",
                 message=(
                     f"output {index}: {n_bad} of {numel} elements ({100.0 * n_bad / numel:.3g}%) outside "
-                    f"atol={atol:g}, rtol={rtol:g}; max abs error {stats['max_abs']:.4g}, max rel error "
+                    f"atol={atol:.3g}, rtol={rtol:g}{scaled}; max abs error {stats['max_abs']:.4g}, max rel error "
                     f"{stats['max_rel']:.4g}; worst at index {list(worst)}: expected {e_w:.6g}, got {a_w:.6g}"
                 ),
                 details={
@@ -137,6 +178,8 @@ def compare_output(
                     "worst_index": list(worst),
                     "atol": atol,
                     "rtol": rtol,
+                    "paper_atol": paper_atol,
+                    "reference_rms": rms,
                 },
                 **where,
             )
