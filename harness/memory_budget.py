@@ -1,0 +1,246 @@
+"""One memory budget per device, shared by everything a run does on it.
+
+KernelBench level 1 has 4-16 GiB of inputs plus outputs per input set: a
+reference process and a candidate runner that each keep a dozen sets cannot
+fit on any GPU, and eight tasks in flight that each read the device's free
+memory and take it would all run out together. So the parent (the only one
+that sees every task) keeps one :class:`MemoryBudget` per device:
+
+- its capacity is measured once, when the device is first used: a share of
+  the memory free then (NVML on CUDA, so the parent never creates a CUDA
+  context; available RAM on the CPU backend);
+- before a task's session opens, its whole footprint (both processes, the
+  input sets they hold, the staged fresh sets, the forward's temporaries) is
+  reserved; the session starts only once that fits beside what is reserved
+  already, and gives it back when it ends, whatever happened in it;
+- processes kept warm between sessions hold their resident bytes (context,
+  parameters) as a standing hold; when a reservation does not fit, the owner
+  of those processes is asked to close idle ones (``on_pressure``);
+- a footprint larger than the whole capacity fails at once with
+  :class:`TooLarge`, naming the bytes needed and the bytes available.
+
+How many sets a footprint holds is decided by :func:`plan_sets`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import structlog
+
+from cuda_agent.errors import CudaAgentError
+
+log = structlog.get_logger(__name__)
+
+GiB = 2**30
+MiB = 2**20
+#: Bytes a process costs before it holds any tensor: the CUDA context and torch's own state (CUDA), or the
+#: interpreter with torch imported (CPU). Measured: 0.5-0.6 GiB per CUDA process on the H200, 0.3 GiB of RSS here.
+PROCESS_OVERHEAD = {"cuda": 768 * MiB, "cpu": 384 * MiB}
+#: Share of the memory free at the first measurement that tasks may reserve: the rest absorbs allocator
+#: fragmentation, cuBLAS/cuDNN workspaces and torch.compile's temporaries that no footprint names.
+USABLE_SHARE = 0.85
+
+
+class TooLarge(CudaAgentError):
+    """A footprint that cannot fit even alone on the device (one input set, both processes)."""
+
+    def __init__(self, needed: int, available: int, what: str) -> None:
+        self.needed = needed
+        self.available = available
+        self.what = what
+        super().__init__(
+            f"{what} needs {fmt_bytes(needed)} but only {fmt_bytes(available)} of device memory can be reserved "
+            f"(the smallest plan holds one input set per process)")
+
+
+def fmt_bytes(n: float) -> str:
+    """``12.0 GiB``, ``640 MiB``: bytes for a person."""
+    return f"{n / GiB:.1f} GiB" if n >= GiB else f"{n / MiB:.0f} MiB"
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one input set of a task occupies, measured on the meta device or by the reference process."""
+
+    input_bytes: int
+    """Bytes of the tensors ``get_inputs()`` returns."""
+    output_bytes: int
+    """Bytes of the tensors the reference ``forward`` returns."""
+    param_bytes: int = 0
+    """Parameters and buffers of ``Model(*get_init_inputs())`` (each process holds its own copy)."""
+    work_bytes: int = 0
+    """Peak temporaries of one reference forward beyond its inputs and outputs (0 when not measured)."""
+
+    @property
+    def set_bytes(self) -> int:
+        """Inputs plus outputs: what the reference keeps per input set (pristine inputs, expected outputs)."""
+        return self.input_bytes + self.output_bytes
+
+
+@dataclass(frozen=True)
+class SetPlan:
+    """How many input sets each side holds at once, and the bytes the whole session reserves."""
+
+    reference_sets: int
+    """Sets the reference process keeps (inputs and expected outputs); others are made again from their seeds."""
+    runner_sets: int
+    """Pristine sets the candidate runner keeps; 0 = streamed: each call's inputs are handed over just before it."""
+    fresh_sets: int
+    """Fresh sets staged at once for the timed calls (each handed over and released before the next is staged)."""
+    reserved_bytes: int
+    """The whole reservation: both processes, the sets they hold, staging and the forwards' temporaries."""
+
+    @property
+    def streamed(self) -> bool:
+        """The runner holds no set of its own."""
+        return self.runner_sets == 0
+
+
+def session_bytes(fp: Footprint, kind: str, reference_sets: int, runner_sets: int, fresh_sets: int) -> int:
+    """Bytes one session reserves with these set counts.
+
+    Reference process: context, parameters, its sets, one forward's temporaries and outputs (a baseline call),
+    and the candidate's outputs it opens to compare. Runner: context, parameters, its pristine sets, the working
+    copy of one call's inputs, the call's outputs and their exported copy, the candidate's temporaries (taken
+    to be the reference's). Staged fresh sets: their inputs.
+    """
+    overhead = PROCESS_OVERHEAD.get(kind, PROCESS_OVERHEAD["cuda"])
+    reference = overhead + fp.param_bytes + reference_sets * fp.set_bytes + fp.work_bytes + 2 * fp.output_bytes
+    runner = (overhead + fp.param_bytes + runner_sets * fp.input_bytes + fp.input_bytes + 2 * fp.output_bytes
+              + fp.work_bytes)
+    return reference + runner + fresh_sets * fp.input_bytes
+
+
+def plan_sets(fp: Footprint, kind: str, capacity: int, *, wanted_sets: int, wanted_fresh: int) -> SetPlan:
+    """The largest plan that fits ``capacity``: every wanted set on both sides when it fits, else fewer.
+
+    The runner gives up its own copies first (a hand-over per call costs a device copy), then the reference
+    holds fewer sets (a dropped set is made again from its seed: ``get_inputs`` on the device and one forward),
+    then fewer fresh sets are staged at once. Raises :class:`TooLarge` when even one set per side does not fit.
+    """
+    wanted_sets = max(1, wanted_sets)
+    wanted_fresh = max(0, wanted_fresh)
+    candidates = [(wanted_sets, wanted_sets, wanted_fresh)]
+    candidates += [(wanted_sets, r, wanted_fresh) for r in range(wanted_sets - 1, -1, -1)]
+    candidates += [(ref, 0, min(wanted_fresh, 1)) for ref in range(wanted_sets, 0, -1)]
+    candidates += [(1, 0, 0)]
+    for ref, run, fresh in candidates:
+        need = session_bytes(fp, kind, ref, run, fresh)
+        if need <= capacity:
+            return SetPlan(reference_sets=ref, runner_sets=run, fresh_sets=fresh, reserved_bytes=need)
+    raise TooLarge(session_bytes(fp, kind, 1, 0, 0), capacity, "one session of this task")
+
+
+def measure_free_bytes(kind: str, device_index: int = 0) -> int:
+    """Memory free on the device now: NVML's free bytes (CUDA; no CUDA context is created) or available RAM."""
+    if kind == "cuda":
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).free)
+        finally:
+            pynvml.nvmlShutdown()
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+@dataclass
+class _Hold:
+    nbytes: int
+    what: str
+    since: float = field(default_factory=time.monotonic)
+
+
+class MemoryBudget:
+    """Reservations against one device's memory, shared by every evaluator of the process.
+
+    :param kind: 'cuda' or 'cpu' (what :data:`PROCESS_OVERHEAD` to count per process).
+    :param capacity: bytes tasks may reserve in all; ``None`` = :data:`USABLE_SHARE` of the memory free now.
+    """
+
+    def __init__(self, kind: str, capacity: int | None = None, device_index: int = 0) -> None:
+        self.kind = kind
+        self.device_index = device_index
+        self.capacity = int(capacity if capacity is not None else USABLE_SHARE * measure_free_bytes(kind, device_index))
+        self._cond = threading.Condition()
+        self._holds: dict[int, _Hold] = {}
+        self._next = 0
+        #: Called with the bytes missing when a reservation does not fit; returns the bytes it let go of.
+        self.on_pressure: list[Callable[[int], int]] = []
+        #: Highest total ever reserved at once (for tests and reports).
+        self.peak_reserved = 0
+
+    @property
+    def reserved(self) -> int:
+        """Bytes reserved now (sessions and standing holds)."""
+        with self._cond:
+            return sum(h.nbytes for h in self._holds.values())
+
+    def hold(self, nbytes: int, what: str, *, timeout_s: float | None = None) -> int:
+        """Reserve ``nbytes`` until :meth:`release` of the returned id; waits until it fits (raises
+        :class:`TooLarge` at once when it never can, ``TimeoutError`` after ``timeout_s``)."""
+        nbytes = max(0, int(nbytes))
+        if nbytes > self.capacity:
+            raise TooLarge(nbytes, self.capacity, what)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        asked = False
+        with self._cond:
+            while True:
+                free = self.capacity - sum(h.nbytes for h in self._holds.values())
+                if nbytes <= free:
+                    hid = self._next
+                    self._next += 1
+                    self._holds[hid] = _Hold(nbytes, what)
+                    self.peak_reserved = max(self.peak_reserved, self.capacity - free + nbytes)
+                    return hid
+                if not asked:  # let the owners of idle processes close some, once per wait (outside the lock)
+                    asked = True
+                    self._cond.release()
+                    try:
+                        freed = sum(cb(nbytes - free) for cb in list(self.on_pressure))
+                    finally:
+                        self._cond.acquire()
+                    if freed:
+                        continue
+                    log.info("memory.waiting", what=what, needed=fmt_bytes(nbytes), free=fmt_bytes(free))
+                wait = 5.0 if deadline is None else min(5.0, deadline - time.monotonic())
+                if wait <= 0:
+                    raise TimeoutError(f"{what}: {fmt_bytes(nbytes)} did not become free within {timeout_s:.0f} s")
+                self._cond.wait(timeout=wait)
+                asked = False  # something was released, or a quiet period passed: ask the owners again
+
+    def release(self, hold_id: int) -> None:
+        """Give back a hold (unknown ids are ignored: releasing twice is harmless)."""
+        with self._cond:
+            if self._holds.pop(hold_id, None) is not None:
+                self._cond.notify_all()
+
+    @contextmanager
+    def reserve(self, nbytes: int, what: str, *, timeout_s: float | None = None) -> Iterator[int]:
+        """:meth:`hold` for the duration of a ``with`` block, released however it ends."""
+        hid = self.hold(nbytes, what, timeout_s=timeout_s)
+        try:
+            yield hid
+        finally:
+            self.release(hid)
+
+
+_BUDGETS: dict[tuple[str, int], MemoryBudget] = {}
+_BUDGETS_LOCK = threading.Lock()
+
+
+def budget_for(kind: str, device_index: int = 0, capacity: int | None = None) -> MemoryBudget:
+    """The process-wide budget of a device (made on first use; ``capacity`` applies only then)."""
+    with _BUDGETS_LOCK:
+        key = (kind, device_index)
+        if key not in _BUDGETS:
+            _BUDGETS[key] = MemoryBudget(kind, capacity, device_index)
+        return _BUDGETS[key]
