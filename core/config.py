@@ -20,16 +20,24 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cuda_agent.errors import ConfigError
+from cuda_agent.secrets import declare_secret_fields, redact
 
 M = TypeVar("M", bound=BaseModel)
-
-SECRET_MARKERS = ("key", "token", "secret", "password")
 
 
 class StrictModel(BaseModel):
     """Base for config blocks: unknown keys are errors, fields documented."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class PluginConfig(StrictModel):
+    """Base class of a plugin component's config block (``plugins.<name>``): subclass it.
+
+    Unknown keys are errors that list the valid ones, and assignments are validated. Give every field a
+    ``Field(description=...)``; type secrets (API keys, passwords) as ``pydantic.SecretStr`` so they are
+    never saved, printed or hashed.
+    """
 
 
 class AgentConfig(StrictModel):
@@ -72,17 +80,37 @@ class RunConfig(StrictModel):
     )
 
 
+def _list_index(items: list[Any], key: str, dotted: str, where: str) -> int:
+    """The list index ``key`` names, or an error saying what the list at ``where`` holds."""
+    try:
+        index = int(key)
+    except ValueError:
+        raise ConfigError(f"override {dotted!r}: {where or '(root)'} is a list; address an item by its index "
+                          f"(0..{len(items) - 1}), not {key!r}") from None
+    if not -len(items) <= index < len(items):
+        raise ConfigError(f"override {dotted!r}: {where} has {len(items)} item(s); index {index} is out of range")
+    return index
+
+
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``a.b.0.c`` in nested dicts and lists (an integer key indexes a list that exists already)."""
     keys = dotted.split(".")
-    cur = data
-    for k in keys[:-1]:
-        nxt = cur.get(k)
-        if nxt is None:
-            nxt = cur[k] = {}
-        if not isinstance(nxt, dict):
-            raise ConfigError(f"override {dotted!r}: {k!r} is a value, not a block")
+    cur: Any = data
+    for depth, k in enumerate(keys[:-1]):
+        where = ".".join(keys[: depth + 1])
+        if isinstance(cur, list):
+            nxt = cur[_list_index(cur, k, dotted, ".".join(keys[:depth]))]
+        else:
+            nxt = cur.get(k)
+            if nxt is None:
+                nxt = cur[k] = {}
+        if not isinstance(nxt, (dict, list)):
+            raise ConfigError(f"override {dotted!r}: {where!r} is a value ({nxt!r}), not a block or a list")
         cur = nxt
-    cur[keys[-1]] = value
+    if isinstance(cur, list):
+        cur[_list_index(cur, keys[-1], dotted, ".".join(keys[:-1]))] = value
+    else:
+        cur[keys[-1]] = value
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -165,25 +193,23 @@ def load_config(
         raise ConfigError(format_validation_error(model, exc, ", ".join(map(str, files)))) from exc
 
 
-def redact(data: Any) -> Any:
-    """Copy of ``data`` with values of secret-looking keys replaced by '***'."""
-    if isinstance(data, dict):
-        return {
-            k: ("***" if any(m in str(k).lower() for m in SECRET_MARKERS) and v not in (None, "") else redact(v))
-            for k, v in data.items()
-        }
-    if isinstance(data, list):
-        return [redact(v) for v in data]
-    return data
-
-
 def resolved(config: BaseModel) -> dict[str, Any]:
-    """The config as saved with a run: JSON-mode dump, secrets redacted."""
+    """The config as saved with a run: JSON-mode dump, secrets redacted (see :mod:`cuda_agent.secrets`)."""
+    declare_secret_fields(type(config))
     return redact(config.model_dump(mode="json"))
 
 
-def config_hash(config: BaseModel) -> str:
-    blob = json.dumps(resolved(config), sort_keys=True).encode()
+def without_secrets(config: BaseModel | dict[str, Any]) -> dict[str, Any]:
+    """The config with every secret removed (not masked): what hashes and resume comparisons see."""
+    if isinstance(config, BaseModel):
+        declare_secret_fields(type(config))
+        config = config.model_dump(mode="json")
+    return redact(config, drop=True)
+
+
+def config_hash(config: BaseModel | dict[str, Any]) -> str:
+    """``sha256:<16 hex>`` of the resolved config without its secrets (the same with or without an API key)."""
+    blob = json.dumps(without_secrets(config), sort_keys=True).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
 
 

@@ -21,6 +21,12 @@ class SpecError(CudaAgentError):
     """A ``--policy`` / ``--tasks`` spec string could not be parsed."""
 
 
+def plural(kind: str) -> str:
+    """``policy`` -> ``policies``, ``data_source`` -> ``data sources``, ``tool`` -> ``tools``."""
+    words = kind.replace("_", " ")
+    return words[:-1] + "ies" if words.endswith("y") else words + "s"
+
+
 class UnknownNameError(ConfigError):
     """A component name is not registered."""
 
@@ -28,7 +34,7 @@ class UnknownNameError(ConfigError):
         valid_sorted = sorted(valid)
         where_txt = f" (at {where})" if where else ""
         super().__init__(
-            f"unknown {kind} {name!r}{where_txt}; valid {kind}s: "
+            f"unknown {kind.replace('_', ' ')} {name!r}{where_txt}; valid {plural(kind)}: "
             + (", ".join(valid_sorted) if valid_sorted else "(none registered)")
         )
         self.kind, self.name, self.valid = kind, name, valid_sorted

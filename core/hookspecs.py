@@ -125,6 +125,37 @@ def register_loggers(register: RegisterCallback) -> None:
 
 
 @hookspec
+def register_skills(register: RegisterCallback) -> None:
+    """Register skill documents (the system prompt's guide for a backend's kernel language).
+
+    :param register: ``register(name, factory, description=None)``; ``factory()`` returns the document's
+        text (Markdown). A backend names its skill in its ``skill`` attribute.
+    :returns: nothing; all implementations are called.
+    """
+
+
+@hookspec
+def register_commands(register: RegisterCallback) -> None:
+    """Register ``cuda-agent`` subcommands.
+
+    :param register: ``register(name, add_parser, description=None)``; ``add_parser(subparsers)`` adds the
+        command's argparse parser to ``subparsers`` and sets ``func=handler`` (``handler(args) -> int``, the exit
+        status). It is called only when the command is the one being run, so import heavy modules inside it;
+        ``description`` is the one-line help ``cuda-agent --help`` shows without importing them.
+    :returns: nothing; all implementations are called.
+    """
+
+
+@hookspec
+def doctor_checks() -> dict[str, dict[str, Any]]:
+    """Report what this machine offers a plugin's components (``cuda-agent doctor``).
+
+    :returns: check name -> ``{"ok": bool, "detail": str, ...}`` (more keys are printed as facts). Every
+        implementation is called; the results are merged, a name given twice is an error naming both plugins.
+    """
+
+
+@hookspec
 def on_episode_start(run_id: str, task_id: str, config: Any) -> None:
     """Called once before the first turn of an episode.
 

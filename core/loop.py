@@ -9,7 +9,6 @@ by the configured reward plugin, and ``result.json`` is written.
 
 from __future__ import annotations
 
-import importlib
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,6 +21,7 @@ from cuda_agent.components import Components, build_components
 from cuda_agent.config import RunConfig, resolved
 from cuda_agent.control import AgentControl, FormatError, LimitsExceeded, PolicyExhausted, Submitted
 from cuda_agent.errors import ConfigError, WorkspaceError
+from cuda_agent.interrupts import EpisodeInterrupted, StopRequest
 from cuda_agent.plugin_manager import PluginManager
 from cuda_agent.prompts import render_system_prompt, render_task_prompt
 from cuda_agent.protocols import ToolContext
@@ -55,8 +55,13 @@ def run_episode(
     out_dir: Path,
     policy: Any = None,
     backend: Any = None,
+    stop: StopRequest | None = None,
 ) -> EndRecord:
-    """Run one episode of ``task`` into ``out_dir``; return its end record (also in result.json)."""
+    """Run one episode of ``task`` into ``out_dir``; return its end record (also in result.json).
+
+    :param stop: checked before every policy query and tool call, and before grading: once set, the episode
+        raises :class:`~cuda_agent.interrupts.EpisodeInterrupted` there, ungraded and without ``result.json``.
+    """
     components = build_components(config, plugin_manager, policy=policy, backend=backend)
     usable, reason = components.backend.availability()
     if not usable:
@@ -64,7 +69,7 @@ def run_episode(
             components.backend.close()
         raise ConfigError(f"backend {components.backend.name!r} is not usable here: {reason}; "
                           f"'cuda-agent doctor' shows what this machine offers")
-    episode = Episode(task, config, plugin_manager, Path(out_dir), components)
+    episode = Episode(task, config, plugin_manager, Path(out_dir), components, stop)
     try:
         return episode.run()
     finally:
@@ -75,8 +80,10 @@ def run_episode(
 class Episode:
     """State of one episode; :meth:`run` is the whole loop."""
 
-    def __init__(self, task: TaskManifest, config: RunConfig, pm: PluginManager, out_dir: Path, c: Components) -> None:
+    def __init__(self, task: TaskManifest, config: RunConfig, pm: PluginManager, out_dir: Path, c: Components,
+                 stop: StopRequest | None = None) -> None:
         self.task, self.config, self.pm, self.out_dir, self.c = task, config, pm, out_dir, c
+        self.stop = stop
         self.agent = config.agent
         self.run_id = out_dir.name
         self.results: list[CandidateResult] = []
@@ -90,6 +97,7 @@ class Episode:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.start = time.monotonic()
         self.ws = self.c.backend.prepare_workspace(self.task, self.out_dir / "workspace")
+        self.initial_snapshot = self.ws.snapshot()
         plugins = [p.as_dict() for p in self.pm.plugins()]
         versions = write_run_metadata(self.out_dir, self.config, plugins)
         header = self.header(plugins, versions)
@@ -112,6 +120,8 @@ class Episode:
             except PolicyFailure as exc:
                 exit, message = "policy_error", str(exc)
                 log.error("policy failed", run_id=self.run_id, error=str(exc))
+            except EpisodeInterrupted:
+                raise
             except Exception as exc:  # a harness bug mid-episode: record it, still grade, keep eval going
                 exit, message = "error", f"{type(exc).__name__}: {exc}"
                 log.exception("episode failed", run_id=self.run_id, turn=self.turn)
@@ -123,10 +133,9 @@ class Episode:
         return end
 
     def header(self, plugins: list[dict[str, Any]], versions: dict[str, str]) -> HeaderRecord:
-        load_skill = importlib.import_module("cuda_agent.skills").load_skill  # core imports no other folder statically
         backend, mode = self.c.backend, self.agent.mode
         variables = dict(
-            skill=load_skill(backend.skill) if self.agent.use_skill else "",
+            skill=self.pm.skill_text(backend.skill) if self.agent.use_skill else "",
             tools=self.c.schemas, protocol=self.agent.tool_protocol, mode=mode, task=self.task,
             kernel_suffix=backend.kernel_suffix,
         )
@@ -140,8 +149,14 @@ class Episode:
             versions=versions, started_at=datetime.now(timezone.utc).isoformat(),
         )
 
+    def check_stop(self, where: str) -> None:
+        """Raise :class:`EpisodeInterrupted` when a stop was requested (at a tool boundary)."""
+        if self.stop is not None and self.stop.is_set():
+            raise EpisodeInterrupted(f"{self.run_id}: stopped on request {where} (turn {self.turn})")
+
     def step(self) -> None:
         """One turn: limits, query, tool calls, observations, record."""
+        self.check_stop("before the policy's next turn")
         if self.turn >= self.agent.max_turns:
             raise LimitsExceeded("max_turns", f"reached agent.max_turns={self.agent.max_turns}")
         if self.agent.wall_clock_s is not None and time.monotonic() - self.start > self.agent.wall_clock_s:
@@ -171,6 +186,7 @@ class Episode:
             for error in errors:
                 self.observe(record, Observation(name="format_error", content=error, is_error=True))
             for call in calls:
+                self.check_stop(f"before tool {call.name}")
                 record.tool_calls.append(call)
                 obs, submitted = self.execute(call, record)
                 self.observe(record, obs)
@@ -266,11 +282,21 @@ class Episode:
         self.generated_tokens += len(out.output_ids) if out.output_ids is not None else int(out.usage.get("completion_tokens", 0))
 
     def finish(self, exit: str, message: str) -> EndRecord:
-        """Select a state, restore it into a fresh folder, grade it, reward it."""
+        """Select a state, restore it into a fresh folder, grade it, reward it.
+
+        A policy that failed before the workspace changed leaves nothing to grade: the end record has no graded
+        result and no reward (an empty workspace graded 'compile_error' would read as the model's failure).
+        """
         selection = self.agent.selection
         snapshot = select_snapshot(selection, self.results, self.ws.snapshot())
-        graded = self.grade(snapshot)
-        reward = float(self.c.reward.score(graded, list(self.results)))
+        graded, reward = None, None
+        if exit == "policy_error" and snapshot == self.initial_snapshot:
+            message += " (not graded: the workspace was never changed)"
+        else:
+            self.check_stop("before grading")
+            graded = self.grade(snapshot)
+            self.check_stop("during grading")  # a grading pass whose processes were ended is no verdict
+            reward = float(self.c.reward.score(graded, list(self.results)))
         return EndRecord(exit=exit, message=message, turns=self.turn, graded=graded, selected_snapshot_id=snapshot,
                          selection=selection, reward=reward, reward_name=self.config.reward,
                          wall_s=time.monotonic() - self.start, usage=dict(self.usage))
@@ -281,11 +307,8 @@ class Episode:
         while dest.exists():
             n += 1
             dest = self.out_dir / f"graded-{n}"
-        restore = getattr(type(self.ws), "restore", None)
-        if restore is None:  # a third-party workspace type: fall back to the harness's store format
-            restore = importlib.import_module("cuda_agent.harness.workspace").ConfinedWorkspace.restore
         try:
-            ws = restore(snapshot, self.ws.store, dest)
+            ws = type(self.ws).restore(snapshot, self.ws.store, dest)  # the Workspace protocol's restore
             result = self.c.backend.grade(ws, self.task)
         except Exception as exc:  # grading must always yield a record
             log.error("grading failed", run_id=self.run_id, error=repr(exc))

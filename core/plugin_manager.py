@@ -30,7 +30,9 @@ from cuda_agent.registry import HOOK_FOR_KIND, KINDS, Registry
 ENTRY_POINT_GROUP = "cuda_agent"
 BUILTIN_PACKAGE = "cuda_agent.plugins"
 #: Sub-folders of ``plugins/`` scanned for built-in plugin modules.
-BUILTIN_FOLDERS: tuple[str, ...] = ("tools", "rewards", "backends", "policies", "data", "stages", "loggers")
+BUILTIN_FOLDERS: tuple[str, ...] = (
+    "tools", "rewards", "backends", "policies", "data", "stages", "loggers", "skills", "commands",
+)
 #: Plugins that cannot be disabled: the loop cannot end an episode without them.
 ESSENTIAL_PLUGINS: frozenset[str] = frozenset({"tools.finish"})
 
@@ -57,14 +59,14 @@ class PluginInfo:
         }
 
 
-def builtin_plugin_modules() -> dict[str, str]:
+def builtin_plugin_modules(folders: Iterable[str] = BUILTIN_FOLDERS) -> dict[str, str]:
     """Built-in plugin name (``tools.files``) -> module path, discovered on disk.
 
     Every module under ``plugins/<folder>/`` whose name does not start with ``_``
     is a built-in plugin; helpers of a plugin are private (``_name.py``).
     """
     found: dict[str, str] = {}
-    for folder in BUILTIN_FOLDERS:
+    for folder in folders:
         pkg = importlib.import_module(f"{BUILTIN_PACKAGE}.{folder}")
         for info in pkgutil.iter_modules(pkg.__path__):
             if not info.name.startswith("_"):
@@ -83,6 +85,8 @@ class PluginManager:
         entry-point group (still filtered by ``CUDA_AGENT_PLUGINS``).
     :param extra_plugins: objects or modules registered after the built-ins
         (tests and embedding applications use this).
+    :param builtin_folders: which ``plugins/<folder>`` built-ins to load (the CLI loads only
+        ``commands`` to build its parser quickly).
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class PluginManager:
         *,
         load_entrypoints: bool = True,
         extra_plugins: Iterable[tuple[str, object]] = (),
+        builtin_folders: Iterable[str] = BUILTIN_FOLDERS,
     ) -> None:
         self.disabled = set(disable)
         essential = self.disabled & ESSENTIAL_PLUGINS
@@ -101,7 +106,7 @@ class PluginManager:
         self._distinfo: dict[str, tuple[str, str]] = {}
         self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self.pm.add_hookspecs(hookspecs)
-        builtins = builtin_plugin_modules()
+        builtins = builtin_plugin_modules(builtin_folders)
         for name in self.disabled:
             self.pm.set_blocked(name)
         self._builtin_names: set[str] = set()
@@ -189,6 +194,22 @@ class PluginManager:
                     f"config selects {name!r} at {where!r} but also disables it (disable: "
                     f"{sorted(self.disabled)}); drop one of the two"
                 )
+
+    def skill_text(self, name: str, where: str = "backend.skill") -> str:
+        """The text of skill document ``name`` (registered through ``register_skills``)."""
+        return str(self.registry.build("skill", name, where=where))
+
+    def doctor_checks(self) -> dict[str, dict[str, Any]]:
+        """Every plugin's ``doctor_checks``, merged; a check name reported twice is an error naming both."""
+        merged: dict[str, dict[str, Any]] = {}
+        owner: dict[str, str] = {}
+        for impl in self.pm.hook.doctor_checks.get_hookimpls():
+            for name, result in (impl.function() or {}).items():
+                if name in merged:
+                    raise PluginError(f"plugin {impl.plugin_name!r} reports doctor check {name!r}, "
+                                      f"already reported by {owner[name]!r}")
+                merged[name], owner[name] = dict(result), impl.plugin_name
+        return merged
 
     # -- observer hooks (typed wrappers, so call sites are checked) ----------
     def on_episode_start(self, *, run_id: str, task_id: str, config: Any) -> None:

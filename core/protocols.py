@@ -26,10 +26,14 @@ if TYPE_CHECKING:
 class Workspace(Protocol):
     """A folder the agent edits, confined: no path may resolve outside ``root``.
 
+    Every state is stored content-addressed in ``store`` (:meth:`snapshot`), and :meth:`restore` rebuilds one
+    into a fresh folder: the loop grades the selected state that way, and the eval runner regrades.
     Implemented by :class:`cuda_agent.harness.workspace.ConfinedWorkspace`.
     """
 
     root: Path
+    #: Folder of the content-addressed snapshot store (manifests and blobs).
+    store: Path
 
     def resolve(self, rel: str) -> Path:
         """Absolute path of ``rel`` inside the workspace; raises WorkspaceError on escape."""
@@ -49,6 +53,10 @@ class Workspace(Protocol):
 
     def verify_protected(self) -> list[str]:
         """Relative paths of protected files whose hash changed (empty = intact)."""
+
+    @classmethod
+    def restore(cls, snapshot_id: str, store: Path, dest: Path) -> Workspace:
+        """Rebuild snapshot ``snapshot_id`` of ``store`` into the empty folder ``dest``; return that workspace."""
 
 
 # --------------------------------------------------------------------------- tools
@@ -134,6 +142,40 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Stop pre-started processes and release devices."""
+
+
+@runtime_checkable
+class PreparedEvaluation(Protocol):
+    """A candidate built for one verify/profile/grade call, waiting for the device (see :class:`SplitBackend`)."""
+
+    #: The build's outcome; None when it did not build (the device step then only reports why).
+    outcome: Any
+
+    def close(self) -> None:
+        """Release what the build made only for this call (a from-scratch grade build folder)."""
+
+
+@runtime_checkable
+class SplitBackend(Protocol):
+    """What a :class:`Backend` adds when its verify/profile/grade split into a host build and a device step.
+
+    The eval scheduler builds in its CPU build pool and holds the device's timing lock only for
+    :meth:`evaluate_built`; a backend without the split runs its whole call under the lock.
+    """
+
+    def build_for(self, phase: str, workspace: Workspace, task: TaskManifest) -> PreparedEvaluation:
+        """Build ``workspace`` for ``phase`` ('verify', 'profile' or 'grade'); needs no device."""
+
+    def evaluate_built(self, prepared: PreparedEvaluation) -> CandidateResult:
+        """Run the device part of the call on the prepared build."""
+
+
+@runtime_checkable
+class WarmableBackend(Protocol):
+    """A backend with host work to do for a task before its first device call (reference process, baselines)."""
+
+    def warm(self, task: TaskManifest) -> None:
+        """Start the task's reference process and compile its baselines; idempotent per task."""
 
 
 # --------------------------------------------------------------------------- policies

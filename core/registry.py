@@ -14,10 +14,11 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from cuda_agent.errors import ConfigError, PluginError, UnknownNameError
+from cuda_agent.secrets import declare_secret_fields
 
 #: The kinds of component, each fed by the hook ``register_<kind>s``
 #: (``data_source`` by ``register_data_sources``, ``task_filter`` by
-#: ``register_task_filters``).
+#: ``register_task_filters``, ``policy`` by ``register_policies``).
 KINDS: tuple[str, ...] = (
     "tool",
     "reward",
@@ -27,6 +28,8 @@ KINDS: tuple[str, ...] = (
     "task_filter",
     "stage",
     "logger",
+    "skill",
+    "command",
 )
 
 HOOK_FOR_KIND: dict[str, str] = {
@@ -75,6 +78,12 @@ class Entry:
         if isinstance(config, self.config_model):
             return config
         data = config.model_dump() if isinstance(config, BaseModel) else dict(config or {})
+        unknown = unknown_keys(self.config_model, data)
+        if unknown:
+            raise ConfigError(
+                f"invalid config for {self.kind} {self.name!r} (block plugins.{self.name}): unknown key(s) "
+                f"{', '.join(repr(k) for k in unknown)}; valid keys: {', '.join(self.config_model.model_fields)}"
+            )
         try:
             return self.config_model.model_validate(data)
         except ValidationError as exc:
@@ -83,6 +92,19 @@ class Entry:
                 f"invalid config for {self.kind} {self.name!r} (block plugins.{self.name}): "
                 f"{_format_validation_error(exc)}; valid keys: {valid}"
             ) from exc
+
+
+def unknown_keys(model: type[BaseModel], data: dict[str, Any]) -> list[str]:
+    """Keys of ``data`` that ``model`` has no field for, unless the model sets ``extra`` itself.
+
+    pydantic ignores unknown keys by default; a plugin's block is stricter: a typo must not pass silently.
+    A model that states ``extra="allow"`` or ``extra="ignore"`` in its ``model_config`` keeps that choice.
+    """
+    if model.model_config.get("extra") is not None:
+        return []
+    names = set(model.model_fields)
+    names |= {f.alias for f in model.model_fields.values() if f.alias}
+    return sorted(str(k) for k in data if k not in names)
 
 
 def _format_validation_error(exc: ValidationError) -> str:
@@ -143,6 +165,8 @@ class Registry:
                 f"plugin {entry.plugin!r} registers {entry.kind} {entry.name!r} with config_model="
                 f"{entry.config_model!r}; it must be a pydantic BaseModel subclass"
             )
+        if entry.config_model is not None:
+            declare_secret_fields(entry.config_model)
         if entry.name in self.disabled or f"{entry.kind}:{entry.name}" in self.disabled:
             self._skipped.append((entry.kind, entry.name, entry.plugin))
             return

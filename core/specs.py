@@ -29,6 +29,7 @@ from urllib.parse import unquote
 import yaml
 
 from cuda_agent.errors import SpecError
+from cuda_agent.secrets import redact_spec
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,14 @@ class Spec:
         return out
 
     def __str__(self) -> str:
+        """The spec as text, secret parameters (``api_key=...``) shown as ``***``: safe to save, log and print."""
+        return redact_spec(self.unredacted())
+
+    def __repr__(self) -> str:
+        return f"Spec({str(self)!r})"
+
+    def unredacted(self) -> str:
+        """The spec as text with its secrets: only for handing to the component, never for output."""
         s = self.name + (f":{self.target}" if self.target is not None else "")
         if self.params:
             s += "?" + "&".join(f"{k}={v}" for k, v in self.params.items())
@@ -65,11 +74,12 @@ def parse_spec(spec: str, *, known_names: set[str] | None = None, kind: str = "s
     """Parse ``spec``; with ``known_names`` an unknown name is an error listing them."""
     if not spec or not spec.strip():
         raise SpecError(f"empty {kind} spec; expected NAME[:TARGET][?key=value&...]")
+    shown = redact_spec(spec)  # error messages never carry a secret parameter
     head, _, query = spec.partition("?")
     name, sep, target = head.partition(":")
     name = name.strip()
     if not name:
-        raise SpecError(f"{kind} spec {spec!r} has no name before ':'")
+        raise SpecError(f"{kind} spec {shown!r} has no name before ':'")
     params: dict[str, Any] = {}
     if query:
         for part in query.split("&"):
@@ -77,13 +87,13 @@ def parse_spec(spec: str, *, known_names: set[str] | None = None, kind: str = "s
                 continue
             key, eq, value = part.partition("=")
             if not eq or not key:
-                raise SpecError(f"{kind} spec {spec!r}: parameter {part!r} is not key=value")
+                raise SpecError(f"{kind} spec {shown!r}: parameter {redact_spec('?' + part)[1:]!r} is not key=value")
             if key in params:
-                raise SpecError(f"{kind} spec {spec!r}: parameter {key!r} given twice")
+                raise SpecError(f"{kind} spec {shown!r}: parameter {key!r} given twice")
             params[key] = _scalar(unquote(value))
     if known_names is not None and name not in known_names:
         raise SpecError(
-            f"unknown {kind} {name!r} in {spec!r}; valid: {', '.join(sorted(known_names)) or '(none)'}"
+            f"unknown {kind} {name!r} in {shown!r}; valid: {', '.join(sorted(known_names)) or '(none)'}"
         )
     return Spec(name=name, target=target if sep else None, params=params)
 
@@ -102,7 +112,7 @@ def parse_tasks_spec(spec: str, known_names: set[str]) -> Spec:
     inferred = "folder" if path.is_dir() else _SUFFIX_SOURCES.get(path.suffix)
     if inferred is None:
         raise SpecError(
-            f"cannot infer a task source for {spec!r}: not a registered source name "
+            f"cannot infer a task source for {redact_spec(spec)!r}: not a registered source name "
             f"({', '.join(sorted(known_names))}) and not a folder, .jsonl, .parquet or .py path"
         )
     return parse_spec(f"{inferred}:{path_text}" + (f"?{query}" if query else ""), kind="task source")

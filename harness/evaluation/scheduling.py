@@ -5,12 +5,12 @@ One backend per device slot; an episode is placed on the least-loaded slot
 and talks to it through :class:`ScheduledBackend`, which
 
 - runs ``compile`` inside the shared build pool (``build_workers`` at once),
-- splits ``verify``/``profile``/``grade`` of a backend with ``build_for`` /
-  ``evaluate_built`` into the build (in the build pool: grade's rebuild from
+- splits ``verify``/``profile``/``grade`` of a backend implementing
+  :class:`cuda_agent.protocols.SplitBackend` (``build_for`` / ``evaluate_built``) into the build (in the build pool: grade's rebuild from
   scratch and verify's incremental rebuild need no device) and the device
   step, which alone holds the slot's timing lock, so nothing else runs on that
-  device during a timed call (the GPU queue); the backend's optional
-  ``warm(task)`` (start the task's reference process, compile its
+  device during a timed call (the GPU queue); a
+  :class:`~cuda_agent.protocols.WarmableBackend`'s ``warm(task)`` (start the task's reference process, compile its
   torch.compile baseline: seconds of host work) runs on a thread while the
   candidate builds, and from ``prepare_workspace`` on while the policy writes
   its first kernel, and has finished before the lock is taken,
@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from cuda_agent.protocols import SplitBackend, WarmableBackend
 from cuda_agent.schemas.result import CandidateResult
 from cuda_agent.schemas.task import TaskManifest
 
@@ -155,7 +156,7 @@ class ScheduledBackend:
     def _warm_async(self, task: TaskManifest) -> threading.Thread | None:
         """:meth:`warm` on a daemon thread (None when the backend has no warm-up). The warm-up is idempotent per
         task, so a later call finds the work done or waits for the thread already doing it."""
-        if getattr(self._slot.backend, "warm", None) is None:
+        if not isinstance(self._slot.backend, WarmableBackend):
             return None
         t = threading.Thread(target=self.warm, args=(task,), name="warm-up", daemon=True)
         t.start()
@@ -167,11 +168,11 @@ class ScheduledBackend:
         A failure is only logged: the call that follows meets the same problem under the lock and reports it in
         its result, as it would without a warm-up.
         """
-        warm = getattr(self._slot.backend, "warm", None)
-        if warm is None:
+        backend = self._slot.backend
+        if not isinstance(backend, WarmableBackend):
             return
         try:
-            warm(task)
+            backend.warm(task)
         except Exception as exc:  # noqa: BLE001 - reported by the evaluation that follows
             log.warning("warm_up.failed", task=getattr(task, "id", None), error=f"{type(exc).__name__}: {exc}"[:300])
 
@@ -179,10 +180,11 @@ class ScheduledBackend:
         """Build in the build pool while the warm-up runs beside it (no lock), then only the device step under the
         timing lock.
 
-        A backend without the split protocol (``build_for``/``evaluate_built``) runs its whole call under the lock.
+        A backend without the split protocol (:class:`~cuda_agent.protocols.SplitBackend`) runs its whole call
+        under the lock.
         """
         inner = self._slot.backend
-        if not (hasattr(inner, "build_for") and hasattr(inner, "evaluate_built")):
+        if not isinstance(inner, SplitBackend):
             self.warm(task)
             with self._pool.on_device(self._slot, self.usage):
                 return getattr(inner, phase)(workspace, task)

@@ -115,12 +115,18 @@ def iter_folder(target: Path, prefix: str | None = None, level: int | None = Non
         yield task_from_file(path, f"{pre}/{path.stem}" if pre else path.stem, level=level)
 
 
-def iter_file(target: Path, task_id: str | None = None, level: int | None = None) -> Iterator[TaskManifest]:
-    """One ``.py`` task file; id ``task_id`` or ``file/<stem>``."""
+def iter_file(target: Path, task_id: str | None = None, level: int | None = None, probe: bool = False) -> Iterator[TaskManifest]:
+    """One ``.py`` task file; id ``task_id`` or ``file/<stem>``; ``probe``: shapes, dtypes and domains filled."""
     path = Path(target)
     if not path.is_file() or path.suffix != ".py":
         raise ConfigError(f"task file {path} does not exist or is not a .py file")
-    yield task_from_file(path, task_id or f"file/{path.stem}", level=level)
+    task = task_from_file(path, task_id or f"file/{path.stem}", level=level)
+    if probe:
+        from cuda_agent.harness.tasks import load_task_code
+
+        probed = load_task_code(task.code, task.id, source=task.source, level=task.level)
+        task = probed.model_copy(update={"meta": {**task.meta, **probed.meta}, "name": task.name})
+    yield task
 
 
 def iter_workdir(target: Path, level: int | None = None) -> Iterator[TaskManifest]:

@@ -19,6 +19,7 @@ class FileConfig(BaseModel):
     target: Path = Field(description="Path of the task .py file.")
     id: str | None = Field(None, description="Task id; None = 'file/<stem>'.")
     level: int | None = Field(None, description="Level; None = a '# level: N' comment in the file, if any.")
+    probe: bool = Field(False, description="Probe the task (shapes, dtypes, input domains) in a sandbox, as `run` does.")
 
 
 class FileSource:
@@ -31,7 +32,7 @@ class FileSource:
         """The file's task."""
         from cuda_agent.harness.evaluation.task_sources import iter_file
 
-        return iter_file(self.config.target, self.config.id, self.config.level)
+        return iter_file(self.config.target, self.config.id, self.config.level, probe=self.config.probe)
 
 
 @hookimpl

@@ -19,7 +19,7 @@ import time
 from typing import Any, ClassVar
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.hookspecs import hookimpl
@@ -41,7 +41,9 @@ class OpenAIPolicyConfig(BaseModel):
 
     model: str | None = Field(None, description="Model id; default $OPENAI_MODEL.")
     base_url: str | None = Field(None, description=f"API base URL; default $OPENAI_BASE_URL, then {DEFAULT_BASE_URL}.")
-    api_key: str | None = Field(None, description="API key; default the variable named by api_key_env.")
+    api_key: SecretStr | None = Field(
+        None, description="API key; default the variable named by api_key_env. A secret: never saved, printed or hashed."
+    )
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
     temperature: float | None = Field(None, ge=0, description="Sampling temperature; None = server default.")
     top_p: float | None = Field(None, gt=0, le=1, description="Nucleus mass; None = server default.")
@@ -126,7 +128,7 @@ class OpenAIChatPolicy:
         if not self.model:
             raise ChatAPIError("openai policy: no model given; use --policy openai:MODEL, plugins.openai.model or $OPENAI_MODEL")
         self.base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        api_key = config.api_key or os.environ.get(config.api_key_env)
+        api_key = (config.api_key.get_secret_value() if config.api_key else None) or os.environ.get(config.api_key_env)
         if not api_key:
             if self.base_url == DEFAULT_BASE_URL:
                 raise ChatAPIError(

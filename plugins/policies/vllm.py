@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from cuda_agent.hookspecs import hookimpl
 
@@ -25,7 +25,9 @@ class VLLMPolicyConfig(BaseModel):
     model: str = Field(description="Local HF folder: the model (in-process) and always the tokenizer.")
     base_url: str | None = Field(None, description="vLLM server URL ending in /v1; None = in-process vllm.LLM.")
     served_model_name: str | None = Field(None, description="Model id on the server; default = model.")
-    api_key: str | None = Field(None, description="Bearer token of the server, if it needs one.")
+    api_key: SecretStr | None = Field(
+        None, description="Bearer token of the server, if it needs one. A secret: never saved, printed or hashed."
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("auto", description="Weights dtype (in-process).")
     max_model_len: int | None = Field(None, ge=16, description="Context length of the engine (in-process); None = model's.")
     gpu_memory_utilization: float = Field(
@@ -57,7 +59,7 @@ def build_vllm_policy(config: VLLMPolicyConfig) -> Any:
         if config.max_model_len is not None:
             engine_kwargs["max_model_len"] = config.max_model_len
     engine = VLLMRolloutEngine(config.model, base_url=config.base_url, served_model_name=config.served_model_name,
-                               api_key=config.api_key, **engine_kwargs)
+                               api_key=config.api_key.get_secret_value() if config.api_key else None, **engine_kwargs)
     params = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                             top_p=config.top_p, seed=config.seed, stop=config.stop)
     return EngineTokenPolicy(engine, tokenizer, params, max_context_tokens=config.max_context_tokens)

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from cuda_agent import cli
+from cuda_agent.hookspecs import hookimpl
 from cuda_agent.schemas.trajectory import load_trajectory
 
 TOY_DIR = Path(__file__).parent / "toy_plugins"
@@ -138,11 +139,32 @@ def test_config_show_redacts_and_lists_unknown_keys(tmp_path, capsys):
     assert "agent.max_turn: unknown key (did you mean 'max_turns'?)" in err and "valid keys here:" in err
 
 
+class BrokenCommandPlugin:
+    """A plugin whose command's parser needs a package that is not installed."""
+
+    @staticmethod
+    def add_parser(subparsers):
+        import cuda_agent_no_such_package_for_test  # noqa: F401
+
+    @hookimpl
+    def register_commands(self, register):
+        register("broken", self.add_parser, description="needs a package that is not here")
+
+
 def test_missing_command_module_is_a_clear_error(monkeypatch, capsys):
-    monkeypatch.setitem(cli.COMMAND_MODULES, "score", "cuda_agent.no_such_module_for_test")
-    assert cli.main(["score", "x"]) == 2
+    import cuda_agent.plugin_manager as plugin_manager
+
+    real = plugin_manager.PluginManager
+
+    def with_broken(*args, extra_plugins=(), **kwargs):
+        return real(*args, extra_plugins=[*extra_plugins, ("broken", BrokenCommandPlugin())], **kwargs)
+
+    monkeypatch.setattr(plugin_manager, "PluginManager", with_broken)
+    assert cli.main(["broken", "x"]) == 2
     err = capsys.readouterr().err
-    assert "command 'score' is not available" in err and "Traceback" not in err
+    assert "command 'broken' is not available" in err and "cuda_agent_no_such_package_for_test" in err
+    assert "Traceback" not in err
+    assert cli.main(["plugins", "--json"]) == 0  # the other commands are unaffected
 
 
 def test_doctor_json(capsys):

@@ -194,18 +194,37 @@ def test_single_turn_mode(task, make_pm, tmp_path):
 
 
 class _ExplodingPolicy:
+    """Answers ``replies`` (PolicyOutputs), then fails like an endpoint that went down."""
+
+    def __init__(self, replies=()):
+        self.replies = list(replies)
+
     def reset(self):
         pass
 
     def query(self, messages, tools):
+        if self.replies:
+            return self.replies.pop(0)
         raise ConnectionError("endpoint down")
 
 
-def test_policy_error_still_grades(task, make_pm, tmp_path):
+def test_a_policy_error_on_an_untouched_workspace_is_not_graded(task, make_pm, tmp_path):
     config = make_config([])
     end = run_episode(task, config=config, plugin_manager=make_pm(), out_dir=tmp_path / "p", policy=_ExplodingPolicy())
     assert end.exit == "policy_error" and "endpoint down" in end.message
-    assert end.graded is not None and end.reward == -1.0
+    # nothing was written: grading the untouched layout would report compile_error as if the model had failed
+    assert end.graded is None and end.reward is None and "not graded" in end.message
+
+
+def test_a_policy_error_after_the_model_wrote_code_still_grades(task, make_pm, tmp_path):
+    from cuda_agent.schemas.messages import PolicyOutput
+
+    wrote = PolicyOutput(text='<tool_call>{"name": "write_file", "arguments": {"path": "answer.txt", '
+                              '"content": "42"}}</tool_call>')
+    end = run_episode(task, config=make_config([]), plugin_manager=make_pm(), out_dir=tmp_path / "p",
+                      policy=_ExplodingPolicy([wrote]))
+    assert end.exit == "policy_error" and end.turns == 1
+    assert end.graded is not None and end.reward is not None
 
 
 def test_use_skill_toggle(task, make_pm, tmp_path):
@@ -228,7 +247,7 @@ def test_harness_error_mid_episode_is_recorded_and_graded(task, make_pm, tmp_pat
 
     def flaky_snapshot(self):
         calls["n"] += 1
-        if calls["n"] == 1:
+        if calls["n"] == 2:  # the first snapshot records the fresh layout; the second is the first turn's
             raise OSError("disk full")
         return original(self)
 

@@ -41,6 +41,9 @@ HOOK_TESTS = {
     "on_turn_end": "test_observer_hooks_see_the_episode",
     "on_episode_end": "test_observer_hooks_see_the_episode",
     "on_train_step": "test_on_train_step_reaches_observers",
+    "register_skills": "test_register_skills_reaches_the_system_prompt",
+    "register_commands": "test_register_commands_adds_a_cli_command",
+    "doctor_checks": "test_doctor_checks_add_rows_to_doctor",
 }
 
 
@@ -105,8 +108,42 @@ def test_unknown_config_keys_list_valid_ones():
         load_config(RunConfig, overrides=["agent.max_turn=3"])
     with pytest.raises(ConfigError, match="valid keys: threshold, incorrect"):
         PluginManager(load_entrypoints=False).registry.build("reward", "milestone", {"treshold": 2})
-    with pytest.raises(ConfigError, match="unknown policy 'scriptd'.*valid policys: .*scripted"):
+    with pytest.raises(ConfigError, match="unknown policy 'scriptd'.*valid policies: .*scripted"):
         PluginManager(load_entrypoints=False).registry.get("policy", "scriptd")
+
+
+class PlainConfig(BaseModel):
+    """A block model written with pydantic's defaults (no ``extra`` setting)."""
+
+    threshold: float = Field(1.0, description="A threshold.")
+
+
+class LenientConfig(BaseModel):
+    """A block model that states it accepts unknown keys."""
+
+    model_config = ConfigDict(extra="allow")
+    threshold: float = Field(1.0, description="A threshold.")
+
+
+def test_plugin_blocks_refuse_unknown_keys_by_default():
+    from cuda_agent.config import PluginConfig
+
+    class Documented(PluginConfig):
+        """Written the way docs/plugins.md says."""
+
+        threshold: float = Field(1.0, description="A threshold.")
+
+    def register_rewards(register):
+        register("plain", lambda cfg: cfg, config_model=PlainConfig)
+        register("documented", lambda cfg: cfg, config_model=Documented)
+        register("lenient", lambda cfg: cfg, config_model=LenientConfig)
+
+    pm = PluginManager(load_entrypoints=False, extra_plugins=[("r", plugin("r", register_rewards=register_rewards))])
+    for name in ("plain", "documented"):
+        with pytest.raises(ConfigError, match=rf"plugins\.{name}.*unknown key\(s\) 'treshold'|plugins\.{name}.*treshold"):
+            pm.registry.build("reward", name, {"treshold": 2.0})
+        assert pm.registry.build("reward", name, {"threshold": 2.0}).threshold == 2.0
+    assert pm.registry.build("reward", "lenient", {"treshold": 2.0}).threshold == 1.0  # its own stated choice
 
 
 # --------------------------------------------------------------------------- each hook's effect
@@ -293,3 +330,79 @@ def test_on_train_step_reaches_observers():
     assert rec.calls == [("train", "rft", 1, {"loss": 1.0})]
 
 
+
+
+def test_register_skills_reaches_the_system_prompt(task, toy_module, tmp_path):
+    body = "ACME SKILL: write kernels in the ACME dialect."
+    p = plugin("acme_skill", register_skills=lambda register: register("acme", lambda: body, description="ACME"))
+
+    class AcmeBackend(toy_module.ToyBackend):
+        name, skill = "acme_backend", "acme"
+
+    b = plugin("acme_backend", register_backends=lambda register: register("acme_backend", AcmeBackend))
+    end, pm = episode(task, toy_module, tmp_path, [], extra=[("acme_skill", p), ("acme_backend", b)], backend="acme_backend")
+    from cuda_agent.schemas.trajectory import load_trajectory
+
+    assert body in load_trajectory(tmp_path / "run" / "trajectory.jsonl").header.system_prompt
+    assert {"cuda", "cpu", "acme"} <= set(pm.registry.names("skill"))
+    with pytest.raises(ConfigError, match="unknown skill 'nope'.*valid skills: acme, cpu, cuda"):
+        pm.skill_text("nope")
+
+
+HELLO_PLUGIN = """
+from cuda_agent.hookspecs import hookimpl
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("hello", help="Say hello.")
+    p.add_argument("--name", default="world")
+    p.set_defaults(func=lambda args: print(f"hello {args.name}") or 7)
+
+
+@hookimpl
+def register_commands(register):
+    register("hello", add_parser, description="Say hello (a third-party command).")
+
+
+@hookimpl
+def doctor_checks():
+    return {"acme_device": {"ok": False, "detail": "no ACME board attached", "boards": 0}}
+"""
+
+
+@pytest.fixture()
+def hello_module(tmp_path, monkeypatch):
+    (tmp_path / "hello_cmd_plugin.py").write_text(HELLO_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "hello_cmd_plugin"
+
+
+def test_register_commands_adds_a_cli_command(hello_module, capsys):
+    from cuda_agent import cli
+
+    assert cli.main(["-p", hello_module, "hello", "--name", "plugin"]) == 7
+    assert capsys.readouterr().out == "hello plugin\n"
+    with pytest.raises(SystemExit):
+        cli.main(["-p", hello_module, "--help"])
+    assert "Say hello (a third-party command)." in capsys.readouterr().out
+    # the built-in commands come through the same hook, from plugins named commands.*
+    pm = PluginManager(load_entrypoints=False)
+    owners = {e.name: e.plugin for e in pm.registry.entries("command")}
+    assert owners["eval"] == owners["report"] == owners["ablate"] == "commands.evaluation"
+    assert (owners["score"], owners["data"], owners["train"]) == ("commands.score", "commands.data", "commands.train")
+
+
+def test_doctor_checks_add_rows_to_doctor(hello_module, capsys):
+    from cuda_agent import cli
+
+    assert cli.main(["-p", hello_module, "doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["acme_device"] == {"ok": False, "detail": "no ACME board attached", "boards": 0}
+    assert report["bubblewrap"]["detail"]  # the built-in sandbox row comes through the same hook
+    twice = plugin("twice", doctor_checks=lambda: {"acme_device": {"ok": True, "detail": "again"}})
+    import importlib
+
+    pm = PluginManager(load_entrypoints=False, extra_plugins=[(hello_module, importlib.import_module(hello_module)),
+                                                             ("twice", twice)])
+    with pytest.raises(PluginError, match="doctor check 'acme_device', already reported by"):
+        pm.doctor_checks()
