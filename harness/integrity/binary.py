@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent.harness.integrity.python_attribution import PYTHON_API_PATTERN, machinery_python_symbols, python_call_sites
 from cuda_agent.harness.integrity.violation import Violation
 
 #: ATen operators an extension may call: allocation, views, copies, metadata (matched as op or op_<overload>).
@@ -55,10 +56,7 @@ SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
         ("T1.binary.dynamic_loading", r"^(dlopen|dlsym|dlvsym|dlmopen|dlinfo|cuModuleLoad\w*|cuLibraryLoad\w*|"
          r"cudaLibraryLoad\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetFunction)$",
          "loading code at run time"),
-        ("T1.binary.python_api", r"^(PyImport_\w+|PyRun_\w+|Py_CompileString\w*|PyEval_EvalCode\w*|PyEval_Get\w+|"
-         r"PyObject_Call\w*|PyObject_Vectorcall\w*|PyObject_GetAttr\w*|PyObject_SetAttr\w*|PySys_\w+|PyFrame_\w+|"
-         r"PyMarshal_\w+|PyCode_\w+|PyFunction_\w+|PyModule_GetDict|Py_Initialize\w*|PyGC_\w+|"
-         r"THPVariable_\w+Class|THPModule_\w+)$", "Python import/eval/attribute APIs"),
+        ("T1.binary.python_api", PYTHON_API_PATTERN, "Python import/eval/call/attribute APIs"),
         ("T9.binary.stream", r"^(cudaStreamCreate\w*|cuStreamCreate\w*|cudaStreamBeginCapture\w*|cudaGraph\w*|"
          r"cuGraph\w*)$|c10::cuda::getStreamFromPool|c10::cuda::getStreamFromExternal|c10::cuda::setCurrentCUDAStream",
          "stream/graph creation"),
@@ -257,16 +255,41 @@ def check_binary(
         ignore = frozenset(baseline)
     else:
         ignore = _baselines.get(kind, frozenset()) | binding_object_baseline(so_path) | toolchain_link_baseline(so_path)
-    found = _judge(undefined_symbols(so_path), ignore, allowed, so_path.name)
+    objects = candidate_objects(so_path)
+    # Python API symbols that only pybind11's/torch's own code in the candidate's objects references
+    # (casters, cpp_function dispatchers of a release-style binding) are machinery, not the candidate's
+    # calls; references from the candidate's own functions are reported per object below.
+    machinery = {obj: machinery_python_symbols(obj) for obj in objects if _has_python_symbols(obj)}
+    found = _judge(undefined_symbols(so_path), ignore | frozenset().union(*machinery.values()), allowed, so_path.name)
     # What the toolchain's own static runtime imports is subtracted above, so a
     # candidate calling the same libc function directly must be caught in its
     # own object files, which hold no static-runtime code.
     seen = {(v.rule, v.message.split(": ", 1)[-1]) for v in found}
-    for obj in candidate_objects(so_path):
-        for v in _judge(undefined_symbols(obj, dynamic=False), frozenset(), allowed, f"{so_path.name}:{obj.name}"):
+    for obj in objects:
+        where = f"{so_path.name}:{obj.name}"
+        for v in _judge(undefined_symbols(obj, dynamic=False), machinery.get(obj, frozenset()), allowed, where):
             if (v.rule, v.message.split(": ", 1)[-1]) not in seen:
                 found.append(v)
+        if obj in machinery:
+            found.extend(_call_site_violations(obj, where, seen))
     return found
+
+
+def _has_python_symbols(obj: Path) -> bool:
+    """True when the object imports any Python C-API symbol (only those objects need attribution)."""
+    return any(s.raw.startswith(("Py", "_Py", "THP")) for s in undefined_symbols(obj, dynamic=False))
+
+
+def _call_site_violations(obj: Path, where: str, seen: set[tuple[str, str]]) -> list[Violation]:
+    """The candidate's own references to Python APIs or pybind11 call entries, naming the function holding each."""
+    out = []
+    for site in python_call_sites(obj, PYBIND_RUNTIME_SYMBOLS):
+        message = (f"`{site.owner[:100]}` references `{site.target[:100]}` (a call into Python from your own code; "
+                   "pybind11 may only register your C++ functions)")
+        if ("T1.binary.python_api", message) not in seen:
+            seen.add(("T1.binary.python_api", message))
+            out.append(Violation(rule="T1.binary.python_api", message=message, file=where))
+    return out
 
 
 def _ninja_vars(so_path: Path) -> tuple[dict[str, str], list[Path]]:

@@ -94,10 +94,23 @@ def _p(rule: str, pattern: str, message: str) -> _Pattern:
 
 #: Token patterns over stripped (and macro-expanded) code.
 CODE_PATTERNS: tuple[_Pattern, ...] = (
-    _p("T1.cpp.namespace_import", r"\busing\s+namespace\s+(::\s*)?(at|torch|c10|aten)\b",
-       "`using namespace at/torch/c10` hides ATen calls; write qualified names (at::empty, torch::Tensor)"),
-    _p("T1.cpp.namespace_import", r"\bnamespace\s+\w+\s*=\s*(::\s*)?(at|torch|c10|aten)\b",
-       "aliasing the at/torch namespaces hides ATen calls"),
+    _p("T1.cpp.namespace_import", r"\busing\s+namespace\s+(::\s*)?(at|torch|c10|aten|pybind11|py)\b",
+       "`using namespace at/torch/c10/pybind11` hides ATen and Python calls; write qualified names (at::empty, "
+       "torch::Tensor, py::arg)"),
+    _p("T1.cpp.namespace_import", r"\bnamespace\s+(?!py\s*=\s*(::\s*)?pybind11\s*;)\w+\s*=\s*(::\s*)?"
+       r"(at|torch|c10|aten|pybind11|py)\b",
+       "aliasing the at/torch/pybind11 namespaces hides ATen and Python calls (`namespace py = pybind11;` is fine)"),
+    _p("T1.cpp.namespace_import", r"\bnamespace\s+(::\s*)?(std|pybind11|py|torch|at|c10|caffe2|aten|"
+       r"__gnu_cxx)\b(\s*::\s*\w+)*\s*\{",
+       "code placed inside a library namespace passes for library code; put your code in your own namespace"),
+    _p("T1.cpp.namespace_import", r"\b(struct|class|union)\s+(::\s*)?(std|pybind11|py|torch|at|c10|caffe2|"
+       r"cuda_agent_binding)\s*::[^;()]*(\{|$)",
+       "specialising a library template puts your code inside library code; write your own types"),
+    _p("T1.cpp.namespace_import", r"\btemplate\s*<\s*>\s*[^;{]*?\b(std|pybind11|py|torch|at|c10|caffe2|"
+       r"cuda_agent_binding)\s*::\s*(\w+\s*::\s*)*(\w+|operator\s*\S+?)\s*(<[^;{()]*>)?\s*\(",
+       "specialising a library function template puts your code inside library code"),
+    _p("T1.cpp.namespace_import", r"\busing\s+(::\s*)?(pybind11|py)\s*::\s*(?!arg\b|arg_v\b|module_?\b)\w+",
+       "using-declarations of pybind11 names hide Python calls; only py::arg and py::module may be used"),
     _p("T1.cpp.dynamic_loading", r"\b(dlopen|dlsym|dlvsym|dlmopen|dlinfo|LoadLibrary\w*|GetProcAddress|cuModuleLoad\w*|"
        r"cuLibraryLoad\w*|cudaLibraryLoad\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetFunction)\b",
        "loading code at run time is not allowed"),
@@ -115,6 +128,18 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
        r"cast|import|isinstance|type)\b",
        "pybind11 objects/imports/attribute access are not allowed; register plain C++ functions"),
     _p("T1.cpp.python_api", r"(\.|->)\s*attr\s*\(", "pybind11 `.attr(...)` reaches Python objects; not allowed"),
+    _p("T1.cpp.python_api", r"\b(py|pybind11)\s*::\s*(?!(arg|arg_v|module_?|return_value_policy|call_guard|"
+       r"gil_scoped_release|overload_cast|none|kw_only|pos_only|doc|const_)\b)\w+",
+       "only the registration part of pybind11 may be used (py::module, m.def, py::arg, py::arg_v, py::none, "
+       "py::call_guard<py::gil_scoped_release>, py::overload_cast, py::return_value_policy); register plain C++ "
+       "functions"),
+    _p("T1.cpp.python_api", r"\b(py|pybind11)\s*::\s*module_?\s*::\s*(?!(def)\b)\w+",
+       "pybind11 module functions other than def are not allowed"),
+    _p("T1.cpp.python_api", r"(?<![\w.>:~])(getattr|hasattr|setattr|delattr|eval_file|globals|reinterpret_borrow|"
+       r"reinterpret_steal|isinstance)\s*(<[^;()]*>)?\s*\(",
+       "pybind11 free functions (found by argument-dependent lookup) reach Python objects; not allowed"),
+    _p("T1.cpp.python_api", r"\bmodule_?\s*::\s*import\b|(\.|->)\s*(import|reload)\s*\(",
+       "importing Python modules from C++ is not allowed"),
     _p("T9.cpp.stream", r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|getStreamFromPool|getStreamFromExternal|"
        r"setCurrentCUDAStream|getNewStream|exchangeStream|getStreamFromGlobalPool|cudaStreamPerThread|cudaStreamNonBlocking|cudaStreamWaitEvent|cudaStreamBeginCapture\w*|"
        r"cudaGraph\w*|cuGraph\w*|cudaStreamEndCapture)\b",
@@ -155,7 +180,7 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
 #: ``#include`` targets refused, by rule.
 INCLUDE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T1.cpp.dynamic_loading", r"^dlfcn\.h$", "<dlfcn.h> (dlopen/dlsym) is not allowed"),
-    _p("T1.cpp.python_api", r"^(Python\.h|pybind11/(eval|embed|numpy)\.h|torch/csrc/autograd/python_\w+\.h|"
+    _p("T1.cpp.python_api", r"^(Python\.h|pybind11/(eval|embed|numpy|functional|iostream)\.h|torch/csrc/autograd/python_\w+\.h|"
        r"torch/csrc/jit/.*)$", "Python/TorchScript headers are not allowed in kernels"),
     _p("T1.cpp.dispatcher", r"^(ATen/core/dispatch/.*|ATen/core/op_registration/.*|torch/library\.h|"
        r"ATen/core/boxing/.*)$", "dispatcher headers are not allowed"),

@@ -34,8 +34,8 @@ RULES: dict[str, str] = {
     "T1.python.extension_unused": "ModelNew.forward never calls the compiled extension",
     "T1.cpp.aten_call": "C++/CUDA source calls an ATen/torch compute function (at::matmul, torch::relu, at::native::*, ...)",
     "T1.cpp.aten_method": "C++/CUDA source calls a tensor compute method (x.matmul(y), x.sum(), x.relu_() ...)",
-    "T1.cpp.namespace_import": "C++ imports or aliases the at/torch namespaces (using namespace at; namespace T = torch;), "
-    "which hides compute calls from the checker",
+    "T1.cpp.namespace_import": "C++ imports, aliases or opens the at/torch/pybind11/std namespaces or specialises their "
+    "templates (using namespace at; namespace T = torch; namespace pybind11 {...}), which hides calls from the checkers",
     "T1.cpp.vendor_library": "C++/CUDA source uses a vendor math library the skill does not allow (cuBLAS, cuDNN, CUTLASS, ...)",
     "T1.cpp.dynamic_loading": "C++ loads code at run time (dlopen, dlsym, <dlfcn.h>)",
     "T1.cpp.dispatcher": "C++ looks up operators through the dispatcher (c10::Dispatcher, findSchema, callBoxed, OperatorHandle)",
