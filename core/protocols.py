@@ -118,7 +118,7 @@ class Backend(Protocol):
     """
 
     name: str
-    #: Name of the skill document in ``cuda_agent.skills`` used as system prompt.
+    #: Name of its skill document (registered through ``register_skills``), the system prompt's guide.
     skill: str
     #: File suffix of kernel sources the agent writes (``.cu`` / ``.cpp``).
     kernel_suffix: str

@@ -12,7 +12,6 @@ quietly when the component conforms. Call them from your own tests::
 
 from __future__ import annotations
 
-import importlib
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cuda_agent.errors import WorkspaceError
-from cuda_agent.protocols import Backend, Reward, Tool, ToolContext, ToolOutput, tool_schema
+from cuda_agent.protocols import Backend, Reward, Tool, ToolContext, ToolOutput, Workspace, tool_schema
 from cuda_agent.schemas.result import Baselines, CandidateResult, Status, Timing
 from cuda_agent.schemas.task import TaskManifest
 
@@ -146,19 +145,29 @@ def check_tool(tool: Any, *, example_args: Mapping[str, Any] | None = None, task
     return output
 
 
+def _workspace_backend(backend: Backend | None) -> tuple[Any, bool]:
+    """The backend that lays out the trial workspace: the one given, else the built-in ``cpu`` (then closed)."""
+    if backend is not None:
+        return backend, False
+    from cuda_agent.plugin_manager import PluginManager
+
+    return PluginManager(load_entrypoints=False).registry.build("backend", "cpu", where="conformance"), True
+
+
 def _trial_run(tool: Any, args: dict[str, Any], task: TaskManifest | None, files: Mapping[str, str],
                backend: Backend | None, problems: list[str]) -> ToolOutput | None:
-    ConfinedWorkspace = importlib.import_module("cuda_agent.harness.workspace").ConfinedWorkspace
     task = task or TaskManifest.from_code("conformance/task", "class Model:\n    pass\n")
+    layout, owned = _workspace_backend(backend)
     with tempfile.TemporaryDirectory(prefix="cuda-agent-conformance-") as tmp:
-        root = Path(tmp) / "workspace"
-        root.mkdir()
-        (root / "model.py").write_text(task.code)
+        try:
+            ws = layout.prepare_workspace(task, Path(tmp) / "workspace")
+        finally:
+            if owned:
+                layout.close()
         for rel, text in files.items():
-            path = root / rel
+            path = ws.root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        ws = ConfinedWorkspace(root, protected=["model.py"])
         ctx = ToolContext(workspace=ws, task=task, backend=backend, run_dir=Path(tmp), turn=1)
         try:
             output = tool.run(tool.Args.model_validate(args), ctx)
@@ -196,11 +205,13 @@ def check_backend(backend: Any, task: TaskManifest, solution: Mapping[str, str] 
     if not (isinstance(available, tuple) and len(available) == 2 and isinstance(available[0], bool)
             and isinstance(available[1], str)):
         _fail_if([f"availability() must return (bool, reason), got {available!r}"], f"backend {backend.name!r}")
-    load_skill = importlib.import_module("cuda_agent.skills").load_skill
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.plugin_manager import PluginManager
+
     try:
-        load_skill(backend.skill)
-    except KeyError as exc:
-        problems.append(f"skill {backend.skill!r} is not a known skill document: {exc}")
+        PluginManager().skill_text(backend.skill)
+    except ConfigError as exc:
+        problems.append(f"skill {backend.skill!r} is not a registered skill document (register_skills): {exc}")
     if not isinstance(backend.device_facts(), dict):
         problems.append("device_facts() must return a dict")
     with tempfile.TemporaryDirectory(prefix="cuda-agent-backend-") as tmp:
@@ -213,8 +224,16 @@ def check_backend(backend: Any, task: TaskManifest, solution: Mapping[str, str] 
             problems.append("model.py must be protected")
         if ws.verify_protected():
             problems.append(f"protected files changed right after layout: {ws.verify_protected()}")
-        if not str(ws.snapshot()).startswith("sha256:"):
+        if not isinstance(ws, Workspace):
+            problems.append("prepare_workspace must return a cuda_agent.protocols.Workspace (root, store, read, write, "
+                            "list, is_protected, snapshot, restore, verify_protected)")
+        snapshot = str(ws.snapshot())
+        if not snapshot.startswith("sha256:"):
             problems.append("workspace.snapshot() must return 'sha256:...'")
+        else:
+            restored = type(ws).restore(snapshot, ws.store, Path(tmp) / "restored")
+            if restored.list() != files:
+                problems.append(f"restore(snapshot) gave files {restored.list()}, the workspace had {files}")
         result = None
         if solution is not None and available[0]:
             for rel, text in solution.items():
