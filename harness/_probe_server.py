@@ -105,14 +105,16 @@ class ProbeServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def request(self, code: str, device: str, seed: int, timeout_s: float) -> tuple[dict[str, Any], str]:
-        """(answer, the task's stderr tail) of one probe; raises :class:`ProbeServerError` when the server fails."""
+    def request(self, code: str, device: str, seed: int, timeout_s: float,
+                extra: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+        """(answer, the task's stderr tail) of one probe; raises :class:`ProbeServerError` when the server fails.
+        ``extra``: more request fields (``memory_limit_bytes``)."""
         rid = secrets.token_hex(8)
         mark = self._stderr_count
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps({"id": rid, "code": code, "device": device, "seed": seed,
-                                              "timeout_s": timeout_s}) + "\n")
+            self.proc.stdin.write(json.dumps({**(extra or {}), "id": rid, "code": code, "device": device,
+                                              "seed": seed, "timeout_s": timeout_s}) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             self.close()
@@ -198,7 +200,8 @@ atexit.register(_POOL.close)
 
 
 def served_probe(
-    code: str, *, device: str, seed: int, timeout_s: float, startup_timeout_s: float, isolation: str
+    code: str, *, device: str, seed: int, timeout_s: float, startup_timeout_s: float, isolation: str,
+    extra: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], str] | None:
     """(answer, stderr tail) from a warm server, or None when servers are off or failed, or a CUDA failure needs
     confirming (run the one-shot probe)."""
@@ -211,7 +214,7 @@ def served_probe(
         log.warning("probe_server.unavailable", reason=str(exc)[:300])
         return None
     try:
-        answer = server.request(code, device, seed, timeout_s)
+        answer = server.request(code, device, seed, timeout_s, extra)
         if device.startswith("cuda") and not answer[0].get("ok") and "cuda" in str(answer[0].get("message", "")).lower():
             return None  # a CUDA failure in a forked child is confirmed by a fresh process before it is the task's
         return answer

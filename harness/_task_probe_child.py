@@ -97,6 +97,23 @@ def probe(request: dict, out) -> None:
         init_json = [_json_value(v, f"get_init_inputs()[{i}]") for i, v in enumerate(init_inputs)]
     except Exception:
         return _fail(out, "init_inputs_error", "get_init_inputs() failed:\n" + traceback.format_exc(limit=6))
+    rng = torch.random.get_rng_state()
+    footprint = _meta_footprint(module, init_inputs, torch)
+    torch.random.set_rng_state(rng)  # the real run sees the generator as if the meta run had not happened
+    limit = request.get("memory_limit_bytes")
+    if limit and footprint.get("method") == "meta":
+        # Building the model, one input set and two forwards' outputs: what this probe is about to allocate.
+        need = footprint["param_bytes"] + footprint["input_bytes"] + 2 * footprint["output_bytes"]
+        if need > int(limit):
+            out.write(json.dumps({
+                "ok": False, "kind": "too_large", "needed_bytes": need, "available_bytes": int(limit),
+                "device": device, "footprint": footprint,
+                "message": f"the task needs {need / 2**30:.1f} GiB on {device} for one input set (inputs "
+                           f"{footprint['input_bytes'] / 2**30:.2f} GiB, outputs {footprint['output_bytes'] / 2**30:.2f}"
+                           f" GiB, parameters {footprint['param_bytes'] / 2**30:.2f} GiB) but {int(limit) / 2**30:.1f} "
+                           "GiB is available"}) + "\n")
+            out.flush()
+            return None
     try:
         with torch.device(device):
             model = module.Model(*init_inputs)
@@ -138,6 +155,7 @@ def probe(request: dict, out) -> None:
         "init_inputs": init_json,
         "flops": float(counter.get_total_flops()),
         "param_bytes": param_bytes,
+        "footprint": footprint,
         "stochastic": stochastic,
         "output_tuple": isinstance(result, (list, tuple)),
         "device": device,
@@ -145,6 +163,30 @@ def probe(request: dict, out) -> None:
     }
     out.write(json.dumps(facts) + "\n")
     out.flush()
+
+
+def _meta_footprint(module, init_inputs, torch) -> dict:
+    """Bytes of one input set, its outputs and the model's parameters, from a run on the meta device (no memory
+    is allocated: a 16 GiB KernelBench set is sized in milliseconds). ``method`` is 'unavailable' where the task
+    cannot run on meta (e.g. it calls ``.item()``); the real run's sizes then stand alone."""
+    try:
+        with torch.device("meta"), torch.no_grad():
+            model = module.Model(*init_inputs)
+            inputs = module.get_inputs()
+            result = model(*inputs)
+    except Exception as exc:  # noqa: BLE001 - any failure only means "not measurable this way"
+        return {"method": "unavailable", "reason": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    outputs = list(result) if isinstance(result, (list, tuple)) else [result]
+
+    def nbytes(values) -> int:
+        return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+    return {
+        "method": "meta",
+        "input_bytes": nbytes(inputs),
+        "output_bytes": nbytes(outputs),
+        "param_bytes": nbytes(model.parameters()) + nbytes(model.buffers()),
+    }
 
 
 # --------------------------------------------------------------------------- warm server

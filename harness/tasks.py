@@ -71,13 +71,15 @@ class TaskProbeError(CudaAgentError):
 
     ``kind`` is one of: ``syntax_error``, ``import_error``, ``missing_definition``,
     ``init_inputs_error``, ``model_error``, ``inputs_error``, ``forward_error``,
-    ``timeout``, ``crash``, ``bad_cpu_sizes``.
+    ``timeout``, ``crash``, ``bad_cpu_sizes``, ``too_large`` (one input set does not fit in memory).
     """
 
     def __init__(self, kind: str, message: str, source: str = "") -> None:
         where = f" ({source})" if source else ""
         super().__init__(f"bad task{where}: [{kind}] {message}")
         self.kind = kind
+        #: Figures behind the failure (``too_large``: ``needed_bytes``, ``available_bytes``, ``device``).
+        self.details: dict[str, Any] = {}
 
 
 # --------------------------------------------------------------------------- CPU sizes
@@ -234,8 +236,13 @@ def run_probe(
     startup_timeout_s: float = 180.0,
     isolation: Literal["auto", "bwrap", "process"] = "auto",
     source: str = "",
+    memory_limit_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Run the task module once in a sandboxed subprocess; return the child's facts.
+
+    ``memory_limit_bytes`` (default: :func:`probe_memory_limit` of the device): the child sizes the task on the meta
+    device first and refuses to run it for real when one input set, its outputs and the parameters would not fit
+    (kind ``too_large``, naming both figures) instead of dying of it.
 
     ``timeout_s`` counts from the moment torch is imported in the child (so a
     slow interpreter start does not eat the task's budget). A warm probe server
@@ -243,12 +250,19 @@ def run_probe(
     child per task, the same sandbox) answers when it can; otherwise a fresh
     process runs the task.
     """
+    limit = memory_limit_bytes if memory_limit_bytes is not None else probe_memory_limit(device)
+    extra = {"memory_limit_bytes": limit} if limit else {}
     answer = served_probe(code, device=device, seed=seed, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s,
-                          isolation=isolation)
-    facts, stderr_tail = answer or _one_shot_probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source)
+                          isolation=isolation, extra=extra)
+    facts, stderr_tail = answer or _one_shot_probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source,
+                                                   extra)
     if facts.get("ok"):
         return facts
     kind = facts.get("kind", "error")
+    if kind == "too_large":
+        error = TaskProbeError(kind, facts.get("message", "the task does not fit in memory"), source)
+        error.details = {k: facts[k] for k in ("needed_bytes", "available_bytes", "device") if k in facts}
+        raise error
     if kind == "timeout":
         raise TaskProbeError("timeout", f"running the task (import, Model(*get_init_inputs()), get_inputs(), "
                              f"forward: {timeout_s:.0f} s) took longer than the limit", source)
@@ -258,8 +272,21 @@ def run_probe(
     raise TaskProbeError(kind, facts.get("message", "unknown failure"), source)
 
 
+def probe_memory_limit(device: str) -> int | None:
+    """Bytes a probe may allocate on ``device``: a share of the memory free now (see
+    :mod:`~cuda_agent.harness.memory_budget`), or None when it cannot be read."""
+    from cuda_agent.harness.memory_budget import USABLE_SHARE, measure_free_bytes
+
+    kind, _, index = device.partition(":")
+    try:
+        return int(USABLE_SHARE * measure_free_bytes("cuda" if kind == "cuda" else "cpu", int(index or 0)))
+    except Exception:  # noqa: BLE001 - no NVML here: the probe runs unguarded, as before
+        return None
+
+
 def _one_shot_probe(
-    code: str, device: str, seed: int, timeout_s: float, startup_timeout_s: float, isolation: str, source: str
+    code: str, device: str, seed: int, timeout_s: float, startup_timeout_s: float, isolation: str, source: str,
+    extra: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """(answer, stderr tail) of the task run in a fresh sandboxed process (answers as a probe server's)."""
     proc = subprocess.Popen(
@@ -289,7 +316,7 @@ def _one_shot_probe(
     threading.Thread(target=pump, daemon=True).start()
     threading.Thread(target=pump_err, daemon=True).start()
     assert proc.stdin is not None
-    proc.stdin.write(json.dumps({"code": code, "device": device, "seed": seed}))
+    proc.stdin.write(json.dumps({**(extra or {}), "code": code, "device": device, "seed": seed}))
     proc.stdin.close()
 
     def next_line(seconds: float) -> str | None:

@@ -1,0 +1,82 @@
+"""Task footprints: sized on the meta device before anything is allocated; a task too large fails fast."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.harness.tasks import TaskProbeError, run_probe
+
+#: KernelBench level1/19_ReLU's shape (4096 x 393216 fp32: 6 GiB in, 6 GiB out), as a task file would state it.
+BIG_RELU = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+batch_size = 4096
+dim = 393216
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+def get_init_inputs():
+    return []
+'''
+
+SMALL_LINEAR = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, 2 * n)
+
+    def forward(self, x):
+        return self.fc(x)
+
+def get_inputs():
+    return [torch.randn(8, 64)]
+
+def get_init_inputs():
+    return [64]
+'''
+
+
+def test_a_task_larger_than_the_limit_is_refused_before_it_allocates() -> None:
+    with pytest.raises(TaskProbeError) as info:
+        run_probe(BIG_RELU, device="cpu", memory_limit_bytes=2**30, isolation="process", source="relu_big")
+    err = info.value
+    assert err.kind == "too_large"
+    assert err.details["needed_bytes"] == 6 * 2**30 + 2 * 6 * 2**30
+    assert err.details["available_bytes"] == 2**30
+    assert "18.0 GiB" in str(err) and "1.0 GiB is available" in str(err)
+
+
+def test_the_probe_reports_the_meta_footprint_beside_the_real_run() -> None:
+    facts = run_probe(SMALL_LINEAR, device="cpu", isolation="process")
+    fp = facts["footprint"]
+    assert fp["method"] == "meta"
+    assert fp["input_bytes"] == 8 * 64 * 4 == facts["inputs"][0]["nbytes"]
+    assert fp["output_bytes"] == 8 * 128 * 4 == facts["outputs"][0]["nbytes"]
+    assert fp["param_bytes"] == (64 * 128 + 128) * 4 == facts["param_bytes"]
+
+
+def test_the_meta_run_does_not_change_what_the_real_run_draws() -> None:
+    import types
+
+    import torch
+
+    facts = run_probe(SMALL_LINEAR, device="cpu", isolation="process", memory_limit_bytes=2**40)
+    module = types.ModuleType("task")
+    exec(SMALL_LINEAR, module.__dict__)
+    torch.manual_seed(0)  # the probe's seed, with nothing run on the meta device in between
+    model = module.Model(*module.get_init_inputs())
+    x = module.get_inputs()[0]
+    assert facts["inputs"][0]["min"] == float(x.min()) and facts["inputs"][0]["max"] == float(x.max())
+    assert facts["outputs"][0]["max"] == pytest.approx(float(model(x).max()), rel=1e-6)
