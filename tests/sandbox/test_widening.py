@@ -21,7 +21,7 @@ def test_rand_inputs_gain_signs_and_spread() -> None:
     (y,) = widen_inputs(torch, [x], [plan], 1.0)
     assert float(y.min()) < -3.5 and float(y.max()) > 3.5 and y.dtype == x.dtype
     (half,) = widen_inputs(torch, [x], [plan], 0.5)
-    assert -2.6 < float(half.min()) < -2.4
+    assert -2.05 < float(half.min()) < -1.95  # halfway between the sampled range and the full widening
 
 
 def test_declared_domains_are_kept() -> None:
