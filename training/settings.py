@@ -4,7 +4,7 @@
 - :class:`PPOSettings`: PPO hyper-parameters.
 - :class:`RolloutSettings` (+ :class:`VLLMSettings`): which engine samples the
   stage's episodes (``rollout.engine: hf | vllm``).
-- :class:`PPOStageConfig`, :class:`RFTStageConfig`, :class:`ValuePretrainConfig`:
+- :class:`PPOStageConfig`, :class:`RFTStageConfig`, :class:`ValuePretrainConfig`, :class:`SFTStageConfig`:
   the stage config blocks (``stages[].config``).
 """
 
@@ -205,3 +205,30 @@ class ValuePretrainConfig(StrictModel):
     checkpoint_every: int = Field(10, ge=1, description="Checkpoint period in steps.")
 
 
+
+
+class SFTStageConfig(StrictModel):
+    """Config block of ``sft``: supervised fine-tuning on expert episodes until held-out loss stops improving."""
+
+    episodes: list[str] = Field(
+        min_length=1,
+        description="Training episodes: '.pt' files of Episode dicts (kernel_family's expert_train.pt) or glob patterns "
+                    "of trajectory.jsonl files of token-level policies.",
+    )
+    heldout: list[str] = Field(
+        default_factory=list,
+        description="Episodes whose loss decides when to stop (same forms as 'episodes'); never trained on. "
+                    "Empty: run all epochs.",
+    )
+    limit: int | None = Field(None, ge=1, description="Use only the first N training episodes (e.g. a control arm's budget).")
+    offset: int = Field(0, ge=0, description="Skip the first N training episodes (continue on samples not seen yet).")
+    epochs: float = Field(10.0, gt=0, description="Passes over the training episodes at most.")
+    batch_size: int = Field(16, ge=1, description="Episodes per optimizer step.")
+    lr: float = Field(1e-3, gt=0, description="Peak learning rate.")
+    warmup_steps: int = Field(20, ge=0, description="Linear warm-up steps.")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine decay floor, as a share of 'lr'.")
+    eval_every: int = Field(25, ge=1, description="Held-out loss every this many steps.")
+    patience: int = Field(3, ge=1, description="Stop after this many held-out evaluations without improvement.")
+    min_delta: float = Field(1e-3, ge=0, description="An improvement smaller than this does not count.")
+    aggregation: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum.")
+    checkpoint_every: int = Field(200, ge=1, description="Checkpoint period in steps.")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
 #: Version of the recipe below; bump it when the corpus, template or tokenizer
 #: settings change so cached builds are rebuilt.
@@ -115,9 +115,15 @@ def _corpus() -> list[str]:
     return lines * 4
 
 
-def build_tokenizer(out_dir: Path, *, vocab: int = 512) -> Any:
+def build_tokenizer(out_dir: Path, *, vocab: int = 512, corpus: Iterable[str] | None = None,
+                    chat_template: str | None = None, model_max_length: int = 4096) -> Any:
     """Train a byte-level BPE tokenizer locally and save it (transformers format) to ``out_dir``.
 
+    :param vocab: vocabulary size (byte tokens, special and protocol tokens included).
+    :param corpus: training texts; default the small built-in corpus (tests). A policy trained from scratch
+        passes its own synthesized episodes (``cuda_agent.training.kernel_family.corpus``).
+    :param chat_template: jinja chat template; default :data:`CHAT_TEMPLATE` (renders tool schemas too).
+    :param model_max_length: the tokenizer's recorded context length.
     :returns: the ``PreTrainedTokenizerFast`` instance that was saved.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -139,7 +145,7 @@ def build_tokenizer(out_dir: Path, *, vocab: int = 512) -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.train_from_iterator(_corpus() if corpus is None else corpus, trainer=trainer)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in PROTOCOL_TOKENS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
@@ -148,10 +154,10 @@ def build_tokenizer(out_dir: Path, *, vocab: int = 512) -> Any:
         pad_token="<|pad|>",
         unk_token=None,
         additional_special_tokens=["<|endoftext|>", "<|im_start|>"],
-        model_max_length=4096,
+        model_max_length=model_max_length,
         clean_up_tokenization_spaces=False,
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = CHAT_TEMPLATE if chat_template is None else chat_template
     out_dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(str(out_dir))
     return fast

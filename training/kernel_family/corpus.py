@@ -1,0 +1,179 @@
+"""Build everything a from-scratch policy needs for the family: tasks, expert episodes, tokenizer, model.
+
+:func:`build_family_data` writes into one folder (a command rebuilds it; nothing large goes into git):
+
+- ``tasks_train.jsonl`` / ``tasks_heldout.jsonl``: task manifests for the backend (no probe needed);
+- ``system_prompt.j2``: the family's compact system prompt (``agent.system_prompt_template``);
+- ``tokenizer/``: a byte-level BPE trained on the rendered expert episodes, with a ChatML template that
+  renders each message independently (the tokenization contract's prefix property);
+- ``expert_train.pt`` / ``expert_heldout.pt``: the expert episodes in token layout
+  (:class:`~cuda_agent.training.buffers.Episode` dicts; held-out ones only for the SFT stopping loss);
+- ``summary.json``: counts, decontamination and memorisation, style mix, token lengths.
+
+:func:`build_model` saves a random-init Llama decoder sized by :class:`ModelSize` with that tokenizer
+(HF format: the ``hf`` and ``vllm`` policies and the training engines load it like any model).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cuda_agent.training.kernel_family.tasks import FamilyTask, family_tasks
+from cuda_agent.training.kernel_family.trajectories import (
+    OBSERVATION_LIMIT,
+    SYSTEM_TEMPLATE,
+    TOOLS,
+    QualityMix,
+    draw_plan,
+    episode_tokens,
+    expert_turns,
+)
+from cuda_agent.training.kernel_family.writer import Backend
+
+#: ChatML without tool rendering (the family's system prompt lists the tools): every message renders the same
+#: whatever follows it.
+FAMILY_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + (message['content'] if message['content'] else '') + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """Decoder shape (Llama). The defaults (~7M parameters with a 2K vocabulary) fit 16 MiB in bf16."""
+
+    hidden: int = 256
+    layers: int = 6
+    heads: int = 4
+    intermediate: int = 768
+    max_positions: int = 4096
+
+    def as_config(self, vocab: int, eos: int, pad: int) -> dict[str, Any]:
+        """The ``model_type: llama`` config dict."""
+        return {"model_type": "llama", "vocab_size": vocab, "hidden_size": self.hidden, "intermediate_size": self.intermediate,
+                "num_hidden_layers": self.layers, "num_attention_heads": self.heads, "num_key_value_heads": self.heads,
+                "head_dim": self.hidden // self.heads, "max_position_embeddings": self.max_positions,
+                "tie_word_embeddings": False, "eos_token_id": eos, "pad_token_id": pad, "bos_token_id": None}
+
+
+def family_run_settings(data_dir: Path | str, backend: Backend, max_turns: int = 10) -> dict[str, Any]:
+    """The run fields (tools, agent block, backend) the family's episodes use, for a Run/Train/Eval config."""
+    return {"backend": backend, "tools": list(TOOLS),
+            "agent": {"mode": "agent", "max_turns": max_turns, "observation_limit": OBSERVATION_LIMIT,
+                      "use_skill": False, "tool_protocol": "text",
+                      "system_prompt_template": str(Path(data_dir) / "system_prompt.j2")}}
+
+
+def tool_schemas() -> list[Any]:
+    """The schemas of :data:`TOOLS` as the loop offers them."""
+    from cuda_agent.plugin_manager import PluginManager
+    from cuda_agent.protocols import tool_schema
+
+    reg = PluginManager().registry
+    return [tool_schema(reg.build("tool", name, None, where=f"tools[{i}]")) for i, name in enumerate(TOOLS)]
+
+
+def prompts(task: FamilyTask, backend: Backend, template_path: Path, schemas: list[Any]) -> tuple[str, str]:
+    """(system prompt, task prompt) exactly as the loop renders them for ``task``."""
+    from cuda_agent.prompts import render_system_prompt, render_task_prompt
+
+    variables = dict(skill="", tools=schemas, protocol="text", mode="agent", task=task.manifest(backend),
+                     kernel_suffix=".cu" if backend == "cuda" else ".cpp")
+    return render_system_prompt(str(template_path), **variables), render_task_prompt(**variables)
+
+
+def _plain_render(system: str, user: str, turns: list[Any]) -> str:
+    parts = [f"<|im_start|>system\n{system}<|im_end|>\n", f"<|im_start|>user\n{user}<|im_end|>\n"]
+    for t in turns:
+        parts.append(f"<|im_start|>assistant\n{t.text}<|im_end|>\n")
+        parts += [f"<|im_start|>tool\n{o}<|im_end|>\n" for o in t.observations]
+    return "".join(parts)
+
+
+def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_heldout: int, seed: int = 0,
+                      per_task: int = 1, vocab: int = 2048, mix: QualityMix | None = None,
+                      heldout_experts: int | None = None) -> dict[str, Any]:
+    """Write tasks, prompt template, tokenizer and tokenized expert episodes to ``out``; return the summary."""
+    from cuda_agent.testing.tiny_lm import build_tokenizer
+    from cuda_agent.training.buffers import Episode
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # thousands of tiny tensor ops: thread hand-offs cost more than they save
+    try:
+        train, heldout, report = family_tasks(n_train, n_heldout, seed=seed)
+        for name, tasks in (("tasks_train.jsonl", train), ("tasks_heldout.jsonl", heldout)):
+            (out / name).write_text("".join(t.manifest(backend).model_dump_json() + "\n" for t in tasks))
+        template = out / "system_prompt.j2"
+        template.write_text(SYSTEM_TEMPLATE)
+        schemas = tool_schemas()
+        rng = random.Random(f"experts:{seed}")
+        plans = [(t, draw_plan(t, backend, rng, mix)) for t in train for _ in range(per_task)]
+        n_held = len(heldout) if heldout_experts is None else heldout_experts
+        held_plans = [(t, draw_plan(t, backend, rng, mix)) for t in heldout[:n_held]]
+        rendered = []
+        for group in (plans, held_plans):
+            rows = []
+            for t, plan in group:
+                system, user = prompts(t, backend, template, schemas)
+                turns = expert_turns(plan, seed=seed)
+                rows.append((t, plan, system, user, turns))
+            rendered.append(rows)
+        tok = build_tokenizer(out / "tokenizer", vocab=vocab, chat_template=FAMILY_CHAT_TEMPLATE,
+                              corpus=(_plain_render(s, u, tr) for _, _, s, u, tr in rendered[0]))
+        summary: dict[str, Any] = {"backend": backend, "seed": seed, "tasks": report, "vocab": len(tok)}
+        for fname, rows in (("expert_train.pt", rendered[0]), ("expert_heldout.pt", rendered[1])):
+            episodes = []
+            for t, plan, system, user, turns in rows:
+                te = episode_tokens(tok, system, user, turns, schemas)
+                episodes.append(asdict(Episode(
+                    token_ids=te.token_ids, loss_mask=te.loss_mask, logprobs=[0.0] * len(te.token_ids), reward=1.0,
+                    success=True, turns=len(turns),
+                    meta={"task_id": t.id, "chain": t.chain, "style": plan.label, "bug": plan.bug.kind if plan.bug else None,
+                          "improve": plan.improve_to is not None})))
+            torch.save(episodes, out / fname)
+            lengths = sorted(len(e["token_ids"]) for e in episodes)
+            summary[fname] = {"episodes": len(episodes), "tokens_max": lengths[-1] if lengths else 0,
+                              "tokens_median": lengths[len(lengths) // 2] if lengths else 0,
+                              "policy_tokens": sum(sum(e["loss_mask"]) for e in episodes)}
+        summary["styles"] = dict(Counter(p.style.label for _, p in plans))
+        summary["bugs"] = dict(Counter(p.bug.kind if p.bug else "none" for _, p in plans))
+        summary["improved"] = sum(p.improve_to is not None for _, p in plans)
+        (out / "summary.json").write_text(json.dumps(summary, indent=1))
+        return summary
+    finally:
+        torch.set_num_threads(threads)
+
+
+def build_model(out: Path | str, tokenizer_dir: Path | str, size: ModelSize = ModelSize(), seed: int = 0) -> Path:
+    """Save a random-init decoder of ``size`` with the tokenizer of ``tokenizer_dir`` to ``out`` (HF format)."""
+    from transformers import AutoTokenizer
+
+    from cuda_agent.training.engines.models import load_causal_lm
+
+    out = Path(out)
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    model = load_causal_lm(size.as_config(len(tok), tok.eos_token_id, tok.pad_token_id), seed=seed)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.bos_token_id = None
+    model.save_pretrained(str(out))
+    tok.save_pretrained(str(out))
+    return out
+
+
+def load_expert_episodes(path: Path | str) -> list[Any]:
+    """Episodes saved by :func:`build_family_data` (``expert_*.pt``)."""
+    from cuda_agent.training.buffers import Episode
+
+    return [Episode(**d) for d in torch.load(path, weights_only=False)]
