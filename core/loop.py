@@ -25,6 +25,7 @@ from cuda_agent.interrupts import EpisodeInterrupted, StopRequest
 from cuda_agent.plugin_manager import PluginManager
 from cuda_agent.prompts import render_system_prompt, render_task_prompt
 from cuda_agent.protocols import ToolContext
+from cuda_agent.provenance import stamp_from_header
 from cuda_agent.run_metadata import write_json, write_run_metadata
 from cuda_agent.schemas.messages import Message, PolicyOutput, ToolCall
 from cuda_agent.schemas.result import CandidateResult, Status
@@ -101,6 +102,7 @@ class Episode:
         plugins = [p.as_dict() for p in self.pm.plugins()]
         versions = write_run_metadata(self.out_dir, self.config, plugins)
         header = self.header(plugins, versions)
+        self.stamp = stamp_from_header(header)  # config hash, plugins, system prompt hash: on every result
         self.messages = [Message(role="system", content=header.system_prompt), Message(role="user", content=header.task_prompt)]
         exit, message = "error", ""
         with (self.out_dir / "trajectory.jsonl").open("a", encoding="utf-8") as fh:
@@ -237,6 +239,7 @@ class Episode:
     def add_result(self, record: TurnRecord, result: CandidateResult) -> None:
         if result.snapshot_id is None:  # tie the verdict to the exact state it judged
             result = result.model_copy(update={"snapshot_id": self.ws.snapshot()})
+        result = self.stamp.apply(result)
         record.results.append(result)
         self.results.append(result)
 
@@ -316,4 +319,4 @@ class Episode:
                                      message=f"grading failed: {type(exc).__name__}: {exc}")
         if result.snapshot_id is None:
             result = result.model_copy(update={"snapshot_id": snapshot})
-        return result
+        return self.stamp.apply(result)

@@ -78,8 +78,14 @@ class Provenance(BaseModel):
     torch: str = Field("", description="torch.__version__.")
     python: str = Field("", description="Python version.")
     package_version: str = Field("", description="cuda-agent version.")
-    config_hash: str | None = Field(None, description="Hash of the resolved run config.")
+    config_hash: str | None = Field(None, description="Hash of the resolved run config, secrets excluded.")
     host: str = Field("", description="Host name.")
+    plugins: dict[str, str] = Field(
+        default_factory=dict, description="Enabled plugins: name -> 'distribution version' (built-ins: 'cuda-agent 0.1.0')."
+    )
+    system_prompt_hash: str | None = Field(
+        None, description="sha256 of the whole system prompt the model saw: rendered text (skill, task) + tool schemas."
+    )
 
 
 class CandidateResult(BaseModel):

@@ -2,8 +2,13 @@
 
 Every command takes ``-c FILE`` (repeatable) and ``-o key=value``
 (repeatable); explicit flags (``--tasks``, ``--policy``...) are applied after
-them. Exit codes: 0 done, 1 some episodes ended in runner errors, 2 refused
-(bad config, or resuming with a different config: the difference is printed).
+them. Exit codes of ``eval``: 0 every planned episode is done; 1 some ended in
+an error (runner, policy or harness: ``-o eval.retry_errors=true`` runs them
+again); 2 refused before anything was written (bad config or spec, unknown
+component, no tasks, unusable backend, or resuming with a different config:
+the difference is printed); 130 interrupted by Ctrl-C (queued episodes
+cancelled, running ones stopped at their next tool call and not recorded: the
+same command resumes; a second Ctrl-C stops at once).
 """
 
 from __future__ import annotations
@@ -59,36 +64,52 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _resume_config(out: Path, saved: dict[str, Any]) -> Any:
+    """The saved config of ``out``, for a bare ``eval --out DIR``; refused when it held secrets (never saved)."""
+    from cuda_agent.harness.evaluation.config import EvalConfig
+    from cuda_agent.secrets import has_redacted
+
+    places = has_redacted(saved)
+    if places:
+        raise CudaAgentError(f"{out}/config.json held secrets, which are never saved ({', '.join(places)}); resume by "
+                             "passing the same -c/-o/flags again, or keep the key in its environment variable")
+    return EvalConfig.model_validate(saved)
+
+
 def eval_handler(args: argparse.Namespace) -> int:
     """Run (or resume) an evaluation, then write its report into OUT/report."""
     from cuda_agent.harness.evaluation.config import EvalConfig
-    from cuda_agent.harness.evaluation.report import write_report
+    from cuda_agent.harness.evaluation.report import headline_line, write_report
     from cuda_agent.harness.evaluation.resume import saved_config
     from cuda_agent.harness.evaluation.runner import EvalRunner
+    from cuda_agent.interrupts import INTERRUPTED_STATUS, StopSignal
 
     out = Path(args.out)
     overrides = list(args.override) + _flag_overrides(args)
+    message = ("interrupt: queued episodes cancelled; running ones stop at their next tool call (their processes are "
+               "ended after 5 s) and run again on resume; Ctrl-C again to stop at once")
     try:
         saved = saved_config(out)
         if saved is not None and not args.config and not overrides:
-            if "***" in json.dumps(saved):
-                return _fail(f"{out}/config.json has redacted secrets; resume by passing the same -c/-o/flags again")
-            config = EvalConfig.model_validate(saved)  # bare `eval --out DIR`: resume with the saved config
+            config = _resume_config(out, saved)  # bare `eval --out DIR`: resume with the saved config
         else:
             config = load_config(EvalConfig, args.config, overrides)
-        outcome = EvalRunner(config, out, plugin_manager=_plugin_manager(args, config)).run()
+        with StopSignal(message=message) as stop:
+            outcome = EvalRunner(config, out, plugin_manager=_plugin_manager(args, config), stop=stop).run()
     except CudaAgentError as exc:
         return _fail(str(exc))
-    print(f"episodes: {outcome.planned} planned, {outcome.already_done} already done, {outcome.ran} run now, "
-          f"{outcome.runner_errors} runner errors; results in {out}")
+    if outcome.interrupted:
+        print(f"interrupted: {outcome.done} of {outcome.planned} episodes done, {outcome.not_done} not done; "
+              f"the same command runs them (results in {out})", file=sys.stderr)
+        return INTERRUPTED_STATUS
+    errors = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(outcome.errors.items()))
+    print(f"episodes: {outcome.planned} planned, {outcome.already_done} already done, {outcome.ran} run now"
+          + (f"; ended in errors: {errors} (-o eval.retry_errors=true runs them again)" if errors else "")
+          + f"; results in {out}")
     if not args.no_report:
         report = write_report([out], out / "report", plots=not args.no_plots)
-        best = report["runs"][0]["metrics"]["best"]
-        which = "regraded" if best["regraded"] else "in_trajectory"
-        m = best[which]["overall"]
-        print(f"best-of-trajectory ({which}): pass {m['pass_rate']}, > compile {m['faster_than_compile_rate']}, "
-              f"geomean vs compile {m['geomean_speedup_compile']}; report: {out / 'report' / 'report.md'}")
-    return 1 if outcome.runner_errors else 0
+        print(headline_line(report["runs"][0]) + f"; report: {out / 'report' / 'report.md'}")
+    return 1 if outcome.errors else 0
 
 
 def report_handler(args: argparse.Namespace) -> int:

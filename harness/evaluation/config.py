@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from cuda_agent.config import RunConfig, StrictModel, resolved
+from cuda_agent.config import RunConfig, StrictModel, without_secrets
 from cuda_agent.schemas.task import TaskManifest
 
 SelectionMode = Literal["best", "final", "first_passing"]
@@ -40,6 +40,13 @@ class EvalBlock(StrictModel):
         description="Selection modes whose candidates are re-graded by the trusted grading pass.",
     )
     regrade: bool = Field(True, description="Re-grade each selected candidate (backend.grade on its restored snapshot).")
+    budget_regrade: bool = Field(
+        True, description="Regrade the best-of-first-k candidate at each budget point k (the budget curves' points); "
+        "one trusted grading per distinct snapshot, so usually a few per episode."
+    )
+    budget_points: list[int] | None = Field(
+        None, description="Turn budgets k regraded for the budget curves; None = 1, 2, 4, ... and agent.max_turns."
+    )
     hidden: bool = Field(True, description="Hidden re-verification (held-out seeds, widened inputs) of selected candidates.")
     hidden_modes: list[SelectionMode] = Field(
         default_factory=lambda: ["best"], description="Selection modes whose regraded-correct candidates get hidden checks."
@@ -49,7 +56,10 @@ class EvalBlock(StrictModel):
     )
     probe: bool = Field(True, description="Probe each task (shapes, dtypes, domains) with cuda_agent.harness.tasks before running.")
     progress: bool = Field(True, description="Show a progress bar with ETA.")
-    retry_errors: bool = Field(False, description="On resume, re-run episodes that ended in a runner error.")
+    retry_errors: bool = Field(
+        False, description="On resume, re-run episodes that ended in a runner error, a policy error (a server that was "
+        "down, a refused key) or a harness error; without it they stay counted as failures."
+    )
 
 
 class EvalConfig(RunConfig):
@@ -77,8 +87,8 @@ def fill_task_placeholders(text: str, task: TaskManifest) -> str:
 
 
 def comparable(config: EvalConfig) -> dict:
-    """The resolved config without execution-only fields (what resume compares)."""
-    data = resolved(config)
+    """The config without its secrets and execution-only fields (what resume compares)."""
+    data = without_secrets(config)
     for key in EXECUTION_ONLY_FIELDS:
         data.get("eval", {}).pop(key, None)
     return data

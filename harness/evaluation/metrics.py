@@ -9,8 +9,10 @@ as a failure. Definitions (also written into every report's provenance):
 - geomean speedup: geometric mean over correct, timed candidates only (the paper's);
 - milestones: -1 not correct; 1 correct; 2 correct and > 1.05x eager;
   3 correct and > 1.05x both eager and compile (the paper's reward levels);
-- budget curves: best-of-first-k-turns selection for k = 1..N, from the
-  trajectory's own tool results (regrading every prefix would cost k gradings);
+- budget curves: at each budget point k, the trusted regrade of the best
+  candidate of turns 1..k (the eval runner regrades each distinct snapshot
+  once: ``eval.budget_regrade``); runs made without those regrades fall back
+  to the trajectory's own tool results for k = 1..N, and say so (``source``);
 - turns to best: turn of the best-of-trajectory candidate (median, IQR with
   inclusive quartiles), over episodes that have one;
 - spread over seeds: each metric per seed index, then mean, population std, min, max;
@@ -45,7 +47,7 @@ DEFINITIONS: dict[str, str] = {
     "milestones": "count per level: -1 not correct; 1 correct; 2 > 1.05x eager; 3 > 1.05x eager and compile",
     "regraded": "numbers from the trusted grading pass (fresh seeds, fresh process) of the selected snapshot",
     "in_trajectory": "numbers the agent's own compile/verify/profile tool calls reported for the selected candidate",
-    "budget_curve": "metric of the best-of-first-k-turns selection for k = 1..N, from in-trajectory tool results",
+    "budget_curve": "at each budget point k, the metric of the best-of-first-k-turns candidate as the trusted grading pass regraded it (source 'regraded'); runs without budget regrades: from the agent's own tool results for k = 1..N (source 'in_trajectory')",
     "turns_to_best": "turn of the best-of-trajectory candidate; median and inclusive quartiles over episodes that have one",
     "cost": "per episode: agent-loop wall seconds, prompt+completion tokens, device seconds (timing-lock time measured by the runner, else the sum of verify/profile/grade durations)",
     "seeds": "each metric computed per seed index, then mean, population std, min and max",
@@ -131,10 +133,33 @@ def _mean_median(values: Sequence[float]) -> dict[str, Any]:
     return {"mean": statistics.fmean(values), "median": statistics.median(values), "total": float(sum(values))}
 
 
-def budget_curve(episodes: Sequence[EpisodeSummary], max_turns: int | None = None) -> dict[str, list[Any]]:
-    """Rates and geomeans of the best-of-first-k-turns selection, k = 1..N."""
+CURVE_KEYS = ("pass_rate", "faster_than_eager_rate", "faster_than_compile_rate",
+              "geomean_speedup_eager", "geomean_speedup_compile")
+
+
+def _regraded_points(episodes: Sequence[EpisodeSummary]) -> list[int] | None:
+    """The budget points every episode that ran has a regrade for, or None when some lack them."""
+    ran = [ep for ep in episodes if ep.runner_error is None]
+    if not ran or any(not ep.budget for ep in ran):
+        return None
+    points = set.intersection(*({p.turn for p in ep.budget} for ep in ran))
+    return sorted(points) or None
+
+
+def budget_curve(episodes: Sequence[EpisodeSummary], max_turns: int | None = None) -> dict[str, Any]:
+    """Rates and geomeans of the best-of-first-k-turns candidate at each budget point (see the module doc)."""
+    points = _regraded_points(episodes)
+    curve: dict[str, Any] = {"source": "regraded" if points is not None else "in_trajectory", "turns": [],
+                             **{key: [] for key in CURVE_KEYS}}
+    if points is not None:
+        for k in points:
+            verdicts = [next((p.regraded for p in ep.budget if p.turn == k), None) for ep in episodes]
+            block = rate_block(verdicts)
+            curve["turns"].append(k)
+            for key in CURVE_KEYS:
+                curve[key].append(block[key])
+        return curve
     n_turns = max_turns or max((ep.turns for ep in episodes), default=0)
-    curve: dict[str, list[Any]] = defaultdict(list)
     for k in range(1, n_turns + 1):
         verdicts = []
         for ep in episodes:
@@ -142,10 +167,9 @@ def budget_curve(episodes: Sequence[EpisodeSummary], max_turns: int | None = Non
             verdicts.append(chosen.verdict if chosen else None)
         block = rate_block(verdicts)
         curve["turns"].append(k)
-        for key in ("pass_rate", "faster_than_eager_rate", "faster_than_compile_rate",
-                    "geomean_speedup_eager", "geomean_speedup_compile"):
+        for key in CURVE_KEYS:
             curve[key].append(block[key])
-    return dict(curve)
+    return curve
 
 
 def hidden_block(episodes: Sequence[EpisodeSummary], mode: str = "best") -> dict[str, Any]:

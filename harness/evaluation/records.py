@@ -70,6 +70,16 @@ class HiddenCheck(BaseModel):
     note: str = Field("", description="Why a check was skipped or is inconclusive.")
 
 
+class BudgetPoint(BaseModel):
+    """The trusted regrade of the best-of-first-k-turns candidate of an episode, at one turn budget k."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turn: int = Field(description="Turn budget k: candidates of turns 1..k compete.")
+    snapshot_id: str | None = Field(None, description="The best-of-first-k candidate; None when none was correct.")
+    regraded: Verdict | None = Field(None, description="Its trusted grading verdict; None when there was none.")
+
+
 class EvalRecord(BaseModel):
     """``eval.json``: what the eval runner added to an episode (its done marker)."""
 
@@ -89,6 +99,9 @@ class EvalRecord(BaseModel):
     )
     hidden: dict[str, HiddenCheck] = Field(
         default_factory=dict, description="Selection mode -> hidden re-verification of its regraded candidate."
+    )
+    budget: list[BudgetPoint] = Field(
+        default_factory=list, description="Trusted regrades of the best-of-first-k candidate at each budget point k."
     )
     gpu_busy_s: float | None = Field(None, description="Seconds this episode held its device's timing lock.")
     gpu_wait_s: float | None = Field(None, description="Seconds this episode waited in its device's queue.")
@@ -146,7 +159,9 @@ class EpisodeSummary(BaseModel):
         default_factory=list, description="(turn, snapshot id) of every turn that recorded a snapshot."
     )
     selections: dict[str, SelectionOutcome] = Field(default_factory=dict, description="Mode -> outcome.")
+    budget: list[BudgetPoint] = Field(default_factory=list, description="Regraded best-of-first-k points (eval.json).")
     runner_error: str | None = Field(None, description="Why the episode could not run, if so.")
+    message: str = Field("", description="EndRecord.message (why a policy error or a harness error ended it).")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -204,6 +219,7 @@ def summarize_episode(episode_dir: Path) -> EpisodeSummary:
         ended_at=record.ended_at,
         device=record.device,
         runner_error=record.runner_error,
+        budget=record.budget,
     )
     if record.runner_error is not None:
         summary.exit = "runner_error"
@@ -215,6 +231,7 @@ def summarize_episode(episode_dir: Path) -> EpisodeSummary:
     summary.final_snapshots = [(t.turn, t.snapshot_id) for t in traj.turns if t.snapshot_id]
     if end is not None:
         summary.exit = end.exit
+        summary.message = end.message[:500]
         summary.turns = end.turns
         summary.wall_s = end.wall_s
         summary.reward = end.reward

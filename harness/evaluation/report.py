@@ -1,9 +1,11 @@
 """``cuda-agent report DIR [DIR ...]``: report.json, report.md and PNG plots, runs side by side.
 
-Every number carries its definition (``definitions``) and every run its
-provenance (config hash, policy, backend, devices and software from the
-graded results). GPU-queue utilisation comes from the runner's session
-records (``OUT/sessions/*.json``).
+Every number carries its definition (``definitions``) and every run its provenance: config hash (secrets
+excluded), enabled plugins with distributions and versions, the system prompt hashes its results carry, and the
+machines and software from the graded results. A per-task table and per-episode rows (with their regraded
+speedups) say what happened to each task; exit reasons are counted. GPU-queue utilisation comes from the
+runner's session records (``OUT/sessions/*.json``) and is reported for device backends only. Runs over different
+task sets are compared with a warning.
 """
 
 from __future__ import annotations
@@ -24,13 +26,20 @@ from cuda_agent.harness.evaluation.records import (
     summarize_episode,
     write_json_atomic,
 )
+from cuda_agent.harness.evaluation.report_markdown import fmt, render_markdown
 from cuda_agent.harness.evaluation.selection import SELECTION_MODES
+from cuda_agent.harness.evaluation.tables import episode_rows, task_rows
+
+__all__ = ["DETERMINISTIC_EPISODE_FIELDS", "build_report", "headline_line", "load_run", "queue_utilisation",
+           "render_markdown", "write_report"]
 
 log = structlog.get_logger(__name__)
 
 #: Per-episode fields that do not depend on timing noise: two runs of the same
 #: deterministic policy must agree on them (the resume test compares these).
 DETERMINISTIC_EPISODE_FIELDS = ("task_id", "seed_index", "exit", "turns", "selections")
+#: Backends without a device queue worth reporting (their "device" is the host CPU).
+HOST_BACKENDS = frozenset({"cpu"})
 
 
 def load_run(out_dir: Path) -> tuple[list[EpisodeSummary], int]:
@@ -72,8 +81,11 @@ def queue_utilisation(out_dir: Path) -> dict[str, Any]:
 
 def _provenance(out_dir: Path, episodes: Sequence[EpisodeSummary]) -> dict[str, Any]:
     cfg_path = Path(out_dir) / "config.json"
-    config = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+    saved = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+    config = saved.get("config", {})
     machines: set[tuple[str, ...]] = set()
+    prompts: set[str] = set()
+    plugins = dict(saved.get("plugins") or {})
     for ep_dir in list_episode_dirs(out_dir):
         rec = read_eval_record(ep_dir)
         if rec is None:
@@ -81,13 +93,19 @@ def _provenance(out_dir: Path, episodes: Sequence[EpisodeSummary]) -> dict[str, 
         for res in rec.regrades.values():
             p = res.provenance
             machines.add((p.backend, p.device, p.driver or "", p.cuda or "", p.torch, p.package_version, res.isolation))
+            if p.system_prompt_hash:
+                prompts.add(p.system_prompt_hash)
+            if not plugins and p.plugins:
+                plugins = dict(p.plugins)
     return {
-        "config_hash": config.get("config_hash"),
-        "policy": config.get("config", {}).get("policy"),
-        "backend": config.get("config", {}).get("backend"),
-        "tasks": config.get("config", {}).get("eval", {}).get("tasks"),
-        "max_turns": config.get("config", {}).get("agent", {}).get("max_turns"),
-        "selections": config.get("config", {}).get("eval", {}).get("selections"),
+        "config_hash": saved.get("config_hash"),
+        "policy": config.get("policy"),
+        "backend": config.get("backend"),
+        "tasks": config.get("eval", {}).get("tasks"),
+        "max_turns": config.get("agent", {}).get("max_turns"),
+        "selections": config.get("eval", {}).get("selections"),
+        "plugins": plugins,
+        "system_prompt_hashes": sorted(prompts),
         "machines": [
             dict(zip(("backend", "device", "driver", "cuda", "torch", "package_version", "isolation"), m))
             for m in sorted(machines)
@@ -96,30 +114,20 @@ def _provenance(out_dir: Path, episodes: Sequence[EpisodeSummary]) -> dict[str, 
     }
 
 
-def episode_table(episodes: Sequence[EpisodeSummary]) -> list[dict[str, Any]]:
-    """Per-episode rows of the timing-independent fields (statuses, selections, exits)."""
-    rows = []
-    for ep in sorted(episodes, key=lambda e: (e.task_id, e.seed_index)):
-        rows.append(
-            {
-                "task_id": ep.task_id,
-                "seed_index": ep.seed_index,
-                "exit": ep.exit,
-                "turns": ep.turns,
-                "selections": {
-                    mode: {
-                        "turn": o.turn,
-                        "snapshot_id": o.snapshot_id,
-                        "in_trajectory": o.in_trajectory.status if o.in_trajectory else None,
-                        "regraded": o.regraded.status if o.regraded else None,
-                        "hidden_heldout_pass": o.hidden_heldout_pass,
-                        "hidden_widened_pass": o.hidden_widened_pass,
-                    }
-                    for mode, o in sorted(ep.selections.items())
-                },
-            }
-        )
-    return rows
+def task_set_warnings(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """One warning per run whose tasks differ from the first run's (compared numbers would mislead)."""
+    if len(runs) < 2:
+        return []
+    first = {row["task_id"] for row in runs[0]["tasks"]}
+    out = []
+    for run in runs[1:]:
+        tasks = {row["task_id"] for row in run["tasks"]}
+        if tasks != first:
+            only_a, only_b = sorted(first - tasks), sorted(tasks - first)
+            out.append(f"runs {runs[0]['name']!r} and {run['name']!r} cover different tasks "
+                       f"({len(first & tasks)} shared; only in {runs[0]['name']}: {', '.join(only_a) or '-'}; "
+                       f"only in {run['name']}: {', '.join(only_b) or '-'}): their rates are not comparable")
+    return out
 
 
 def build_report(run_dirs: Sequence[Path], max_turns: int | None = None) -> dict[str, Any]:
@@ -136,6 +144,7 @@ def build_report(run_dirs: Sequence[Path], max_turns: int | None = None) -> dict
         prov = _provenance(out_dir, episodes)
         turns = max_turns or prov.get("max_turns")
         regraded_modes = set(prov.get("selections") or SELECTION_MODES)
+        backend = prov.get("backend")
         runs.append(
             {
                 "name": name,
@@ -144,97 +153,28 @@ def build_report(run_dirs: Sequence[Path], max_turns: int | None = None) -> dict
                 "provenance": prov,
                 "metrics": {mode: compute_metrics(episodes, mode=mode, max_turns=turns, regraded_mode=mode in regraded_modes)
                             for mode in SELECTION_MODES},
-                "queue": queue_utilisation(out_dir),
-                "episodes": episode_table(episodes),
+                "queue": queue_utilisation(out_dir) if backend not in HOST_BACKENDS else None,
+                "tasks": task_rows(episodes),
+                "episodes": episode_rows(episodes),
                 "_summaries": episodes,
             }
         )
-    return {"generated_by": f"cuda-agent report {__version__}", "definitions": DEFINITIONS, "runs": runs}
+    warnings = task_set_warnings(runs)
+    for warning in warnings:
+        log.warning("report.task_sets_differ", detail=warning)
+    return {"generated_by": f"cuda-agent report {__version__}", "definitions": DEFINITIONS, "warnings": warnings,
+            "runs": runs}
 
 
-def _fmt(x: Any, pct: bool = False, digits: int = 3) -> str:
-    if x is None:
-        return "–"
-    if pct:
-        return f"{100 * x:.1f}%"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
-
-
-def render_markdown(report: dict[str, Any], plot_files: Sequence[str] = ()) -> str:
-    """report.md: headline table per selection mode, per level, hidden checks, cost, budget, queue."""
-    lines = ["# cuda-agent evaluation report", "", report["generated_by"], ""]
-    lines += ["## Headline (trusted regrading; in-trajectory in parentheses)", ""]
-    lines += ["| run | selection | episodes | pass | > eager | > compile | geomean vs eager | geomean vs compile | held-out false pass | widened false pass |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for run in report["runs"]:
-        for mode, m in run["metrics"].items():
-            t = m["in_trajectory"]["overall"]
-            if m["regraded"] is None:
-                lines.append(
-                    f"| {run['name']} | {mode} | {m['n_episodes']} | not regraded ({_fmt(t['pass_rate'], True)}) "
-                    f"| ({_fmt(t['faster_than_eager_rate'], True)}) | ({_fmt(t['faster_than_compile_rate'], True)}) "
-                    f"| ({_fmt(t['geomean_speedup_eager'])}) | ({_fmt(t['geomean_speedup_compile'])}) | – | – |"
-                )
-                continue
-            r, h = m["regraded"]["overall"], m["hidden"]
-            lines.append(
-                f"| {run['name']} | {mode} | {m['n_episodes']} | {_fmt(r['pass_rate'], True)} ({_fmt(t['pass_rate'], True)}) "
-                f"| {_fmt(r['faster_than_eager_rate'], True)} ({_fmt(t['faster_than_eager_rate'], True)}) "
-                f"| {_fmt(r['faster_than_compile_rate'], True)} ({_fmt(t['faster_than_compile_rate'], True)}) "
-                f"| {_fmt(r['geomean_speedup_eager'])} ({_fmt(t['geomean_speedup_eager'])}) "
-                f"| {_fmt(r['geomean_speedup_compile'])} ({_fmt(t['geomean_speedup_compile'])}) "
-                f"| {_fmt(h['heldout_false_pass_rate'], True)} ({h['heldout_failed']}/{h['heldout_checked']}) "
-                f"| {_fmt(h['widened_false_pass_rate'], True)} ({h['widened_failed']}/{h['widened_checked']}) |"
-            )
-    lines += ["", "## Per level (best-of-trajectory, regraded)", "",
-              "| run | level | episodes | pass | > eager | > compile | geomean vs compile | milestones -1/1/2/3 |",
-              "|---|---|---|---|---|---|---|---|"]
-    for run in report["runs"]:
-        regraded = run["metrics"]["best"]["regraded"]
-        for lvl, b in (regraded["per_level"] if regraded else {}).items():
-            ms = b["milestones"]
-            lines.append(
-                f"| {run['name']} | {lvl} | {b['n']} | {_fmt(b['pass_rate'], True)} | {_fmt(b['faster_than_eager_rate'], True)} "
-                f"| {_fmt(b['faster_than_compile_rate'], True)} | {_fmt(b['geomean_speedup_compile'])} "
-                f"| {ms['-1']}/{ms['1']}/{ms['2']}/{ms['3']} |"
-            )
-    lines += ["", "## Cost, turns to best, spread over seeds (best-of-trajectory)", "",
-              "| run | wall s / episode (mean, median) | tokens / episode | device s / episode | turns to best (median [q1, q3]) | pass rate over seeds (mean ± std [min, max]) | GPU-queue utilisation |",
-              "|---|---|---|---|---|---|---|"]
-    for run in report["runs"]:
-        m = run["metrics"]["best"]
-        c, tt, s = m["cost"], m["turns_to_best"], m["seeds"]["pass_rate"] or {"mean": None, "std": None, "min": None, "max": None}
-        util = ", ".join(f"dev{k}: {_fmt(v['utilisation'], True)}" for k, v in run["queue"]["devices"].items()) or "–"
-        lines.append(
-            f"| {run['name']} | {_fmt(c['wall_s_per_episode']['mean'], digits=1)}, {_fmt(c['wall_s_per_episode']['median'], digits=1)} "
-            f"| {_fmt(c['tokens_per_episode']['mean'], digits=0)} | {_fmt(c['gpu_s_per_episode']['mean'], digits=2)} "
-            f"| {_fmt(tt['median'], digits=1)} [{_fmt(tt['q1'], digits=1)}, {_fmt(tt['q3'], digits=1)}] "
-            f"| {_fmt(s['mean'], True)} ± {_fmt(s['std'], True)} [{_fmt(s['min'], True)}, {_fmt(s['max'], True)}] | {util} |"
-        )
-    lines += ["", "## Budget curve (best-of-first-k turns, in-trajectory)", ""]
-    for run in report["runs"]:
-        bc = run["metrics"]["best"]["budget_curve"]
-        if not bc:
-            continue
-        picks = sorted({1, len(bc["turns"]) // 4 or 1, len(bc["turns"]) // 2 or 1, len(bc["turns"])})
-        cells = ", ".join(f"k={bc['turns'][i - 1]}: {_fmt(bc['pass_rate'][i - 1], True)} pass / "
-                          f"{_fmt(bc['faster_than_compile_rate'][i - 1], True)} > compile" for i in picks)
-        lines.append(f"- {run['name']}: {cells}")
-    lines += ["", "## Provenance", ""]
-    for run in report["runs"]:
-        p = run["provenance"]
-        lines.append(f"- **{run['name']}** ({run['path']}): config {p['config_hash']}, policy `{p['policy']}`, "
-                     f"backend `{p['backend']}`, tasks `{p['tasks']}`, max turns {p['max_turns']}, "
-                     f"{p['episodes_finished']} episodes finished, {run['episodes_unfinished']} unfinished")
-        for mach in p["machines"]:
-            lines.append("  - " + ", ".join(f"{k}={v}" for k, v in mach.items() if v))
-    lines += ["", "## Definitions", ""]
-    lines += [f"- **{k}**: {v}" for k, v in report["definitions"].items()]
-    if plot_files:
-        lines += ["", "## Plots", ""] + [f"![{Path(f).stem}]({Path(f).name})" for f in plot_files]
-    return "\n".join(lines) + "\n"
+def headline_line(run: dict[str, Any]) -> str:
+    """One line for the terminal: the best-of-trajectory headline of a run, rounded."""
+    best = run["metrics"]["best"]
+    which = "regraded" if best["regraded"] else "in_trajectory"
+    m = best[which]["overall"]
+    return (f"best-of-trajectory ({which.replace('_', '-')}): pass {fmt(m['pass_rate'], pct=True)}, "
+            f"> eager {fmt(m['faster_than_eager_rate'], pct=True)}, > compile {fmt(m['faster_than_compile_rate'], pct=True)}, "
+            f"geomean vs eager {fmt(m['geomean_speedup_eager'], x=True)}, "
+            f"vs compile {fmt(m['geomean_speedup_compile'], x=True)}")
 
 
 def write_report(run_dirs: Sequence[Path], dest: Path, *, plots: bool = True, max_turns: int | None = None) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent import __version__
-from cuda_agent.config import config_diff, config_hash, resolved
+from cuda_agent.config import config_diff, config_hash, resolved, without_secrets
 from cuda_agent.errors import ConfigError
 from cuda_agent.harness.evaluation.config import EvalConfig, comparable
-from cuda_agent.harness.evaluation.records import EVAL_RECORD_FILE, read_eval_record, write_json_atomic
+from cuda_agent.harness.evaluation.records import EVAL_RECORD_FILE, read_end_record, read_eval_record, write_json_atomic
 from cuda_agent.schemas.task import TaskManifest
 
 CONFIG_FILE = "config.json"
@@ -43,18 +43,22 @@ def episode_name(task_id: str, seed_index: int) -> str:
     return f"{safe}__seed{seed_index}"
 
 
-def check_or_save_config(out_dir: Path, config: EvalConfig) -> bool:
-    """Save the config on a fresh folder; on an existing run refuse a different one. True = resuming."""
+def check_or_save_config(out_dir: Path, config: EvalConfig, plugins: dict[str, str] | None = None) -> bool:
+    """Save the config on a fresh folder; on an existing run refuse a different one. True = resuming.
+
+    :param plugins: the enabled plugins (name -> 'distribution version'), saved for the report's provenance.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / CONFIG_FILE
     if path.exists():
         saved = json.loads(path.read_text())
-        diff = config_diff(saved.get("comparable", {}), comparable(config))
+        diff = config_diff(without_secrets(saved.get("comparable", {})), comparable(config))
         if diff:
             raise ResumeRefused(out_dir, "config", diff)
         return True
     write_json_atomic(path, {"config": resolved(config), "comparable": comparable(config),
-                             "config_hash": config_hash(config), "package_version": __version__})
+                             "config_hash": config_hash(config), "package_version": __version__,
+                             "plugins": dict(plugins or {})})
     return False
 
 
@@ -82,14 +86,38 @@ def save_tasks(out_dir: Path, listed: list[TaskManifest], prepared: list[TaskMan
     })
 
 
+#: Episode exits that say nothing about the model's kernel: the policy or the harness failed. They are
+#: failures in the report and in the exit status, and ``eval.retry_errors`` runs them again on resume.
+RETRYABLE_EXITS = frozenset({"policy_error", "error"})
+
+
+def error_of(episode_dir: Path) -> str | None:
+    """Why a finished episode counts as an error run ('runner_error', 'policy_error', 'error'), else None."""
+    rec = read_eval_record(episode_dir)
+    if rec is None:
+        return None
+    if rec.runner_error is not None:
+        return "runner_error"
+    end = read_end_record(episode_dir)
+    return end.exit if end is not None and end.exit in RETRYABLE_EXITS else None
+
+
 def is_done(episode_dir: Path, retry_errors: bool = False) -> bool:
-    """The episode finished (its eval.json exists; with ``retry_errors``, without a runner error)."""
+    """The episode finished (its eval.json exists; with ``retry_errors``, and it did not end in an error)."""
     if not (episode_dir / EVAL_RECORD_FILE).exists():
         return False
-    if retry_errors:
-        rec = read_eval_record(episode_dir)
-        return rec is not None and rec.runner_error is None
-    return True
+    return not (retry_errors and error_of(episode_dir) is not None)
+
+
+def errors_in(out_dir: Path) -> dict[str, int]:
+    """Finished episodes of an eval folder that ended in an error, counted by kind."""
+    counts: dict[str, int] = {}
+    root = Path(out_dir) / "episodes"
+    for ep_dir in sorted(root.iterdir()) if root.is_dir() else []:
+        kind = error_of(ep_dir) if ep_dir.is_dir() else None
+        if kind is not None:
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 def clear_partial(episode_dir: Path) -> bool:

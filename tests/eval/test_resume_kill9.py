@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cuda_agent.harness.evaluation.report import build_report
+from cuda_agent.harness.evaluation.report import DETERMINISTIC_EPISODE_FIELDS, build_report
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "run_toy_eval.py"
@@ -87,7 +87,7 @@ def run_driver(cfg: dict, out: Path, kill_at: int | None = None) -> subprocess.C
 def deterministic_view(out: Path) -> dict:
     run = build_report([out])["runs"][0]
     return {
-        "episodes": run["episodes"],
+        "episodes": [{k: row[k] for k in (*DETERMINISTIC_EPISODE_FIELDS, "speedups", "tokens")} for row in run["episodes"]],
         "metrics": {mode: {k: m[k] for k in ("regraded", "in_trajectory", "budget_curve", "turns_to_best", "hidden",
                                              "exits", "n_episodes", "n_tasks", "n_seeds")}
                     for mode, m in run["metrics"].items()},
