@@ -272,3 +272,11 @@ class MetricLogger(Protocol):
     def log(self, metrics: dict[str, float], *, step: int, stage: str = "") -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ConfigLogger(Protocol):
+    """What a :class:`MetricLogger` adds when it records the run's configuration (W&B config, a TensorBoard text)."""
+
+    def log_config(self, config: dict[str, Any]) -> None:
+        """Record the resolved config; it arrives with secrets redacted (:func:`cuda_agent.run_metadata.log_run_config`)."""

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from cuda_agent import INTERFACES_VERSION, HOOKSPEC_VERSION, __version__
 from cuda_agent.config import resolved
+from cuda_agent.protocols import ConfigLogger
 
 #: Distributions whose versions are recorded with every run (absent ones are skipped).
 RECORDED_DISTRIBUTIONS = (
@@ -48,3 +49,14 @@ def write_run_metadata(out_dir: Path, config: BaseModel, plugins: list[dict[str,
     write_json(out_dir / "plugins.json", plugins)
     write_json(out_dir / "versions.json", versions)
     return versions
+
+
+def log_run_config(loggers: list[Any], config: BaseModel) -> None:
+    """Hand the resolved config, secrets redacted, to every logger that records configs (:class:`ConfigLogger`).
+
+    The one way a run's config reaches a logger plugin: W&B run configs and TensorBoard texts never see a key.
+    """
+    data = resolved(config)
+    for logger in loggers:
+        if isinstance(logger, ConfigLogger):
+            logger.log_config(data)

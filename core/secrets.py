@@ -106,7 +106,10 @@ def redact(data: Any, *, drop: bool = False) -> Any:
                 if not drop:
                     out[k] = v if v in (None, "") else REDACTED
                 continue
-            out[k] = redact(v, drop=drop)
+            value = redact(v, drop=drop)
+            if drop and isinstance(v, dict) and v and all(key in keys for key in v):
+                continue  # a block that held only secrets goes with them
+            out[k] = value
         return out
     if isinstance(data, (list, tuple)):
         return [redact(v, drop=drop) for v in data]

@@ -4,7 +4,9 @@
 (needs the ``tensorboard`` package). ``wandb``: ``wandb.log`` with keys
 ``<stage>/<metric>`` (needs ``wandb`` and a login or ``WANDB_MODE=offline``).
 Both are registered always; building one without its package fails with an
-error naming the package to install.
+error naming the package to install. Both record the run's config
+(``log_config``) as it arrives from :func:`cuda_agent.run_metadata.log_run_config`:
+redacted, so no API key reaches an event file or a W&B project.
 """
 
 from __future__ import annotations
@@ -46,6 +48,13 @@ class TensorBoardLogger:
             self._writer.add_scalar(prefix + k, float(v), step)
         self._writer.flush()
 
+    def log_config(self, config: dict[str, Any]) -> None:
+        """The resolved config (secrets already redacted) as the text ``config`` of the run."""
+        import yaml
+
+        self._writer.add_text("config", "```yaml\n" + yaml.safe_dump(config, sort_keys=False) + "```")
+        self._writer.flush()
+
     def close(self) -> None:
         """Flush and close the event file."""
         self._writer.close()
@@ -77,6 +86,10 @@ class WandbLogger:
         """One ``wandb.log`` call per step."""
         prefix = f"{stage}/" if stage else ""
         self._run.log({prefix + k: float(v) for k, v in metrics.items()} | {f"{prefix}step": step})
+
+    def log_config(self, config: dict[str, Any]) -> None:
+        """The resolved config (secrets already redacted) as the W&B run's config."""
+        self._run.config.update(config, allow_val_change=True)
 
     def close(self) -> None:
         """Finish the run."""
