@@ -13,9 +13,17 @@
   (:mod:`~cuda_agent.harness.single_file_integrity`), then it builds inside
   the sandboxed runner and is graded the same way.
 
+- ``--tasks 'kernelbench:KB'``: ``SOLUTIONS`` is a KernelBench run folder
+  (``level_{L}_problem_{P}_sample_{S}_kernel.py``), each file mapped to its
+  problem by level and id, several samples per problem, KernelBench's
+  ``fast_p`` beside our metrics (:mod:`~cuda_agent.harness.score_kernelbench`).
+
 Writes ``DIR/report.json`` = ``{"tasks": [{"task", "status", "rule",
 "reward", "speedup_eager", "speedup_compile", "message", ...}], "summary":
 {...}}`` and ``DIR/report.md``. One bad solution never stops the others.
+Before anything runs or is written, the backend must be usable and every
+``--only`` name must exist (exit code 2 otherwise); the exit code is 0 when
+every solution graded correct, 1 when any did not.
 """
 
 from __future__ import annotations
@@ -49,7 +57,9 @@ def register_command(subparsers: Any) -> None:
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     p.add_argument("solutions", type=Path, help="Folder of solutions: <name>/ workspaces or <name>.py single files.")
-    p.add_argument("--tasks", type=Path, required=True, help="Folder of KernelBench-format task files <name>.py.")
+    p.add_argument("--tasks", required=True,
+                   help="Folder of KernelBench-format task files <name>.py, or kernelbench:KB[?levels=..&sizes=reduced] "
+                        "for a KernelBench run folder (level_L_problem_P_sample_S_kernel.py).")
     p.add_argument("--backend", default=None, help="Backend name ('cpu', 'cuda', ...); default: the config's.")
     p.add_argument("--out", type=Path, required=True, help="Output folder for report.json and report.md.")
     p.add_argument("--only", action="append", default=[], metavar="NAME", help="Score only these solution names.")
@@ -61,16 +71,54 @@ def handle(args: argparse.Namespace) -> int:
     """Run ``score``; exit code 0 when the report was written (whatever the verdicts)."""
     from cuda_agent.cli import make_plugin_manager
 
+    import sys
+
     overrides = list(args.override) + ([f"backend={args.backend}"] if args.backend else [])
     config = load_config(RunConfig, args.config, overrides)
     pm = make_plugin_manager(args, config)
+    try:
+        preflight(args.solutions, args.tasks, config, pm, args.only)
+    except ValueError as exc:
+        print(f"cuda-agent score: {exc}", file=sys.stderr)
+        return 2
     report = score_solutions(args.solutions, args.tasks, args.out, config=config, plugin_manager=pm, only=args.only)
     s = report["summary"]
+    counts = ", ".join(f"{v} {k}" for k, v in s["by_status"].items() if v) or "nothing"
     print(
-        f"scored {s['n']} solution(s) on backend {s['backend']}: {s['correct']} correct, "
+        f"scored {s['n']} solution(s) on backend {s['backend']}: {counts}; "
         f"geomean speedup vs eager {s['geomean_speedup_eager']}, report: {Path(args.out) / 'report.json'}"
     )
-    return 0
+    if "kernelbench" in s:
+        print("KernelBench " + ", ".join(f"{k} {v}" for k, v in s["kernelbench"]["fast_p"].items())
+              + ("" if s["kernelbench"]["comparable_to_published"] else " (reduced sizes: not comparable to published)"))
+    return 0 if s["n"] and s["correct"] == s["n"] else 1
+
+
+def preflight(solutions: Path, tasks: str, config: RunConfig, plugin_manager: Any, only: list[str] | None) -> None:
+    """Fail before anything runs or is written: an unusable backend, unknown --only names, a bad task source.
+
+    :raises ValueError: saying what is wrong and what is valid.
+    """
+    from cuda_agent.harness import score_kernelbench as kb
+
+    backend = plugin_manager.registry.build("backend", config.backend, config.plugins.get(config.backend),
+                                            where="backend")
+    try:
+        usable, why = backend.availability()
+    finally:
+        backend.close()
+    if not usable:
+        raise ValueError(f"backend {config.backend!r} is not usable here: {why}")
+    if kb.is_kernelbench_spec(tasks):
+        names = [s.name for s in kb.map_solutions(Path(solutions), kb.problem_index(tasks))[0]]
+    elif not Path(tasks).is_dir():
+        raise ValueError(f"--tasks {tasks}: not a folder of task files nor kernelbench:PATH")
+    else:
+        names = [n for n, _ in discover(Path(solutions))]
+    unknown = sorted(set(only or []) - set(names))
+    if unknown:
+        raise ValueError(f"--only {', '.join(unknown)}: no such solution in {solutions}; valid: "
+                         f"{', '.join(sorted(names, key=kb.sort_key)) or '(none)'}")
 
 
 def discover(solutions: Path, only: list[str] | None = None) -> list[tuple[str, Path]]:
@@ -90,7 +138,7 @@ def discover(solutions: Path, only: list[str] | None = None) -> list[tuple[str, 
 
 def score_solutions(
     solutions: Path,
-    tasks: Path,
+    tasks: Path | str,
     out: Path,
     *,
     config: RunConfig,
@@ -106,7 +154,10 @@ def score_solutions(
     backend = registry.build("backend", config.backend, config.plugins.get(config.backend), where="backend")
     reward = registry.build("reward", config.reward, config.plugins.get(config.reward), where="reward")
     rows: list[dict[str, Any]] = []
-    entries = discover(Path(solutions), only)
+    from cuda_agent.harness.score_tasks import TaskResolver
+
+    resolve = TaskResolver(Path(solutions), tasks)
+    entries = [(n, p) for n, p in resolve.entries if not only or n in only]
     try:
         with Progress(transient=True) as progress:
             bar = progress.add_task("scoring", total=len(entries))
@@ -114,7 +165,7 @@ def score_solutions(
                 progress.update(bar, description=f"scoring {name}")
                 started = time.monotonic()
                 try:
-                    row = _score_one(name, path, Path(tasks), out, backend, reward, config)
+                    row = _score_one(name, path, resolve, out, backend, reward, config)
                 except Exception as exc:  # noqa: BLE001 - one bad solution never stops the others
                     log.warning("score.solution_failed", solution=name, error=str(exc))
                     row = _row(name, None, status="error", message=f"harness error while scoring: {type(exc).__name__}: {exc}")
@@ -126,22 +177,28 @@ def score_solutions(
             backend.close()
         except Exception:  # noqa: BLE001
             pass
+    rows += [_row(n, None, status="error", message=why) for n, why in resolve.unmapped]
     report = {"tasks": rows, "summary": summarize_rows(rows, config, backend)}
+    markdown = render_markdown(report)
+    if resolve.kernelbench:
+        from cuda_agent.harness.score_kernelbench import kernelbench_summary, render_kernelbench_markdown
+
+        report["summary"]["kernelbench"] = kernelbench_summary(rows)
+        markdown += render_kernelbench_markdown(report["summary"]["kernelbench"])
     (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
-    (out / "report.md").write_text(render_markdown(report))
+    (out / "report.md").write_text(markdown)
     return report
 
 
-def _score_one(name: str, path: Path, tasks: Path, out: Path, backend: Any, reward: Any, config: RunConfig) -> dict[str, Any]:
-    from cuda_agent.harness.tasks import load_task_file
-
-    task_file = tasks / f"{name}.py"
-    if not task_file.is_file():
-        return _row(name, None, status="error", message=f"no task file {task_file} for solution {path.name}")
+def _score_one(name: str, path: Path, resolve: Any, out: Path, backend: Any, reward: Any,
+               config: RunConfig) -> dict[str, Any]:
     try:
-        task = load_task_file(task_file, id=f"tasks/{name}")
+        task, extra = resolve.task(name)
+    except ValueError as exc:
+        return _row(name, None, status="error", message=str(exc))
     except Exception as exc:  # noqa: BLE001
-        return _row(name, None, status="error", message=f"task {task_file} could not be loaded: {exc}")
+        return {**_row(name, None, status="error", message=f"the task of {path.name} could not be loaded: {exc}"),
+                **resolve.kernelbench_fields(name)}
     ws_root = out / "workspaces" / name
     if ws_root.exists():
         shutil.rmtree(ws_root)
@@ -152,6 +209,8 @@ def _score_one(name: str, path: Path, tasks: Path, out: Path, backend: Any, rewa
     value = reward.score(graded) if graded.phase == "grade" or graded.status is not Status.correct else None
     row = _row(name, graded, reward=value)
     row["kind"] = kind
+    row["flags"] = list(row.get("flags", [])) + extra.pop("flags_extra", [])
+    row.update(extra)
     return row
 
 

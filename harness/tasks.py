@@ -90,6 +90,8 @@ def _module_level_names(tree: ast.Module) -> dict[str, ast.expr]:
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     names[target.id] = node.value
+                elif isinstance(target, ast.Tuple):  # depth, height, width = 16, 32, 32
+                    names.update({t.id: node.value for t in target.elts if isinstance(t, ast.Name)})
     return names
 
 

@@ -73,6 +73,17 @@ class PrecisionContract(BaseModel):
     rtol: float | None = Field(None, description="Override of the preset's relative tolerance.")
 
 
+class UpstreamSource(BaseModel):
+    """Where a task file came from upstream (a KernelBench problem): repository, commit, path, file hash."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repository: str = Field(description="Upstream repository, e.g. 'ScalingIntelligence/KernelBench'.")
+    commit: str | None = Field(None, description="Commit of the checkout the file was read from; None = unknown.")
+    path: str = Field(description="Path of the file inside the repository, e.g. 'KernelBench/level1/19_ReLU.py'.")
+    file_sha256: str = Field(description="sha256 of the upstream file's bytes, before any size change.")
+
+
 class TaskManifest(BaseModel):
     """One task, as the trusted side stores and serves it."""
 
@@ -93,6 +104,9 @@ class TaskManifest(BaseModel):
     bytes_moved: float | None = Field(None, description="Minimum bytes read+written by one forward.")
     stochastic: bool = Field(False, description="The reference is non-deterministic (data synthesis drops these).")
     meta: dict[str, Any] = Field(default_factory=dict, description="Free-form provenance (data pipeline ops, etc.).")
+    upstream: UpstreamSource | None = Field(
+        None, description="The upstream file the task came from (KernelBench: commit and file hash); None = not known."
+    )
 
     @classmethod
     def from_code(cls, id: str, code: str, **fields: Any) -> TaskManifest:

@@ -76,8 +76,12 @@ def _problem_number(stem: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def iter_kernelbench(target: Path, levels: Any = "1,2,3", ids: Any = None) -> Iterator[TaskManifest]:
-    """Tasks of a KernelBench checkout, by level and problem number (``levels='1,2'``, ``ids='1-10'``)."""
+def iter_kernelbench(target: Path, levels: Any = "1,2,3", ids: Any = None,
+                     sizes: str = "full") -> Iterator[TaskManifest]:
+    """Tasks of a KernelBench checkout, by level and problem number (``levels='1,2'``, ``ids='1-10'``); each records
+    the checkout's commit and its file's hash; ``sizes='reduced'`` scales them down (not comparable to published)."""
+    from cuda_agent.harness.kernelbench_tasks import kernelbench_task
+
     root = kernelbench_root(Path(target))
     wanted_levels = parse_int_set(levels, "kernelbench levels") or {1, 2, 3}
     bad = sorted(wanted_levels - set(KERNELBENCH_LEVELS))
@@ -98,8 +102,7 @@ def iter_kernelbench(target: Path, levels: Any = "1,2,3", ids: Any = None) -> It
             number = _problem_number(path.stem)
             if wanted_ids is not None and number not in wanted_ids:
                 continue
-            yield task_from_file(path, f"kernelbench/level{level}/{path.stem}", level=level,
-                                 source=f"kernelbench:{root}/level{level}/{path.name}")
+            yield kernelbench_task(path, root, level, sizes)  # type: ignore[arg-type]
 
 
 def iter_folder(target: Path, prefix: str | None = None, level: int | None = None) -> Iterator[TaskManifest]:
@@ -125,7 +128,8 @@ def iter_file(target: Path, task_id: str | None = None, level: int | None = None
         from cuda_agent.harness.tasks import load_task_code
 
         probed = load_task_code(task.code, task.id, source=task.source, level=task.level)
-        task = probed.model_copy(update={"meta": {**task.meta, **probed.meta}, "name": task.name})
+        task = probed.model_copy(update={"meta": {**task.meta, **probed.meta}, "name": task.name,
+                                          "upstream": task.upstream})
     yield task
 
 

@@ -448,6 +448,8 @@ class FunctionChecker(CallChecks):
             return make_kind(U)
         if recv[0] == "list":
             return make_kind(U)
+        if recv[0] == "tmodule":  # self.network[i] of an nn.Sequential/ModuleList: a submodule (calling it is refused)
+            return recv
         return make_kind(T) if recv[0] == T else make_kind(U)
 
     def index_part(self, node: ast.AST) -> tuple[str, str | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +24,10 @@ class KernelBenchConfig(BaseModel):
     target: Path = Field(description="KernelBench checkout root (holding KernelBench/level1/...) or the KernelBench folder.")
     levels: str | int = Field("1,2,3", description="Levels to take, e.g. '1,2' or 1 (4 needs model downloads).")
     ids: str | int | None = Field(None, description="Problem numbers (file-name prefix), e.g. '1-10,19'; None = all.")
+    sizes: Literal["full", "reduced"] = Field(
+        "full", description="'reduced' scales each problem's data sizes down (CPU, CI); results are then not comparable "
+        "to published KernelBench numbers."
+    )
 
 
 class KernelBenchSource:
@@ -35,7 +40,7 @@ class KernelBenchSource:
         """Tasks with ids 'kernelbench/level<N>/<stem>'."""
         from cuda_agent.harness.evaluation.task_sources import iter_kernelbench
 
-        return iter_kernelbench(self.config.target, self.config.levels, self.config.ids)
+        return iter_kernelbench(self.config.target, self.config.levels, self.config.ids, self.config.sizes)
 
 
 @hookimpl

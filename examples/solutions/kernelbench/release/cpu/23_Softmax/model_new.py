@@ -1,0 +1,13 @@
+"""ModelNew for KernelBench 23_Softmax: release convention, cpu backend."""
+import torch
+import torch.nn as nn
+
+import cuda_extension as ext
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return ext.softmax_forward(x)

@@ -1,0 +1,70 @@
+"""Honest KernelBench solutions in every public convention grade correct, on the CPU backend and (GPU) on CUDA.
+
+The solutions are ``examples/solutions/kernelbench`` (``REGISTER_BINDING`` workspaces, CUDA-Agent release
+workspaces with ``torch/extension.h``, KernelBench ``load_inline`` single files), checked here to be what
+``conventions.py`` writes from ``kernels.py``. On the CPU backend the problems run at reduced sizes
+(``kernelbench:...?sizes=reduced``); on CUDA at reduced sizes and two of them at full size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import CONVENTIONS, DATA, PINNED, PROBLEM_IDS, SOLUTIONS, solution_kit
+
+REDUCED = f"kernelbench:{DATA}?sizes=reduced"
+
+
+def test_committed_solutions_are_what_the_generator_writes(tmp_path: Path) -> None:
+    _, conventions = solution_kit()
+    conventions.write_all(tmp_path)
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    committed = sorted(p.relative_to(SOLUTIONS) for c in CONVENTIONS for p in (SOLUTIONS / c).rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts)
+    assert written == committed
+    for rel in written:
+        assert (tmp_path / rel).read_text() == (SOLUTIONS / rel).read_text(), rel
+
+
+def _assert_all_correct(rc: int, report: dict, sizes: str, expected: tuple[str, ...] = PROBLEM_IDS) -> None:
+    rows = report["tasks"]
+    assert sorted(r["problem"] for r in rows) == sorted(expected), rows
+    bad = [(r["task"], r["status"], r["message"][:600]) for r in rows if r["status"] != "correct"]
+    assert not bad, bad
+    assert rc == 0
+    for r in rows:
+        kb = r["kernelbench"]
+        assert kb["commit"] == PINNED and len(kb["file_sha256"]) == 64 and kb["sizes"] == sizes
+        assert ("reduced_sizes_not_comparable_to_published" in r["flags"]) == (sizes == "reduced")
+    summary = report["summary"]["kernelbench"]
+    assert summary["fast_p"]["fast_0"] == 1.0 and summary["problems"] == len(expected)
+    assert summary["comparable_to_published"] == (sizes == "full")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_honest_solutions_grade_correct_on_the_cpu_backend(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    rc, report = score(SOLUTIONS / convention / "cpu", REDUCED, "cpu", tmp_path / "out")
+    _assert_all_correct(rc, report, "reduced")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_honest_solutions_grade_correct_on_cuda_at_reduced_sizes(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    rc, report = score(SOLUTIONS / convention / "cuda", REDUCED, "cuda", tmp_path / "out")
+    _assert_all_correct(rc, report, "reduced")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_two_honest_solutions_grade_correct_on_cuda_at_full_size(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    # Square matmul (4096^2, fp32) and the level-2 GEMM (1024 x 8192 x 8192), as KernelBench ships them.
+    only = (["level_1_problem_1_sample_0_kernel", "level_2_problem_12_sample_0_kernel"] if convention == "single_file"
+            else ["1_Square_matrix_multiplication_", "12_Gemm_Multiply_LeakyReLU"])
+    spec = f"kernelbench:{DATA}?levels=1,2&ids=1,12"
+    rc, report = score(SOLUTIONS / convention / "cuda", spec, "cuda", tmp_path / "out",
+                       *[a for name in only for a in ("--only", name)])
+    _assert_all_correct(rc, report, "full", ("kernelbench/level1/1_Square_matrix_multiplication_",
+                                             "kernelbench/level2/12_Gemm_Multiply_LeakyReLU"))
