@@ -18,6 +18,10 @@ from cuda_agent.schemas.messages import ToolSchema
 from cuda_agent.specs import Spec, parse_spec
 
 
+#: Component kinds that take no ``plugins.<name>`` block (commands and skill documents).
+NO_BLOCK_KINDS = frozenset({"command", "skill"})
+
+
 @dataclass
 class Components:
     """The built components of one episode."""
@@ -51,7 +55,7 @@ def check_config_against_plugins(config: RunConfig, pm: PluginManager) -> None:
     for i, name in enumerate(config.tools or []):
         selected[f"tools[{i}]"] = name
     pm.check_selected(selected)
-    known = {e.name for e in pm.registry.entries()} | {s[1] for s in pm.registry.skipped()}
+    known = {e.name for e in pm.registry.entries() if e.kind not in NO_BLOCK_KINDS} | {s[1] for s in pm.registry.skipped()}
     for block in config.plugins:
         if block not in known:
             raise ConfigError(
@@ -59,13 +63,51 @@ def check_config_against_plugins(config: RunConfig, pm: PluginManager) -> None:
             )
 
 
-def build_policy(config: RunConfig, pm: PluginManager) -> Any:
-    """Policy from the spec, merged over its ``plugins.<name>`` block (the spec wins)."""
+def _entries_named(pm: PluginManager, name: str) -> list[Any]:
+    return [e for e in pm.registry.entries() if e.name == name]
+
+
+def policy_block(config: RunConfig, pm: PluginManager) -> dict[str, Any]:
+    """The policy's config: its ``plugins.<name>`` block with the spec's target and parameters over it."""
     spec = policy_spec(config)
     entry = pm.registry.get("policy", spec.name, where="policy")
     target_field = getattr(entry.config_model, "spec_target", "target") if entry.config_model else "target"
-    block = deep_merge(config.plugins.get(spec.name, {}), spec.config(target_field))
-    return entry.build(block)
+    return deep_merge(config.plugins.get(spec.name, {}), spec.config(target_field))
+
+
+def check_components(config: RunConfig, pm: PluginManager) -> dict[str, Any]:
+    """Validate without building: every selected component exists and is enabled, every block validates.
+
+    :returns: component name -> its effective config (defaults filled in) for each selected component and each
+        ``plugins.<name>`` block, as ``cuda-agent config show`` prints them.
+    """
+    check_config_against_plugins(config, pm)
+    selected = [("policy", policy_spec(config).name, policy_block(config, pm), "policy"),
+                ("reward", config.reward, config.plugins.get(config.reward, {}), "reward"),
+                ("backend", config.backend, config.plugins.get(config.backend, {}), "backend")]
+    names = config.tools if config.tools is not None else pm.registry.names("tool")
+    selected += [("tool", name, config.plugins.get(name, {}), f"tools[{i}]") for i, name in enumerate(names)]
+    effective: dict[str, Any] = {}
+    for kind, name, block, where in selected:
+        effective[name] = _validated(pm.registry.get(kind, name, where=where), block)
+    for name, block in config.plugins.items():
+        if name not in effective:
+            for entry in (e for e in _entries_named(pm, name) if e.kind not in NO_BLOCK_KINDS):
+                effective[name] = _validated(entry, block)
+    return effective
+
+
+def _validated(entry: Any, block: dict[str, Any]) -> dict[str, Any]:
+    if entry.config_model is None:
+        if block:
+            entry.build(block)  # refuses the keys, naming the component
+        return {}
+    return entry.validate_config(block).model_dump(mode="json")
+
+
+def build_policy(config: RunConfig, pm: PluginManager) -> Any:
+    """Policy from the spec, merged over its ``plugins.<name>`` block (the spec wins)."""
+    return pm.registry.get("policy", policy_spec(config).name, where="policy").build(policy_block(config, pm))
 
 
 def build_components(config: RunConfig, pm: PluginManager, *, policy: Any = None, backend: Any = None) -> Components:

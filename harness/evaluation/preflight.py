@@ -13,8 +13,7 @@ from typing import Any
 
 import structlog
 
-from cuda_agent.components import check_config_against_plugins, policy_spec
-from cuda_agent.config import deep_merge
+from cuda_agent.components import check_components
 from cuda_agent.errors import ConfigError
 from cuda_agent.harness.evaluation.config import EvalConfig
 from cuda_agent.plugin_manager import PluginManager
@@ -43,29 +42,6 @@ def list_tasks(config: EvalConfig, pm: PluginManager) -> list[TaskManifest]:
     return tasks
 
 
-def _validate_block(pm: PluginManager, kind: str, name: str, block: dict[str, Any], where: str) -> None:
-    entry = pm.registry.get(kind, name, where=where)
-    if entry.config_model is not None:
-        entry.validate_config(block)
-    elif block:
-        entry.build(block)  # refuses the keys with the component's own message
-
-
-def check_components(config: EvalConfig, pm: PluginManager, first_task: TaskManifest) -> None:
-    """Every selected component exists, is not disabled, and its spec and block validate (nothing is built)."""
-    run_config = config.run_config(0, first_task)
-    check_config_against_plugins(run_config, pm)
-    spec = policy_spec(run_config)
-    entry = pm.registry.get("policy", spec.name, where="policy")
-    target_field = getattr(entry.config_model, "spec_target", "target") if entry.config_model else "target"
-    _validate_block(pm, "policy", spec.name, deep_merge(config.plugins.get(spec.name, {}), spec.config(target_field)),
-                    "policy")
-    _validate_block(pm, "reward", config.reward, config.plugins.get(config.reward, {}), "reward")
-    _validate_block(pm, "backend", config.backend, config.plugins.get(config.backend, {}), "backend")
-    for i, name in enumerate(config.tools if config.tools is not None else pm.registry.names("tool")):
-        _validate_block(pm, "tool", name, config.plugins.get(name, {}), f"tools[{i}]")
-
-
 def check_backend_usable(config: EvalConfig, pm: PluginManager) -> None:
     """Build the backend once and ask it whether it runs here (no device work is started)."""
     backend = pm.registry.build("backend", config.backend, config.plugins.get(config.backend), where="backend")
@@ -81,7 +57,7 @@ def check_backend_usable(config: EvalConfig, pm: PluginManager) -> None:
 def preflight(config: EvalConfig, pm: PluginManager) -> list[TaskManifest]:
     """Check everything :mod:`this module <.preflight>` lists; return the listed (unprobed) tasks."""
     tasks = list_tasks(config, pm)
-    check_components(config, pm, tasks[0])
+    check_components(config.run_config(0, tasks[0]), pm)  # the policy spec's task placeholders filled
     check_backend_usable(config, pm)
     return tasks
 

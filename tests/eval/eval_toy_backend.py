@@ -8,6 +8,7 @@ candidate is the workspace file ``solution.txt`` holding ``key=value`` words:
 - ``syntax`` anywhere -> compile_error;
 - ``status=correct|incorrect`` -> verify/grade verdict;
 - ``speedup=X`` -> speedup vs eager X, vs compile 0.8 X;
+- ``graded_speedup=Y`` -> the trusted grading pass measures Y instead (the agent's own timing was optimistic);
 - ``nonneg_only`` -> fails a widened task (``...#widened``), like ReLU-as-identity.
 
 ``TOY_KILL_AT=n`` makes the process SIGKILL itself at its n-th backend call
@@ -78,7 +79,7 @@ class ToyBackend:
         ok = w.get("status") == "correct" and not (task.id.endswith("#widened") and "nonneg_only" in w)
         result = CandidateResult(task_id=task.id, phase=phase, status=Status.correct if ok else Status.incorrect)
         if ok and timed and "speedup" in w:
-            s = float(w["speedup"])
+            s = float(w["graded_speedup"] if phase == "grade" and "graded_speedup" in w else w["speedup"])
             result.timing = Timing(median_ms=1.0 / s, samples=10, method="toy")
             result.baselines = Baselines(eager=Timing(median_ms=1.0, method="toy"), compile=Timing(median_ms=0.8, method="toy"))
             result.speedup_eager, result.speedup_compile = s, 0.8 * s
