@@ -144,6 +144,22 @@ class RolloutSettings(BaseModel):
     save_episodes: bool = Field(
         False, description="Write every collected batch (tokens, mask, behaviour log-probs) to <stage>/rollouts/*.pt."
     )
+    concurrency: int = Field(
+        1, ge=1,
+        description="Kernel env, engine hf: episodes in flight at once. 1 = one after another (the sequential rollout "
+                    "code); >1 = eval's scheduler (build pool, device timing lock, backends kept for the stage) and "
+                    "generation batched across the episodes ready to generate.",
+    )
+    build_workers: int = Field(4, ge=1, description="Kernel env, concurrency > 1: compiles running at once.")
+    max_batch: int = Field(64, ge=1, description="Kernel env, concurrency > 1: rows of one batched generate at most.")
+    gather_s: float = Field(
+        0.02, ge=0,
+        description="Kernel env, concurrency > 1: after the first request of a batch, wait at most this long for "
+                    "the other running episodes' requests (throughput only; results do not depend on it).",
+    )
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="Kernel env, engine hf: weights dtype of the generation engine."
+    )
 
 
 class PPOStageConfig(StrictModel):
@@ -161,6 +177,14 @@ class PPOStageConfig(StrictModel):
     ppo: PPOSettings = Field(default_factory=PPOSettings, description="PPO hyper-parameters.")
     checkpoint_every: int = Field(5, ge=1, description="Save a checkpoint every this many steps (and at the end).")
     eval_samples: int = Field(0, ge=0, description="Toy envs: pass rate over this many samples before step 1 and after the last step.")
+    eval_tasks: list[str] = Field(
+        default_factory=list,
+        description="Kernel env: held-out task files evaluated (never trained on) before step 1 and after every step; "
+                    "per-episode records in <stage>/heldout/step_NNNNN.jsonl.",
+    )
+    eval_repeats: int = Field(1, ge=1, description="Kernel env: episodes per held-out task at each evaluation.")
+    eval_at_start: bool = Field(True, description="Kernel env: evaluate the held-out tasks before step 1 too.")
+    eval_temperature: float | None = Field(None, ge=0, description="Held-out sampling temperature; None = 'temperature'.")
     target_pass_rate: float | None = Field(
         None, ge=0, le=1, description="Stop early once a step's rollout pass rate reaches this (None = run all steps)."
     )
@@ -232,3 +256,12 @@ class SFTStageConfig(StrictModel):
     min_delta: float = Field(1e-3, ge=0, description="An improvement smaller than this does not count.")
     aggregation: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum.")
     checkpoint_every: int = Field(200, ge=1, description="Checkpoint period in steps.")
+    eval_tasks: list[str] = Field(
+        default_factory=list,
+        description="Kernel env: held-out task files evaluated with the exported actor at the end "
+                    "(<stage>/heldout/final.jsonl); needs 'rollout.concurrency' episodes in flight.",
+    )
+    eval_repeats: int = Field(1, ge=1, description="Episodes per held-out task.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature of the held-out episodes.")
+    max_new_tokens: int = Field(1024, ge=1, description="Tokens per turn of the held-out episodes.")
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings, description="Engine of the held-out episodes.")

@@ -80,18 +80,38 @@ class HFRolloutEngine:
     # ------------------------------------------------------------------ generation
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         """Sample one continuation per prompt; ``output_ids`` include the EOS token when it was sampled."""
-        if any(len(p) == 0 for p in prompts):
+        return self.generate_requests([(p, params) for p in prompts])
+
+    def generate_requests(self, requests: Sequence[tuple[list[int], SamplingParams]]) -> list[Generation]:
+        """One continuation per ``(prompt, params)``: rows batched ``batch_size`` at a time (left padding, KV cache).
+
+        Rows of one batch share temperature, top-p and stop strings (requests that differ go to separate
+        batches); each row keeps its own ``max_new_tokens``. The batch's generator is seeded from the rows'
+        seeds (random when one has none), so a batch is reproducible given its rows and their order.
+        """
+        if any(len(p) == 0 for p, _ in requests):
             raise ValueError("every prompt needs at least one token")
-        out: list[Generation] = []
-        for start in range(0, len(prompts), self.batch_size):
-            chunk = prompts[start : start + self.batch_size]
-            seed = None if params.seed is None else params.seed + start
-            out += self._generate_batch(chunk, params, seed)
-        return out
+        out: list[Generation | None] = [None] * len(requests)
+        groups: dict[tuple[float, float, tuple[str, ...]], list[int]] = {}
+        for i, (_, p) in enumerate(requests):
+            groups.setdefault((p.temperature, p.top_p, tuple(p.stop)), []).append(i)
+        for rows in groups.values():
+            for start in range(0, len(rows), self.batch_size):
+                chunk = rows[start:start + self.batch_size]
+                seeds = [requests[i][1].seed for i in chunk]
+                seed = None if any(s is None for s in seeds) else (seeds[0] + start if len(chunk) == 1 else
+                                                                    hash(tuple(seeds)) & 0x7FFFFFFF)
+                gens = self._generate_batch([requests[i][0] for i in chunk], requests[chunk[0]][1], seed,
+                                            [requests[i][1].max_new_tokens for i in chunk])
+                for i, g in zip(chunk, gens):
+                    out[i] = g
+        return [g for g in out if g is not None]
 
     @torch.no_grad()
-    def _generate_batch(self, prompts: Sequence[list[int]], params: SamplingParams, seed: int | None) -> list[Generation]:
+    def _generate_batch(self, prompts: Sequence[list[int]], params: SamplingParams, seed: int | None,
+                        max_new: Sequence[int] | None = None) -> list[Generation]:
         b, width = len(prompts), max(len(p) for p in prompts)
+        limits = list(max_new) if max_new is not None else [params.max_new_tokens] * b
         ids = torch.full((b, width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((b, width), dtype=torch.long)
         for i, p in enumerate(prompts):  # left padding: every row's next token is at the end
@@ -107,10 +127,11 @@ class HFRolloutEngine:
         outputs: list[list[int]] = [[] for _ in range(b)]
         logps: list[list[float]] = [[] for _ in range(b)]
         reasons = ["length"] * b
-        done = [False] * b
+        live = list(range(b))  # original row of each row still in the batch
         res = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        for _ in range(params.max_new_tokens):
-            logits = res.logits[:, -1, :].float()
+        logits = res.logits[:, -1, :].float()
+        cache = res.past_key_values
+        for _ in range(max(limits)):
             if params.temperature <= 0:
                 token = logits.argmax(-1)
                 logp = selected_logprobs(logits, token)
@@ -119,20 +140,27 @@ class HFRolloutEngine:
                 token = torch.multinomial(tempered.softmax(-1), 1, generator=gen).squeeze(-1)
                 logp = selected_logprobs(tempered, token)
             step_tokens, step_logps = token.tolist(), logp.tolist()  # one device sync per step
-            for i in range(b):
-                if done[i]:
-                    continue
-                t = step_tokens[i]
+            keep: list[int] = []
+            for j, i in enumerate(live):
+                t = step_tokens[j]
                 outputs[i].append(t)
-                logps[i].append(step_logps[i])
+                logps[i].append(step_logps[j])
                 if t in self.eos_ids or self._hit_stop(outputs[i], params.stop):
-                    done[i], reasons[i] = True, "stop"
-            if all(done):
+                    reasons[i] = "stop"
+                elif len(outputs[i]) < limits[i]:
+                    keep.append(j)
+            if not keep:
                 break
-            mask = torch.cat([mask, torch.ones((b, 1), dtype=mask.dtype, device=self.device)], dim=1)
+            if len(keep) < len(live):  # drop finished rows: the batch shrinks with its cache
+                idx = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(idx)
+                token, mask, positions = token[idx], mask[idx], positions[idx]
+                live = [live[j] for j in keep]
+            mask = torch.cat([mask, torch.ones((len(live), 1), dtype=mask.dtype, device=self.device)], dim=1)
             positions = positions[:, -1:] + 1
             res = self.model(input_ids=token[:, None], attention_mask=mask, position_ids=positions,
-                             past_key_values=res.past_key_values, use_cache=True)
+                             past_key_values=cache, use_cache=True)
+            logits = res.logits[:, -1, :].float()
         return [Generation(output_ids=o, logprobs=lp, finish_reason=r) for o, lp, r in zip(outputs, logps, reasons)]
 
     def _hit_stop(self, output: list[int], stop: list[str]) -> bool:

@@ -90,9 +90,12 @@ class KernelEpisodeSource:
     """Episodes of the kernel environment through the agent loop and the ``hf`` policy (or vLLM)."""
 
     def __init__(self, rt: StageRuntime, *, mode: Literal["agent", "single_turn"], tasks: list[str],
-                 max_new_tokens: int, temperature: float, vllm: VLLMActorRollout | None = None) -> None:
+                 max_new_tokens: int, temperature: float, vllm: VLLMActorRollout | None = None,
+                 rollout: RolloutSettings | None = None) -> None:
         self.rt = rt
         self.vllm = vllm
+        self.rollout = rollout or RolloutSettings()
+        self._concurrent: Any = None  # ConcurrentKernelRollouts, built on first use (rollout.concurrency > 1)
         self._tokenizer: Any = None
         self._hf: Any = None  # one hf rollout engine for the stage, weights refreshed per step
         self.mode = mode
@@ -113,6 +116,8 @@ class KernelEpisodeSource:
         """Export the actor, run ``n`` episodes (tasks drawn with ``gen``), read their trajectories."""
         from cuda_agent.loop import run_episode
 
+        if self.vllm is None and self.rollout.concurrency > 1:
+            return self._collect_concurrent(actor, n, step, gen)
         if self.vllm is None:
             engine, version = "hf", actor_version(actor)
             model_dir = export_actor_hf(actor, self.rt.dir / "rollout_model", self.rt.tokenizer_dir)
@@ -134,9 +139,54 @@ class KernelEpisodeSource:
         return _stamp(episodes, engine, version)
 
     def close(self) -> None:
-        """Shut a vLLM engine down (the stage's close does it too)."""
+        """Shut a vLLM engine down and the concurrent rollouts' engine and backends (the stage's close does it too)."""
         if self.vllm is not None:
             self.vllm.close()
+        if self._concurrent is not None:
+            self._concurrent.close()
+            self._concurrent = None
+
+    # -- concurrent rollouts (rollout.concurrency > 1) ---------------------------------------------------
+    def concurrent(self) -> Any:
+        """The stage's :class:`~cuda_agent.training.stages.kernel_rollouts.ConcurrentKernelRollouts`."""
+        if self._concurrent is None:
+            from cuda_agent.training.stages.kernel_rollouts import ConcurrentKernelRollouts
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            self._concurrent = ConcurrentKernelRollouts(self.run_config(), self.rt.ctx.plugin_manager, self.rollout, device)
+            self.rt.on_close(self.close)
+        return self._concurrent
+
+    def _params(self, temperature: float | None = None) -> Any:
+        from cuda_agent.protocols import SamplingParams
+
+        t = self.temperature if temperature is None else temperature
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=t, seed=0)
+
+    def _collect_concurrent(self, actor: Any, n: int, step: int, gen: torch.Generator) -> list[Episode]:
+        from cuda_agent.training.stages.kernel_rollouts import EpisodeJob
+
+        version = actor_version(actor)
+        model_dir = export_actor_hf(actor, self.rt.dir / "rollout_model", self.rt.tokenizer_dir)
+        order = torch.randint(0, len(self.tasks), (n,), generator=gen).tolist()
+        folder = self.rt.dir / "episodes" / f"step_{step:05d}"
+        jobs = [EpisodeJob(self.tasks[t], folder / (f"{i:03d}" if self.rt.rank == 0 else f"r{self.rt.rank}_{i:03d}"),
+                           stable_seed(self.rt.config.seed, step, i, self.rt.rank) % (2**31)) for i, t in enumerate(order)]
+        self.last_stats = self.concurrent().run(jobs, model_dir, self._params())
+        episodes = [episode_from_trajectory(j.out_dir / "trajectory.jsonl") for j in jobs
+                    if (j.out_dir / "trajectory.jsonl").exists()]
+        return _stamp(episodes, "hf", version)
+
+    def evaluate(self, model_dir: Path, tasks: list[TaskManifest], folder: Path, repeats: int = 1,
+                 temperature: float | None = None, seed: int = 0) -> tuple[list[Path], Any]:
+        """Run every task ``repeats`` times with the policy in ``model_dir`` (no training); return the episode
+        folders and the collection's stats. Episodes run concurrently when ``rollout.concurrency`` > 1."""
+        from cuda_agent.training.stages.kernel_rollouts import EpisodeJob
+
+        jobs = [EpisodeJob(t, folder / f"{k:03d}_{j:02d}", stable_seed(seed, "heldout", t.id, j) % (2**31))
+                for k, t in enumerate(tasks) for j in range(repeats)]
+        stats = self.concurrent().run(jobs, Path(model_dir), self._params(temperature))
+        return [j.out_dir for j in jobs], stats
 
     def _hf_policy(self, model_dir: Path, seed: int, refresh: bool) -> Any:
         """A token-level policy over the stage's one ``hf`` engine (loaded once; ``refresh``: new actor weights
@@ -185,7 +235,7 @@ def make_source(rt: StageRuntime, env: str, *, mode: Literal["agent", "single_tu
     if env in TOY_ENVS:
         return ToyEpisodeSource(env, temperature, vllm)
     return KernelEpisodeSource(rt, mode=mode, tasks=tasks, max_new_tokens=max_new_tokens, temperature=temperature,
-                               vllm=vllm)
+                               vllm=vllm, rollout=rollout)
 
 
 def save_rollouts(rt: StageRuntime, tag: str, episodes: list[Episode]) -> Path:

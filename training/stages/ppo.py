@@ -21,7 +21,7 @@ from cuda_agent.training.ppo_update import Learner
 from cuda_agent.training.settings import PPOStageConfig
 from cuda_agent.training.stages.driver_base import StageDriver
 from cuda_agent.training.stages.episodes import make_source, save_rollouts
-from cuda_agent.training.stages.runtime import StageRuntime
+from cuda_agent.training.stages.runtime import StageRuntime, stable_seed
 
 
 class PPOStage(StageDriver):
@@ -48,8 +48,20 @@ class PPOStage(StageDriver):
                 save_rollouts(rt, tag, episodes)
             return episodes
 
+        def heldout(step: int) -> dict[str, float]:
+            """Held-out evaluation of the current actor (kernel env; never trained on)."""
+            from cuda_agent.training.stages.heldout import run_heldout
+
+            model_dir = export_actor_hf(actor, rt.dir / "rollout_model", rt.tokenizer_dir)
+            return run_heldout(source, model_dir, c.eval_tasks, rt.dir / "heldout", f"step_{step:05d}",
+                               repeats=c.eval_repeats, temperature=c.eval_temperature,
+                               seed=stable_seed(rt.config.seed, "heldout", step))
+
+        fresh = not (rt.ckpt_dir.exists() and any(rt.ckpt_dir.iterdir()))
+        if c.eval_tasks and c.eval_at_start and not hasattr(source, "env") and fresh:
+            rt.log(0, heldout(0))
         extra: dict[str, float] = {}
-        if c.eval_samples and hasattr(source, "env") and not (rt.ckpt_dir.exists() and any(rt.ckpt_dir.iterdir())):
+        if c.eval_samples and hasattr(source, "env") and fresh:
             eps = collect(c.eval_samples, 0, rt.generator(0, "eval"), "eval_start")
             extra["eval_pass_rate_start"] = sum(e.success for e in eps) / len(eps)
             rt.log(0, extra)
@@ -67,6 +79,9 @@ class PPOStage(StageDriver):
             metrics = learner.ppo_step(collate(trainable), s)
             metrics["episodes_without_policy_tokens"] = float(len(episodes) - len(trainable))
             metrics["rollout_s"] = t1 - t0
+            metrics.update(getattr(source, "last_stats", None).as_dict() if getattr(source, "last_stats", None) else {})
+            if c.eval_tasks and not hasattr(source, "env"):
+                metrics.update(heldout(step))
             metrics["step_s"] = time.perf_counter() - t0
             return metrics
 

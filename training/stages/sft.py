@@ -131,7 +131,18 @@ class SFTStage(StageDriver):
                                        stop_fn=stop_fn)
         if best_path.exists():
             actor.module.load_state_dict(torch.load(best_path, weights_only=False)["weights"])
-        outputs: dict[str, Any] = {"actor": str(export_actor_hf(actor, rt.dir / "actor", rt.tokenizer_dir)),
+        exported = export_actor_hf(actor, rt.dir / "actor", rt.tokenizer_dir)
+        if c.eval_tasks:
+            from cuda_agent.training.stages.episodes import make_source
+            from cuda_agent.training.stages.heldout import run_heldout
+
+            source = make_source(rt, "kernel", mode="agent", tasks=c.eval_tasks, max_new_tokens=c.max_new_tokens,
+                                 temperature=c.temperature, rollout=c.rollout)
+            summary = run_heldout(source, exported, c.eval_tasks, rt.dir / "heldout", "final", repeats=c.eval_repeats,
+                                  seed=stable_seed(rt.config.seed, "heldout", "sft"))
+            rt.log(last_step, summary)
+            last = {**last, **summary}
+        outputs: dict[str, Any] = {"actor": str(exported),
                                    "steps": last_step, "planned_steps": total, "episodes": len(train),
                                    "best_heldout_loss": None if math.isinf(state["best"]) else state["best"],
                                    "best_step": state["best_step"], "metrics": last}

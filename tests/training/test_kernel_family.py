@@ -1,0 +1,242 @@
+"""The kernel family a from-scratch policy learns: tasks, expert writer, expert episodes, CI training run.
+
+The expert's files are compiled and verified by the real CPU backend; an expert episode replayed through the
+real agent loop produces exactly the token record the synthesizer builds (observations taken from the real
+run); a tiny model fine-tuned on <= 50 expert episodes then takes a PPO step whose episodes compile and verify.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from cuda_agent.training.kernel_family.ops import OPS, chain_apply
+from cuda_agent.training.kernel_family.tasks import EquivalenceProbe, family_tasks, memorisation_rate
+from cuda_agent.training.kernel_family.trajectories import ExpertPlan, QualityMix, draw_plan, expert_turns
+from cuda_agent.training.kernel_family.writer import Bug, Style, write_solution
+
+ROOT = Path(__file__).resolve().parents[2]
+CLEAN = QualityMix(fused=1.0, vector=0.0, launch={"t256": 1.0}, bug={"none": 1.0}, improve=0.0)
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return family_tasks(120, 24, seed=3)
+
+
+def test_heldout_tasks_are_decontaminated_and_not_solved_by_replaying_a_training_solution(tasks) -> None:
+    train, heldout, report = tasks
+    assert len(heldout) == 24 and len(train) >= 100
+    held = {tuple(t.chain) for t in heldout}
+    assert not held & {tuple(t.chain) for t in train}
+    probe = EquivalenceProbe(heldout)
+    assert all(probe.matches(t.chain) == [] for t in train)  # no training solution passes a held-out task
+    assert report["memorisation_after"] == memorisation_rate(train, heldout) < 0.2
+    # The probe does find equivalent chains: relu after relu is relu.
+    relu = next((h for h in heldout if h.chain == ["relu"]), None)
+    if relu is not None:
+        assert relu.index in probe.matches(["relu", "abs"])
+
+
+def test_every_operator_expression_matches_torch(tmp_path) -> None:
+    """The C expressions the writer emits, compiled by the real C++ compiler, compute torch's operators."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    keys = sorted(OPS)
+    body = ["#include <cmath>", "#include <cstdint>", 'extern "C" void eval_op(int k, const float* x, float* y, int64_t n) {',
+            "  for (int64_t i = 0; i < n; ++i) {", "    float v = x[i];", "    switch (k) {"]
+    body += [f"      case {j}: v = {OPS[k].expr}; break;" for j, k in enumerate(keys)]
+    body += ["    }", "    y[i] = v;", "  }", "}"]
+    src, lib = tmp_path / "ops.cpp", tmp_path / "ops.so"
+    src.write_text("\n".join(body) + "\n")
+    subprocess.run([cxx, "-O2", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    fn = ctypes.CDLL(str(lib)).eval_op
+    x = torch.linspace(-6, 6, 401)
+    for j, key in enumerate(keys):
+        v = x.abs() + 0.05 if OPS[key].spec.domain != "real" else x.clone()
+        y = torch.empty_like(v)
+        fn(ctypes.c_int(j), ctypes.c_void_p(v.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_int64(v.numel()))
+        assert torch.allclose(y, chain_apply([key], v), atol=1e-5, rtol=1e-5), key
+
+
+def test_writer_styles_and_bugs(tasks) -> None:
+    train, _, _ = tasks
+    chain = next(t.chain for t in train if len(t.chain) == 3 and len(set(t.chain)) == 3)
+    fused = write_solution(chain, "cuda", Style(fused=True, vector=True, launch="t512"))
+    unfused = write_solution(chain, "cuda", Style(fused=False, launch="narrow"))
+    assert fused.files["kernels/chain.cu"].count("__global__") == 1 and "float4" in fused.files["kernels/chain.cu"]
+    assert unfused.files["kernels/chain.cu"].count("__global__") == 3 and "blocks = 64;" in unfused.files["kernels/chain.cu"]
+    buggy = write_solution(chain, "cpu", Style(), Bug("semicolon", 1))
+    assert buggy.files != write_solution(chain, "cpu", Style()).files
+    assert buggy.repaired() == write_solution(chain, "cpu", Style()).files
+    with pytest.raises(ValueError, match="another operator"):
+        write_solution(chain, "cpu", Style(), Bug("wrong_op", 0, chain[0]))
+
+
+def test_manifest_built_without_a_probe_matches_the_probe(tasks) -> None:
+    from cuda_agent.harness.tasks import load_task_code
+
+    t = tasks[0][0]
+    mine = t.manifest("cpu")
+    probed = load_task_code(t.code, t.id, sizes="cpu")
+    assert [i.shape for i in mine.inputs] == [i.shape for i in probed.inputs]
+    assert [o.shape for o in mine.outputs] == [o.shape for o in probed.outputs]
+    assert mine.code_hash == probed.code_hash
+    assert [i.domain.kind for i in mine.inputs] == [i.domain.kind for i in probed.inputs]
+
+
+@pytest.mark.slow
+def test_expert_files_pass_and_planted_bugs_are_reported_by_the_real_cpu_backend(tasks, tmp_path) -> None:
+    """Compile and verify for real: the clean solution is correct, a planted compile bug gives the compiler error
+    line the synthesized observation shows, a wrong formula fails verify and its repair passes."""
+    from cuda_agent.plugin_manager import PluginManager
+    from cuda_agent.training.kernel_family.trajectories import compiler_log
+
+    train = tasks[0]
+    t = next(t for t in train if len(t.chain) >= 2 and len(set(t.chain)) == len(t.chain))
+    backend = PluginManager().registry.build("backend", "cpu", {}, where="backend")
+    task = t.manifest("cpu")
+    try:
+        cases = [(Style(vector=True), None), (Style(fused=False, launch="narrow"), Bug("undeclared", 1)),
+                 (Style(), Bug("wrong_op", 0, next(k for k in ("neg", "cos", "atan") if k not in t.chain)))]
+        for n, (style, bug) in enumerate(cases):
+            ws = backend.prepare_workspace(task, tmp_path / f"ws{n}")
+            sol = write_solution(t.chain, "cpu", style, bug)
+            for path, content in sol.files.items():
+                ws.write(path, content)
+            compiled = backend.compile(ws, task)
+            if bug is not None and bug.phase == "compile":
+                assert compiled.status.value == "compile_error"
+                real_first = compiled.message.splitlines()[1]
+                assert real_first == compiler_log(sol).splitlines()[0]
+                ws.write(sol.kernel_path, sol.repaired()[sol.kernel_path])
+                assert backend.compile(ws, task).passed
+            else:
+                assert compiled.passed, compiled.summary_for_agent()
+            verified = backend.verify(ws, task)
+            if bug is not None and bug.phase == "verify":
+                assert verified.status.value == "incorrect"
+                ws.write(sol.kernel_path, sol.repaired()[sol.kernel_path])
+                verified = backend.verify(ws, task)
+            assert verified.passed, verified.summary_for_agent()
+    finally:
+        backend.close()
+
+
+class ReplayEngine:
+    """Answers each generate call with the next expert turn's token ids (the policy under test is the loop)."""
+
+    def __init__(self, outputs: list[list[int]]) -> None:
+        self.outputs = list(outputs)
+
+    def generate(self, prompts, params):
+        from cuda_agent.protocols import Generation
+
+        ids = self.outputs.pop(0)
+        return [Generation(output_ids=ids, logprobs=[0.0] * len(ids), finish_reason="stop")]
+
+
+@pytest.mark.slow
+def test_an_expert_episode_replayed_through_the_real_loop_has_the_synthesized_token_record(tasks, tmp_path) -> None:
+    """Same text, same tool-call ids, same truncation, same token ids: the synthesizer is the loop's format."""
+    from transformers import AutoTokenizer
+
+    from cuda_agent.config import RunConfig
+    from cuda_agent.loop import run_episode
+    from cuda_agent.plugin_manager import PluginManager
+    from cuda_agent.protocols import SamplingParams
+    from cuda_agent.schemas.trajectory import episode_token_layout, load_trajectory
+    from cuda_agent.tokenization import encode
+    from cuda_agent.training.kernel_family.corpus import (
+        build_family_data,
+        family_run_settings,
+        prompts,
+        tool_schemas,
+    )
+    from cuda_agent.training.kernel_family.trajectories import Turn, episode_tokens
+    from cuda_agent.training.rollout.token_policy import EngineTokenPolicy
+
+    data = tmp_path / "data"
+    build_family_data(data, backend="cpu", n_train=4, n_heldout=2, vocab=700, mix=CLEAN, heldout_experts=0)
+    tok = AutoTokenizer.from_pretrained(data / "tokenizer")
+    train = tasks[0]
+    t = next(t for t in train if len(t.chain) >= 2 and len(set(t.chain)) == len(t.chain))
+    plan = ExpertPlan(task=t, backend="cpu", style=Style(), bug=Bug("semicolon", 0))
+    turns = expert_turns(plan)
+    eot = tok.eos_token_id
+    engine = ReplayEngine([encode(tok, turn.text) + [eot] for turn in turns])
+    policy = EngineTokenPolicy(engine, tok, SamplingParams(max_new_tokens=2000, temperature=1.0, seed=0))
+    cfg = RunConfig.model_validate({**family_run_settings(data, "cpu"), "policy": "scripted"})
+    end = run_episode(t.manifest("cpu"), config=cfg, plugin_manager=PluginManager(), out_dir=tmp_path / "ep", policy=policy)
+    traj = load_trajectory(tmp_path / "ep" / "trajectory.jsonl")
+    phases = [(r.phase, r.status.value) for turn in traj.turns for r in turn.results]
+    assert phases[:2] == [("compile", "compile_error"), ("compile", "correct")]
+    assert ("verify", "correct") in phases and end.exit == "submitted" and end.graded.passed
+    real_obs = [[o.content for o in turn.observations] for turn in traj.turns]
+    assert [len(o) for o in real_obs] == [len(turn.observations) for turn in turns]
+    replayed = [Turn(text=turn.text, calls=turn.calls, observations=obs) for turn, obs in zip(turns, real_obs)]
+    system, user = prompts(t, "cpu", data / "system_prompt.j2", tool_schemas())
+    assert (system, user) == (traj.header.system_prompt, traj.header.task_prompt)
+    synthesized = episode_tokens(tok, system, user, replayed, tool_schemas())
+    ids, mask, _ = episode_token_layout(traj.header, traj.turns)
+    assert synthesized.token_ids == ids and synthesized.loss_mask == mask
+    # The synthesized observations differ from the real ones only in measured numbers.
+    planned_first = turns[0].observations[-1].splitlines()[:3]
+    assert [ln.split(":")[0] for ln in planned_first] == [ln.split(":")[0] for ln in real_obs[0][-1].splitlines()[:3]]
+
+
+def test_draw_plan_mix_and_determinism(tasks) -> None:
+    train = tasks[0]
+    ra, rb = random.Random(1), random.Random(1)
+    a = [draw_plan(t, "cuda", ra).label for t in train[:30]]
+    b = [draw_plan(t, "cuda", rb).label for t in train[:30]]
+    assert a == b and len(set(a)) > 5
+    clean = [draw_plan(t, "cpu", random.Random(2), CLEAN) for t in train[:10]]
+    assert all(p.bug is None and p.style == Style() and p.improve_to is None for p in clean)
+
+
+@pytest.mark.slow
+def test_from_scratch_policy_sft_then_ppo_step_compiles_and_verifies_on_cpu(tmp_path, monkeypatch) -> None:
+    """CI: tokenizer + tiny model from the corpus, SFT on <= 50 expert episodes, one PPO step on the CPU backend:
+    an episode's tool calls reach the real compile and verify, and the loss is finite."""
+    from cuda_agent.config import load_config
+    from cuda_agent.schemas.trajectory import load_trajectory
+    from cuda_agent.training.config import TrainConfig
+    from cuda_agent.training.kernel_family.corpus import ModelSize, build_family_data, build_model
+    from cuda_agent.training.runner import run_training
+
+    monkeypatch.chdir(ROOT)
+    data = tmp_path / "data"
+    summary = build_family_data(data, backend="cpu", n_train=1, n_heldout=1, per_task=50, vocab=1024, mix=CLEAN,
+                                heldout_experts=0)
+    assert summary["expert_train.pt"]["episodes"] == 50
+    build_model(data / "model", data / "tokenizer", ModelSize(hidden=128, layers=2, heads=2, intermediate=256))
+    text = (ROOT / "configs/train/ci_kernel_sft_cpu.yaml").read_text().replace("REPLACE_DATA", str(data))
+    cfg_path = tmp_path / "ci.yaml"
+    cfg_path.write_text(text)
+    cfg = load_config(TrainConfig, [cfg_path], [f"run_dir={tmp_path / 'run'}"])
+    out = run_training(cfg)
+    trajs = sorted((tmp_path / "run" / "1_ppo_agentic" / "episodes").glob("step_*/*/trajectory.jsonl"))
+    assert len(trajs) == 2
+    reached = []
+    for path in trajs:
+        traj = load_trajectory(path)
+        phases = {r.phase for turn in traj.turns for r in turn.results}
+        reached.append({"compile", "verify"} <= phases)
+    assert any(reached)
+    lines = [json.loads(ln) for ln in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    ppo = [ln for ln in lines if ln["stage"] == "ppo_agentic"]
+    assert ppo and all(math.isfinite(ppo[-1][k]) for k in ("policy_loss", "value_loss"))
+    assert abs(ppo[-1]["is_weight_mean"] - 1.0) < 1e-3  # greedy rollouts report the trainer's own log-probs
+    assert ppo[-1]["rollout_episodes"] == 2 and ppo[-1]["rollout_wall_s"] > 0
+    assert Path(out["actor"]).joinpath("tokenizer.json").exists()

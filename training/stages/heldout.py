@@ -1,0 +1,105 @@
+"""Held-out evaluation of a policy on the kernel environment: per-episode records and their summary.
+
+Each record comes from the episode's own files: the end record's trusted grading (the loop grades the
+selected workspace state from scratch in a fresh folder with fresh inputs; the agent's tool results never
+count), the turns (when verify or profile first passed), and the final workspace's kernel (its features:
+fused, vectorised, launch shape). :func:`summarize` gives the learning curve's quantities: pass rate, mean
+milestone reward, faster-than-eager rate, integrity-flag (hack) rate and the learned-habit shares.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.schemas.trajectory import load_trajectory
+from cuda_agent.training.kernel_family.features import kernel_features, kernel_sources
+
+#: Flags of a graded result that mean the candidate was caught doing something other than computing.
+INTEGRITY_FLAGS = frozenset({"fresh_inputs_slower"})
+#: Assistant turns kept per record, and characters kept of each.
+MAX_TEXTS, TEXT_LIMIT = 6, 1500
+
+
+def episode_record(out_dir: Path) -> dict[str, Any]:
+    """The held-out record of one finished episode folder (a missing or cut trajectory counts as a failure)."""
+    out_dir = Path(out_dir)
+    rec: dict[str, Any] = {"episode": out_dir.name, "reward": -1.0, "passed": False, "status": "missing",
+                           "speedup_eager": None, "speedup_compile": None, "hack": False, "turns": 0,
+                           "first_pass_turn": None, "exit": None, "task_id": None}
+    path = out_dir / "trajectory.jsonl"
+    if not path.exists():
+        return rec
+    traj = load_trajectory(path)
+    rec["task_id"] = traj.header.task_id if traj.header else None
+    rec["turns"] = len(traj.turns)
+    rec["texts"] = [t.text[:TEXT_LIMIT] for t in traj.turns[:MAX_TEXTS]]  # what the policy wrote (side-by-side views)
+    for t in traj.turns:
+        if any(r.phase in ("verify", "profile") and r.passed for r in t.results):
+            rec["first_pass_turn"] = t.turn
+            break
+    end = traj.end
+    if end is not None:
+        rec["exit"] = end.exit
+        rec["reward"] = float(end.reward) if end.reward is not None else -1.0
+        g = end.graded
+        if g is not None:
+            rec.update(status=g.status.value, passed=bool(g.passed), speedup_eager=g.speedup_eager,
+                       speedup_compile=g.speedup_compile, rule=g.rule,
+                       hack=g.status.value == "rejected" or bool(INTEGRITY_FLAGS & set(g.flags)))
+        else:
+            rec["status"] = "not_graded"
+    rec.update(kernel_features(kernel_sources(out_dir / "workspace")))
+    return rec
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Rates and shares over held-out records (shares of kernel features over the passing episodes)."""
+    n = len(records)
+    if not n:
+        return {}
+    passed = [r for r in records if r["passed"]]
+    out = {
+        "episodes": float(n),
+        "pass_rate": len(passed) / n,
+        "reward_mean": sum(r["reward"] for r in records) / n,
+        "faster_than_eager": sum(1 for r in records if r["passed"] and (r["speedup_eager"] or 0) > 1.0) / n,
+        "faster_than_compile": sum(1 for r in records if r["passed"] and (r["speedup_compile"] or 0) > 1.0) / n,
+        "hack_rate": sum(1 for r in records if r["hack"]) / n,
+        "turns_mean": sum(r["turns"] for r in records) / n,
+    }
+    firsts = [r["first_pass_turn"] for r in records if r["first_pass_turn"] is not None]
+    out["turns_to_first_pass_median"] = float(statistics.median(firsts)) if firsts else float("nan")
+    if passed:
+        out["fused_share"] = sum(1 for r in passed if r.get("fused")) / len(passed)
+        out["vector_share"] = sum(1 for r in passed if r.get("vector")) / len(passed)
+        for launch, k in Counter(r.get("launch") for r in passed).items():
+            out[f"launch_share_{launch}"] = k / len(passed)
+    for value, k in Counter(r["reward"] for r in records).items():
+        out[f"reward_frac_{value:g}"] = k / n
+    return out
+
+
+def write_records(path: Path, records: list[dict[str, Any]]) -> Path:
+    """One JSON line per record."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    return path
+
+
+def run_heldout(source: Any, model_dir: Path, task_paths: list[str], folder: Path, tag: str, *, repeats: int = 1,
+                temperature: float | None = None, seed: int = 0) -> dict[str, float]:
+    """Evaluate the policy in ``model_dir`` on the held-out tasks; write ``<folder>/<tag>.jsonl``; return the
+    summary with keys prefixed ``heldout_`` (plus the collection's timing)."""
+    from cuda_agent.training.stages.episodes import load_tasks
+
+    tasks = load_tasks(task_paths, source.rt.config.backend)
+    dirs, stats = source.evaluate(model_dir, tasks, folder / tag, repeats=repeats, temperature=temperature, seed=seed)
+    records = [episode_record(d) for d in dirs]
+    write_records(folder / f"{tag}.jsonl", records)
+    summary = {f"heldout_{k}": v for k, v in summarize(records).items()}
+    summary.update({f"heldout_{k}": v for k, v in stats.as_dict().items()})
+    return summary

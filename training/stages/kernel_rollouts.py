@@ -1,0 +1,195 @@
+"""Concurrent kernel-environment episodes for training: eval's scheduler plus batched generation.
+
+A step's episodes run on ``rollout.concurrency`` threads through
+:class:`~cuda_agent.harness.evaluation.scheduling.DevicePool` (the scheduler of ``cuda-agent eval``):
+compiles share a build pool, verify/profile/grade hold their device's timing lock only for the device
+step, and the backends (their warm reference processes, runners and baseline caches) live as long as the
+stage. Every episode's token-level policy generates through one
+:class:`~cuda_agent.training.rollout.batching.BatchingEngine` over an ``hf`` engine: the requests of the
+episodes ready to generate are served as one left-padded, KV-cached batch. The tokenization contract
+is the same as in sequential rollouts (each episode keeps its own ``TokenizedConversation``; a row's ids
+and log-probs are those sampled for it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+import torch
+
+from cuda_agent.schemas.task import TaskManifest
+from cuda_agent.training.settings import RolloutSettings
+
+log = structlog.get_logger("cuda_agent.training.rollouts")
+
+
+@dataclass
+class EpisodeJob:
+    """One episode to run: its task, output folder and sampling seed."""
+
+    task: TaskManifest
+    out_dir: Path
+    seed: int
+
+
+@dataclass
+class CollectionStats:
+    """Wall time of one collection and how it was spent."""
+
+    wall_s: float = 0.0
+    episodes: int = 0
+    build_s: float = 0.0
+    gpu_busy_s: float = 0.0
+    gpu_wait_s: float = 0.0
+    episode_s: float = 0.0  # summed wall time of the episodes
+    policy_s: float = 0.0  # of which waiting for generation (queue included); the rest is the environment
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, float]:
+        """Flat metrics (``rollout_*``)."""
+        return {"rollout_wall_s": self.wall_s, "rollout_episodes": float(self.episodes), "rollout_build_s": self.build_s,
+                "rollout_device_busy_s": self.gpu_busy_s, "rollout_device_wait_s": self.gpu_wait_s,
+                "rollout_episode_s": self.episode_s, "rollout_policy_s": self.policy_s,
+                "rollout_env_share": 1.0 - self.policy_s / self.episode_s if self.episode_s else 0.0,
+                "rollout_errors": float(len(self.errors))}
+
+
+class ConcurrentKernelRollouts:
+    """Runs batches of kernel episodes concurrently; one device pool and one batched engine per stage.
+
+    :param run_config: the agent-loop config of the episodes (``RunConfig``; policy is set per episode).
+    :param plugin_manager: the run's plugin manager (backends, tools, reward).
+    :param settings: ``rollout`` settings (concurrency, build workers, engine batch, gathering wait, dtype).
+    :param device: torch device of the generation engine.
+    """
+
+    def __init__(self, run_config: Any, plugin_manager: Any, settings: RolloutSettings, device: str) -> None:
+        self.run_config = run_config
+        self.pm = plugin_manager
+        self.settings = settings
+        self.device = device
+        self._pool: Any = None
+        self._engine: Any = None
+        self._batching: Any = None
+        self._tokenizer: Any = None
+        self._live = 0
+        self._lock = threading.Lock()
+
+    # -- resources ---------------------------------------------------------------------------------
+    def pool(self) -> Any:
+        """The stage's device pool (built on first use): one backend per device slot."""
+        if self._pool is None:
+            from cuda_agent.harness.evaluation.scheduling import DevicePool
+
+            name = self.run_config.backend
+            entry = self.pm.registry.get("backend", name, where="backend")
+            devices = [0]
+            if name == "cuda" and torch.cuda.is_available():
+                devices = list(range(torch.cuda.device_count()))
+            backends = {}
+            for index in devices:
+                block = dict(self.run_config.plugins.get(name, {}))
+                if entry.config_model is not None and "device_index" in entry.config_model.model_fields:
+                    block["device_index"] = index
+                backends[index] = entry.build(block)
+            self._pool = DevicePool(backends, self.settings.build_workers)
+        return self._pool
+
+    def engine(self, model_dir: Path, refresh: bool) -> Any:
+        """The batched generation engine, loaded once; ``refresh`` loads the weights in ``model_dir``."""
+        from transformers import AutoTokenizer
+
+        from cuda_agent.training.rollout.batching import BatchingEngine
+        from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+
+        if self._engine is None:
+            self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
+            self._engine = HFRolloutEngine(model_dir, self._tokenizer, device=self.device, dtype=self.settings.dtype,
+                                           batch_size=self.settings.max_batch)
+            self._batching = BatchingEngine(self._engine, gather_s=self.settings.gather_s, expected=lambda: self._live)
+        elif refresh:
+            self._engine.update_weights(model_dir)
+        return self._batching
+
+    def close(self) -> None:
+        """Stop the generation server and close the backends."""
+        if self._batching is not None:
+            self._batching.close()
+            self._batching = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # -- running -------------------------------------------------------------------------------------
+    def run(self, jobs: list[EpisodeJob], model_dir: Path, params: Any, refresh: bool = True) -> CollectionStats:
+        """Run ``jobs`` concurrently with the policy in ``model_dir``; each writes its folder's trajectory.
+
+        An episode that raises is recorded in ``stats.errors`` (its folder then has no complete trajectory).
+        """
+        from cuda_agent.harness.evaluation.scheduling import EpisodeUsage, ScheduledBackend
+        from cuda_agent.loop import run_episode
+        from cuda_agent.training.rollout.token_policy import EngineTokenPolicy
+
+        engine = self.engine(model_dir, refresh)
+        pool = self.pool()
+        stats = CollectionStats(episodes=len(jobs))
+        cfg = self.run_config.model_copy(deep=True)
+        cfg.policy = f"hf:{model_dir}"
+        with self._lock:
+            self._live = len(jobs)
+
+        def one(job: EpisodeJob) -> None:
+            usage = EpisodeUsage()
+            slot = pool.acquire()
+            policy = EngineTokenPolicy(engine, self._tokenizer, params.model_copy(update={"seed": job.seed}))
+            started = time.monotonic()
+            try:
+                run_episode(job.task, config=cfg, plugin_manager=self.pm, out_dir=job.out_dir, policy=policy,
+                            backend=ScheduledBackend(pool, slot, usage))
+                waited = _turn_timings(job.out_dir).get("policy_s", 0.0)
+                with self._lock:
+                    stats.episode_s += time.monotonic() - started
+                    stats.policy_s += waited
+            except Exception as exc:  # one broken episode must not stop the step; the caller sees it missing
+                log.error("episode failed", out=str(job.out_dir), error=f"{type(exc).__name__}: {exc}")
+                with self._lock:
+                    stats.errors.append(f"{job.out_dir.name}: {type(exc).__name__}: {exc}")
+            finally:
+                pool.release(slot)
+                with self._lock:
+                    self._live -= 1
+                    stats.build_s += usage.build_s
+                    stats.gpu_busy_s += usage.gpu_busy_s
+                    stats.gpu_wait_s += usage.gpu_wait_s
+                engine.wake()
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency), thread_name_prefix="rollout") as ex:
+            list(ex.map(one, jobs))
+        stats.wall_s = time.monotonic() - t0
+        return stats
+
+
+def _turn_timings(out_dir: Path) -> dict[str, float]:
+    """Summed per-turn timings of an episode's trajectory (``tools_s``, ``policy_s``...)."""
+    import json
+
+    sums: dict[str, float] = {}
+    path = out_dir / "trajectory.jsonl"
+    if not path.exists():
+        return sums
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        for k, v in (rec.get("timings") or {}).items():
+            if isinstance(v, (int, float)):
+                sums[k] = sums.get(k, 0.0) + float(v)
+    return sums
