@@ -215,7 +215,7 @@ def _score_one(name: str, path: Path, resolve: Any, out: Path, backend: Any, rew
 
 
 def _grade_workspace(src: Path, ws_root: Path, task: Any, backend: Any) -> CandidateResult:
-    """Fresh layout, the solution's model_new.py + kernels/ copied over, compile, grade."""
+    """Fresh layout, the solution's model_new.py + kernels/ copied over, grade (build, integrity rules, verify, time)."""
     ws = backend.prepare_workspace(task, ws_root)
     missing = [p for p in _SOLUTION_PARTS if not (src / p).exists()]
     if "model_new.py" in missing:
@@ -228,9 +228,8 @@ def _grade_workspace(src: Path, ws_root: Path, task: Any, backend: Any) -> Candi
             shutil.copytree(s, ws_root / part, dirs_exist_ok=True)
         elif s.is_file():
             shutil.copy2(s, ws_root / part)
-    compiled = backend.compile(ws, task)
-    if compiled.status is not Status.correct:
-        return compiled
+    # grade builds from scratch and applies the source and binary rules itself (a failure is its result):
+    # a separate compile first would build every solution twice.
     return backend.grade(ws, task)
 
 

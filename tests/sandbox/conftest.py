@@ -180,8 +180,10 @@ def run_score(tmp_path: Path):  # type: ignore[no-untyped-def]
             f"      baseline_cache_dir: {tmp_path / 'bl'}\n"
         )
         rc = main(["score", str(solutions), "--tasks", str(tasks), "--backend", "cpu", "--out", str(out), "-c", str(cfg)])
-        assert rc == 0
-        return json.loads((out / "report.json").read_text())
+        report = json.loads((out / "report.json").read_text())
+        all_correct = bool(report["tasks"]) and all(r["status"] == "correct" for r in report["tasks"])
+        assert rc == (0 if all_correct else 1)  # the exit code reflects failures
+        return report
 
     return run
 

@@ -63,3 +63,50 @@ def test_score_command_end_to_end(tmp_path: Path, run_score) -> None:  # type: i
     assert rows["orphan"]["status"] == "error" and "no task file" in rows["orphan"]["message"]
     assert report["summary"]["n"] == 3 and report["summary"]["correct"] == 1
     assert (out / "report.md").read_text().count("\n| ") >= 4
+
+
+def _score_cli(tmp_path: Path, capsys, *args: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    from cuda_agent.cli import main
+
+    rc = main(["score", *args])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def _solutions(tmp_path: Path) -> tuple[Path, Path]:
+    solutions, tasks = tmp_path / "solutions", tmp_path / "tasks"
+    tasks.mkdir()
+    shutil.copy(REPO / "examples" / "tasks" / "swish.py", tasks / "swish.py")
+    shutil.copytree(REPO / "examples" / "solutions" / "cpu" / "swish", solutions / "swish")
+    return solutions, tasks
+
+
+def test_an_unusable_backend_fails_at_once_and_writes_nothing(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: the cuda backend is usable here")
+    solutions, tasks = _solutions(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    rc, out, err = _score_cli(tmp_path, capsys, str(solutions), "--tasks", str(tasks), "--backend", "cuda",
+                              "--out", str(tmp_path / "out"))
+    assert rc == 2 and "backend 'cuda' is not usable here" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_only_names_fail_listing_the_valid_ones(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    solutions, tasks = _solutions(tmp_path)
+    rc, out, err = _score_cli(tmp_path, capsys, str(solutions), "--tasks", str(tasks), "--backend", "cpu",
+                              "--out", str(tmp_path / "out"), "--only", "swsh")
+    assert rc == 2 and "--only swsh: no such solution" in err and "valid: swish" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_kernelbench_only_names_are_the_run_files(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "level_1_problem_19_sample_0_kernel.py").write_text("")
+    spec = f"kernelbench:{REPO / 'tests' / 'kernelbench' / 'data'}"
+    rc, out, err = _score_cli(tmp_path, capsys, str(run), "--tasks", spec, "--backend", "cpu",
+                              "--out", str(tmp_path / "out"), "--only", "level_1_problem_19_sample_1_kernel")
+    assert rc == 2 and "valid: level_1_problem_19_sample_0_kernel" in err
