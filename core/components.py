@@ -43,6 +43,18 @@ def policy_spec(config: RunConfig) -> Spec:
     return parse_spec(config.policy, kind="policy")
 
 
+def tool_names(config: RunConfig, pm: PluginManager) -> list[str]:
+    """The tools offered, in order: ``tools`` as given, else every built-in tool and then ``extra_tools``.
+
+    Third-party tools are opt-in: a run's prompt depends on its config, not on which packages are installed
+    (the system prompt hash in every result's provenance records the tools either way).
+    """
+    if config.tools is not None:
+        return list(config.tools)
+    builtin = [e.name for e in pm.registry.entries("tool") if pm.is_builtin(e.plugin)]
+    return builtin + [n for n in config.extra_tools if n not in builtin]
+
+
 def check_config_against_plugins(config: RunConfig, pm: PluginManager) -> None:
     """Refuse selecting a disabled component and unknown ``plugins.<name>`` blocks."""
     missing = set(config.disable) - pm.disabled
@@ -54,6 +66,8 @@ def check_config_against_plugins(config: RunConfig, pm: PluginManager) -> None:
     selected = {"policy": policy_spec(config).name, "backend": config.backend, "reward": config.reward}
     for i, name in enumerate(config.tools or []):
         selected[f"tools[{i}]"] = name
+    for i, name in enumerate(config.extra_tools):
+        selected[f"extra_tools[{i}]"] = name
     pm.check_selected(selected)
     known = {e.name for e in pm.registry.entries() if e.kind not in NO_BLOCK_KINDS} | {s[1] for s in pm.registry.skipped()}
     for block in config.plugins:
@@ -85,8 +99,7 @@ def check_components(config: RunConfig, pm: PluginManager) -> dict[str, Any]:
     selected = [("policy", policy_spec(config).name, policy_block(config, pm), "policy"),
                 ("reward", config.reward, config.plugins.get(config.reward, {}), "reward"),
                 ("backend", config.backend, config.plugins.get(config.backend, {}), "backend")]
-    names = config.tools if config.tools is not None else pm.registry.names("tool")
-    selected += [("tool", name, config.plugins.get(name, {}), f"tools[{i}]") for i, name in enumerate(names)]
+    selected += [("tool", name, config.plugins.get(name, {}), f"tools[{i}]") for i, name in enumerate(tool_names(config, pm))]
     effective: dict[str, Any] = {}
     for kind, name, block, where in selected:
         effective[name] = _validated(pm.registry.get(kind, name, where=where), block)
@@ -119,7 +132,7 @@ def build_components(config: RunConfig, pm: PluginManager, *, policy: Any = None
     if policy is None:
         policy = build_policy(config, pm)
     reward = registry.build("reward", config.reward, config.plugins.get(config.reward), where="reward")
-    names = config.tools if config.tools is not None else registry.names("tool")
+    names = tool_names(config, pm)
     tools = {}
     for i, name in enumerate(names):
         tool = registry.build("tool", name, config.plugins.get(name), where=f"tools[{i}]")

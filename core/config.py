@@ -68,7 +68,14 @@ class RunConfig(StrictModel):
     policy: str = Field("scripted", description="Policy spec: NAME[:TARGET][?k=v&...] (see cuda_agent.specs).")
     backend: str = Field("cpu", description="Backend name: 'cpu', 'cuda', or a third-party one.")
     reward: str = Field("milestone", description="Reward plugin name.")
-    tools: list[str] | None = Field(None, description="Tools offered to the model; None = every registered tool.")
+    tools: list[str] | None = Field(
+        None, description="Tools offered to the model, in order; None = every built-in tool plus extra_tools."
+    )
+    extra_tools: list[str] = Field(
+        default_factory=list,
+        description="Third-party tools offered besides the built-ins (when tools is None). Installed tool plugins are "
+        "opt-in, so installing a package never changes a run's prompt silently.",
+    )
     disable: list[str] = Field(
         default_factory=list,
         description="Plugins ('tools.profile') or components ('profile', 'tool:profile') to leave out (ablations).",

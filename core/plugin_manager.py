@@ -195,6 +195,10 @@ class PluginManager:
                     f"{sorted(self.disabled)}); drop one of the two"
                 )
 
+    def is_builtin(self, plugin_name: str) -> bool:
+        """The plugin is one of cuda-agent's own (``cuda_agent.plugins.*``)."""
+        return plugin_name in self._builtin_names
+
     def skill_text(self, name: str, where: str = "backend.skill") -> str:
         """The text of skill document ``name`` (registered through ``register_skills``)."""
         return str(self.registry.build("skill", name, where=where))

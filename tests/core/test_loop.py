@@ -20,7 +20,8 @@ def call(name, **arguments):
 
 
 def make_config(actions, **overrides) -> RunConfig:
-    base = {"policy": "scripted", "backend": "toy", "plugins": {"scripted": {"actions": actions}}}
+    base = {"policy": "scripted", "backend": "toy", "plugins": {"scripted": {"actions": actions}},
+            "extra_tools": ["toy_verify", "toy_profile", "boom"]}  # the toy plugin's tools are third-party: opt-in
     return load_config(RunConfig, overrides=[f"{k}={v}" for k, v in overrides.items()], base=base)
 
 

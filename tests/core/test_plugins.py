@@ -176,12 +176,37 @@ def episode(task, toy_module, tmp_path, actions, extra=(), **overrides):
 def test_register_tools_reaches_the_model(task, toy_module, tmp_path):
     p = plugin("echo_plugin", register_tools=lambda register: register("echo", EchoTool))
     actions = [{"tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]}]
-    end, _ = episode(task, toy_module, tmp_path, actions, extra=[("echo_plugin", p)])
+    end, _ = episode(task, toy_module, tmp_path, actions, extra=[("echo_plugin", p)], extra_tools="[echo]")
     from cuda_agent.schemas.trajectory import load_trajectory
 
     traj = load_trajectory(tmp_path / "run" / "trajectory.jsonl")
     assert "echo" in [t["name"] for t in traj.header.tools]
     assert traj.turns[0].observations[0].content == "echo: hi"
+
+
+def test_an_installed_tool_joins_a_run_only_when_the_config_names_it(task, toy_module, tmp_path):
+    """Installing a tool plugin must not change a benchmark's prompt: third-party tools are opt-in, and the
+    system prompt hash every result carries changes with the tools offered."""
+    from cuda_agent.schemas.trajectory import load_trajectory
+
+    p = plugin("echo_plugin", register_tools=lambda register: register("echo", EchoTool))
+    write = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "answer.txt", "content": "42"}},
+                             {"name": "toy_verify", "arguments": {}}]}]
+    runs = {}
+    for label, overrides in (("plain", {}), ("installed", {}), ("opted_in", {"extra_tools": "[echo]"})):
+        extra = [] if label == "plain" else [("echo_plugin", p)]
+        out = tmp_path / label
+        config = load_config(RunConfig, overrides=["policy=scripted", "backend=toy", "extra_tools=[toy_verify]",
+                                                   *(f"{k}={v}" for k, v in overrides.items())],
+                             base={"plugins": {"scripted": {"actions": write}}})
+        if "extra_tools" in overrides:
+            config.extra_tools = ["toy_verify", "echo"]
+        pm = PluginManager(load_entrypoints=False, extra_plugins=[("toy", toy_module), *extra])
+        run_episode(task, config=config, plugin_manager=pm, out_dir=out)
+        traj = load_trajectory(out / "trajectory.jsonl")
+        runs[label] = ([t["name"] for t in traj.header.tools], traj.turns[0].results[0].provenance.system_prompt_hash)
+    assert "echo" not in runs["installed"][0] and runs["installed"] == runs["plain"]
+    assert runs["opted_in"][0][-1] == "echo" and runs["opted_in"][1] != runs["plain"][1]
 
 
 class ConstantReward:
