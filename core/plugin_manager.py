@@ -127,7 +127,7 @@ class PluginManager:
             raise PluginError(f"{exc} (a hookimpl whose name matches no hookspec; check its spelling)") from exc
         # blocked names show up in list_name_plugin() with plugin None: only real plugins are plugin names
         component_names = self.disabled - set(builtins) - {n for n, p in self.pm.list_name_plugin() if p is not None}
-        self.registry = Registry(disabled=component_names)
+        self.registry = Registry(disabled=component_names, blocked_plugins=self.disabled - component_names)
         self._components: dict[str, list[str]] = {}
         self._fill_registry()
 

@@ -124,6 +124,8 @@ class Registry:
     """
 
     disabled: set[str] = field(default_factory=set)
+    #: Plugin names the config disabled (blocked before import): named when a selected component is missing.
+    blocked_plugins: set[str] = field(default_factory=set)
     _entries: dict[str, dict[str, Entry]] = field(default_factory=lambda: {k: {} for k in KINDS})
     _skipped: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -188,7 +190,11 @@ class Registry:
                     f"{kind} {name!r} is selected{' at ' + where if where else ''} but disabled "
                     f"(by 'disable: {name}'); remove it from 'disable' or select another {kind}"
                 )
-            raise UnknownNameError(kind, name, table, where)
+            error = UnknownNameError(kind, name, table, where)
+            if self.blocked_plugins:
+                error.args = (f"{error}; plugins disabled by the config are not loaded, so their components are absent: "
+                              f"{', '.join(sorted(self.blocked_plugins))}",)
+            raise error
         return table[name]
 
     def names(self, kind: str) -> list[str]:
