@@ -59,3 +59,13 @@ def stamp_from_header(header: HeaderRecord) -> RunStamp:
         plugins=plugin_versions(header.plugins),
         system_prompt_hash=system_prompt_hash(header.system_prompt, header.tools),
     )
+
+
+def run_stamp(config: Any, plugin_manager: Any, system_prompt: str | None = None,
+              tools: Sequence[Mapping[str, Any]] = ()) -> RunStamp:
+    """The stamp of a run with no trajectory (``score``): config hash, enabled plugins, the prompt if there is one."""
+    return RunStamp(
+        config_hash=config_hash(config),
+        plugins=plugin_versions(p.as_dict() for p in plugin_manager.plugins()),
+        system_prompt_hash=system_prompt_hash(system_prompt, tools) if system_prompt is not None else None,
+    )

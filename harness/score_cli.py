@@ -179,6 +179,9 @@ def score_solutions(
             pass
     rows += [_row(n, None, status="error", message=why) for n, why in resolve.unmapped]
     report = {"tasks": rows, "summary": summarize_rows(rows, config, backend)}
+    from cuda_agent.provenance import run_stamp  # config hash (no secrets), enabled plugins: as on every result
+
+    report["provenance"] = run_stamp(config, plugin_manager).as_dict()
     markdown = render_markdown(report)
     if resolve.kernelbench:
         from cuda_agent.harness.score_kernelbench import kernelbench_summary, render_kernelbench_markdown
