@@ -22,6 +22,8 @@ from cuda_agent.training.kernel_family.writer import Bug, Style, write_solution
 
 ROOT = Path(__file__).resolve().parents[2]
 CLEAN = QualityMix(fused=1.0, vector=0.0, launch={"t256": 1.0}, bug={"none": 1.0}, improve=0.0)
+#: The CI run's experts compile and verify in their first reply: a tiny model reproduces one long reply greedily.
+EARLY = QualityMix(fused=1.0, vector=0.0, launch={"t256": 1.0}, bug={"none": 1.0}, improve=0.0, verify_early=1.0)
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +219,7 @@ def test_from_scratch_policy_sft_then_ppo_step_compiles_and_verifies_on_cpu(tmp_
 
     monkeypatch.chdir(ROOT)
     data = tmp_path / "data"
-    summary = build_family_data(data, backend="cpu", n_train=1, n_heldout=1, per_task=50, vocab=1024, mix=CLEAN,
+    summary = build_family_data(data, backend="cpu", n_train=1, n_heldout=1, per_task=50, vocab=1024, mix=EARLY,
                                 heldout_experts=0)
     assert summary["expert_train.pt"]["episodes"] == 50
     build_model(data / "model", data / "tokenizer", ModelSize(hidden=128, layers=2, heads=2, intermediate=256))

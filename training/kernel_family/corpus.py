@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,15 +99,63 @@ def _plain_render(system: str, user: str, turns: list[Any]) -> str:
     return "".join(parts)
 
 
+def _render_rows(rows: list[tuple[FamilyTask, Any]], backend: Backend, template: str, seed: int) -> list[tuple]:
+    """(task, plan, system prompt, task prompt, turns) of each (task, plan)."""
+    schemas = tool_schemas()
+    cache: dict[str, tuple[str, str]] = {}
+    out = []
+    for t, plan in rows:
+        if t.id not in cache:
+            cache[t.id] = prompts(t, backend, Path(template), schemas)
+        out.append((t, plan, *cache[t.id], expert_turns(plan, seed=seed)))
+    return out
+
+
+def _tokenize_rows(rows: list[tuple], tokenizer_dir: str) -> list[dict[str, Any]]:
+    """Compact saved episodes (int tensors: they pickle fast) of rendered rows."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    schemas = tool_schemas()
+    out = []
+    for t, plan, system, user, turns in rows:
+        te = episode_tokens(tok, system, user, turns, schemas)
+        out.append({"token_ids": torch.tensor(te.token_ids, dtype=torch.int32),
+                    "loss_mask": torch.tensor(te.loss_mask, dtype=torch.int8), "reward": 1.0, "success": True,
+                    "turns": len(turns),
+                    "meta": {"task_id": t.id, "chain": t.chain, "style": plan.label,
+                             "bug": plan.bug.kind if plan.bug else None, "improve": plan.improve_to is not None}})
+    return out
+
+
+def _parallel(fn: Any, rows: list[Any], workers: int, args: tuple) -> list[Any]:
+    """``fn(chunk, *args)`` over contiguous chunks of ``rows`` in forked worker processes, results in order."""
+    if workers <= 1 or len(rows) < 64:
+        return fn(rows, *args)
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = -(-len(rows) // workers)
+    chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as ex:
+        return [r for part in ex.map(fn, chunks, *[[a] * len(chunks) for a in args]) for r in part]
+
+
 def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_heldout: int, seed: int = 0,
                       per_task: int = 1, vocab: int = 2048, mix: QualityMix | None = None,
-                      heldout_experts: int | None = None) -> dict[str, Any]:
-    """Write tasks, prompt template, tokenizer and tokenized expert episodes to ``out``; return the summary."""
+                      heldout_experts: int | None = None, workers: int | None = None) -> dict[str, Any]:
+    """Write tasks, prompt template, tokenizer and tokenized expert episodes to ``out``; return the summary.
+
+    ``workers``: processes rendering and tokenizing episodes (default: the usable cores, at most 16).
+    """
     from cuda_agent.testing.tiny_lm import build_tokenizer
-    from cuda_agent.training.buffers import Episode
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if workers is None:
+        import os
+
+        workers = min(16, len(os.sched_getaffinity(0)))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # thousands of tiny tensor ops: thread hand-offs cost more than they save
     try:
@@ -116,36 +164,21 @@ def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_held
             (out / name).write_text("".join(t.manifest(backend).model_dump_json() + "\n" for t in tasks))
         template = out / "system_prompt.j2"
         template.write_text(SYSTEM_TEMPLATE)
-        schemas = tool_schemas()
         rng = random.Random(f"experts:{seed}")
         plans = [(t, draw_plan(t, backend, rng, mix)) for t in train for _ in range(per_task)]
         n_held = len(heldout) if heldout_experts is None else heldout_experts
         held_plans = [(t, draw_plan(t, backend, rng, mix)) for t in heldout[:n_held]]
-        rendered = []
-        for group in (plans, held_plans):
-            rows = []
-            for t, plan in group:
-                system, user = prompts(t, backend, template, schemas)
-                turns = expert_turns(plan, seed=seed)
-                rows.append((t, plan, system, user, turns))
-            rendered.append(rows)
+        rendered = [_parallel(_render_rows, rows, workers, (backend, str(template), seed)) for rows in (plans, held_plans)]
         tok = build_tokenizer(out / "tokenizer", vocab=vocab, chat_template=FAMILY_CHAT_TEMPLATE,
                               corpus=(_plain_render(s, u, tr) for _, _, s, u, tr in rendered[0]))
         summary: dict[str, Any] = {"backend": backend, "seed": seed, "tasks": report, "vocab": len(tok)}
         for fname, rows in (("expert_train.pt", rendered[0]), ("expert_heldout.pt", rendered[1])):
-            episodes = []
-            for t, plan, system, user, turns in rows:
-                te = episode_tokens(tok, system, user, turns, schemas)
-                episodes.append(asdict(Episode(
-                    token_ids=te.token_ids, loss_mask=te.loss_mask, logprobs=[0.0] * len(te.token_ids), reward=1.0,
-                    success=True, turns=len(turns),
-                    meta={"task_id": t.id, "chain": t.chain, "style": plan.label, "bug": plan.bug.kind if plan.bug else None,
-                          "improve": plan.improve_to is not None})))
+            episodes = _parallel(_tokenize_rows, rows, workers, (str(out / "tokenizer"),))
             torch.save(episodes, out / fname)
-            lengths = sorted(len(e["token_ids"]) for e in episodes)
+            lengths = sorted(int(e["token_ids"].numel()) for e in episodes)
             summary[fname] = {"episodes": len(episodes), "tokens_max": lengths[-1] if lengths else 0,
                               "tokens_median": lengths[len(lengths) // 2] if lengths else 0,
-                              "policy_tokens": sum(sum(e["loss_mask"]) for e in episodes)}
+                              "policy_tokens": int(sum(int(e["loss_mask"].sum()) for e in episodes))}
         summary["styles"] = dict(Counter(p.style.label for _, p in plans))
         summary["bugs"] = dict(Counter(p.bug.kind if p.bug else "none" for _, p in plans))
         summary["improved"] = sum(p.improve_to is not None for _, p in plans)
@@ -172,8 +205,18 @@ def build_model(out: Path | str, tokenizer_dir: Path | str, size: ModelSize = Mo
     return out
 
 
-def load_expert_episodes(path: Path | str) -> list[Any]:
-    """Episodes saved by :func:`build_family_data` (``expert_*.pt``)."""
+def episode_from_saved(d: dict[str, Any]) -> Any:
+    """An :class:`~cuda_agent.training.buffers.Episode` from a saved dict (compact tensors or plain lists)."""
     from cuda_agent.training.buffers import Episode
 
-    return [Episode(**d) for d in torch.load(path, weights_only=False)]
+    d = dict(d)
+    for k in ("token_ids", "loss_mask", "logprobs"):
+        if isinstance(d.get(k), torch.Tensor):
+            d[k] = d[k].tolist()
+    d.setdefault("logprobs", [0.0] * len(d["token_ids"]))
+    return Episode(**d)
+
+
+def load_expert_episodes(path: Path | str) -> list[Any]:
+    """Episodes saved by :func:`build_family_data` (``expert_*.pt``)."""
+    return [episode_from_saved(d) for d in torch.load(path, weights_only=False)]

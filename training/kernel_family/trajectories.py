@@ -50,6 +50,7 @@ class QualityMix:
     bug: dict[str, float] = field(default_factory=lambda: {"none": 0.55, "semicolon": 0.15, "undeclared": 0.1,
                                                             "wrong_op": 0.2})
     improve: float = 0.2  # share of slow first kernels rewritten fused after profiling
+    verify_early: float = 0.0  # share of episodes whose first turn verifies right after compiling (one reply)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class ExpertPlan:
     style: Style
     bug: Bug | None = None
     improve_to: Style | None = None
+    verify_early: bool = False
 
     @property
     def label(self) -> str:
@@ -95,7 +97,8 @@ def draw_plan(task: FamilyTask, backend: Backend, rng: random.Random, mix: Quali
                 bug = Bug(kind=kind, op_index=i, wrong_op=wrong)  # type: ignore[arg-type]
     slow = not style.fused or style.launch == "narrow"
     improve = Style(fused=True, vector=style.vector, launch="t256") if slow and rng.random() < mix.improve else None
-    return ExpertPlan(task=task, backend=backend, style=style, bug=bug, improve_to=improve)
+    return ExpertPlan(task=task, backend=backend, style=style, bug=bug, improve_to=improve,
+                      verify_early=rng.random() < mix.verify_early)
 
 
 def _differs(task: FamilyTask, index: int, wrong: str) -> bool:
@@ -261,19 +264,25 @@ def expert_turns(plan: ExpertPlan, seed: int = 0) -> list[Turn]:
     obs = [_wrote(p, c) for p, c in sol.files.items()]
     compile_bug = sol.bug is not None and sol.bug.phase == "compile"
     obs.append(_compile_failed(task.id, sol) if compile_bug else _compiled(task.id, 2, backend, rng))
-    turns.append(_turn(_describe(plan.style, task.chain), writes + [("compile", {})], obs))
+    early = plan.verify_early and not compile_bug
+    if early:  # compile and verify in one reply (the loop runs the calls in order)
+        wrong = sol.bug is not None and sol.bug.phase == "verify"
+        obs.append(_verify_failed(plan, sol, rng) if wrong else _verified(task.id))
+    turns.append(_turn(_describe(plan.style, task.chain), writes + [("compile", {})] + ([("verify", {})] if early else []),
+                       obs))
     if compile_bug:
         fix = sol.repair()
         turns.append(_turn(f"The compiler points at line {_line_of(sol)}: fixing it and compiling again.",
                            [("edit_file", fix), ("compile", {})],
                            [f"edited {fix['path']}: replaced 1 occurrence", _compiled(task.id, 1, backend, rng)]))
     if sol.bug is not None and sol.bug.phase == "verify":
-        turns.append(_turn("Checking correctness.", [("verify", {})], [_verify_failed(plan, sol, rng)]))
+        if not early:
+            turns.append(_turn("Checking correctness.", [("verify", {})], [_verify_failed(plan, sol, rng)]))
         fix = sol.repair()
         turns.append(_turn(f"The outputs differ: the {task.chain[sol.bug.op_index]} step uses the wrong formula. "
                            "Fixing it and verifying again.", [("edit_file", fix), ("verify", {})],
                            [f"edited {fix['path']}: replaced 1 occurrence", _verified(task.id)]))
-    else:
+    elif not early:
         turns.append(_turn("Checking correctness.", [("verify", {})], [_verified(task.id)]))
     turns.append(_turn("Measuring speed against eager and torch.compile.", [("profile", {})],
                        [_profiled(plan, plan.style, rng)]))

@@ -21,6 +21,7 @@ from cuda_agent.errors import ConfigError
 from cuda_agent.training.algorithms import aggregate
 from cuda_agent.training.buffers import Episode, collate
 from cuda_agent.training.engines.checkpoint import export_actor_hf
+from cuda_agent.training.kernel_family.corpus import episode_from_saved
 from cuda_agent.training.ppo_update import Learner
 from cuda_agent.training.settings import SFTStageConfig
 from cuda_agent.training.stages.dataset import episodes_from_files, minibatch_indices
@@ -37,7 +38,7 @@ def load_episodes(specs: list[str], where: str) -> list[Episode]:
             if not files:
                 raise ConfigError(f"{where}: episode file {spec} does not exist")
             for f in files:
-                out += [Episode(**d) for d in torch.load(f, weights_only=False)]
+                out += [episode_from_saved(d) for d in torch.load(f, weights_only=False)]
         else:
             found = episodes_from_files([spec])
             if not found:

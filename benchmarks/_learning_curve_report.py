@@ -1,0 +1,154 @@
+"""The learning curve's report: held-out records per point and seed, paired bootstrap comparisons, the PNG.
+
+Used by ``benchmarks/learning_curve.py``; reads the run folders it made (and, after ``--phase rl`` on another
+device run, the SFT-phase records it carried in ``records_sft.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.training.kernel_family.curve_stats import keyed, metric, paired_bootstrap, point_summary
+
+METRICS = ("reward", "passed", "faster_than_eager", "hack")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+def collect_sft_records(work: Path, seeds: list[int]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """``{seed: {'sft': records, 'control': records, 'sft_outputs': stage outputs}}`` from the SFT phase's folders."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in seeds:
+        stage = work / f"sft_seed{s}" / "0_sft"
+        out[str(s)] = {"sft": _read_jsonl(stage / "heldout" / "final.jsonl"),
+                       "control": _read_jsonl(work / f"control_seed{s}" / "0_sft" / "heldout" / "final.jsonl"),
+                       "sft_outputs": json.loads((stage / "outputs.json").read_text()) if (stage / "outputs.json").exists() else {}}
+    return out
+
+
+def _rl_records(work: Path, seeds: list[int], steps: int) -> dict[str, dict[int, list[dict[str, Any]]]]:
+    points: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for k in range(1, steps + 1):
+        for s in seeds:
+            recs = _read_jsonl(work / f"rl_seed{s}" / "1_ppo_agentic" / "heldout" / f"step_{k:05d}.jsonl")
+            if recs:
+                points.setdefault(f"rl_{k}", {})[s] = recs
+    return points
+
+
+def _train_metrics(work: Path, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for s in seeds:
+        path = work / f"rl_seed{s}" / "metrics.jsonl"
+        rows = [r for r in _read_jsonl(path) if r.get("stage") in ("ppo_agentic", "value_pretrain")]
+        keep = ("stage", "step", "reward_mean", "pass_rate", "explained_variance", "policy_loss", "value_loss",
+                "rollout_wall_s", "rollout_env_share", "rollout_device_busy_s", "step_s", "heldout_reward_mean",
+                "heldout_pass_rate", "gen_rows_per_batch")
+        out[str(s)] = [{k: r[k] for k in keep if k in r} for r in rows]
+    return out
+
+
+def _side_by_side(before: dict[tuple[str, int], dict], after: dict[tuple[str, int], dict]) -> list[dict[str, Any]]:
+    """Up to two (task, seed) pairs where RL raised the reward most: what each policy wrote."""
+    pairs = sorted((after[k]["reward"] - before[k]["reward"], k) for k in set(before) & set(after))
+    out = []
+    for gain, key in reversed(pairs[-2:]):
+        if gain <= 0:
+            continue
+        b, a = before[key], after[key]
+        out.append({"task_id": key[0], "seed": key[1], "reward_before": b["reward"], "reward_after": a["reward"],
+                    "features_before": {k: b.get(k) for k in ("fused", "vector", "launch")},
+                    "features_after": {k: a.get(k) for k in ("fused", "vector", "launch")},
+                    "turns_before": b.get("texts", []), "turns_after": a.get("texts", [])})
+    return out
+
+
+def build_report(work: Path, seeds: list[int], preset: dict[str, Any], data_summary: dict[str, Any],
+                 timings: dict[str, float], state_dir: Path | None = None) -> dict[str, Any]:
+    """Everything ``learning_curve.json`` holds (see docs/training.md for the fields)."""
+    carried = state_dir / "records_sft.json" if state_dir else None
+    sft_phase = json.loads(carried.read_text()) if carried and carried.exists() else collect_sft_records(work, seeds)
+    points: dict[str, dict[int, list[dict[str, Any]]]] = {"sft": {}, "control": {}}
+    for s in seeds:
+        for name in ("sft", "control"):
+            recs = sft_phase.get(str(s), {}).get(name, [])
+            if recs:
+                points[name][s] = recs
+    points.update(_rl_records(work, seeds, preset["rl_steps"]))
+    order = ["sft"] + [f"rl_{k}" for k in range(1, preset["rl_steps"] + 1)] + ["control"]
+    summaries: dict[str, Any] = {}
+    for name in order:
+        by_seed = points.get(name, {})
+        if not by_seed:
+            continue
+        pooled = [r for recs in by_seed.values() for r in recs]
+        summaries[name] = {"pooled": point_summary(pooled),
+                           "per_seed": {str(s): point_summary(r) for s, r in by_seed.items()}}
+    last = next((f"rl_{k}" for k in range(preset["rl_steps"], 0, -1) if f"rl_{k}" in points), None)
+    comparisons: dict[str, Any] = {}
+    if last is not None:
+        after = keyed(points[last])
+        for base in ("sft", "control"):
+            if points.get(base):
+                before = keyed(points[base])
+                comparisons[f"{last}_vs_{base}"] = {m: paired_bootstrap(after, before, metric(m)) for m in METRICS}
+    side = _side_by_side(keyed(points["sft"]), keyed(points[last])) if last and points.get("sft") else []
+    return {
+        "preset": preset, "seeds": seeds, "order": [o for o in order if o in summaries], "points": summaries,
+        "comparisons": comparisons, "side_by_side": side,
+        "sft": {s: v.get("sft_outputs", {}) for s, v in sft_phase.items()},
+        "train_metrics": _train_metrics(work, seeds),
+        "data": {"tasks": data_summary.get("tasks"), "styles": data_summary.get("styles"),
+                 "bugs": data_summary.get("bugs"), "expert_train": data_summary.get("expert_train.pt"),
+                 "vocab": data_summary.get("vocab")},
+        "timings": timings,
+    }
+
+
+def write_png(result: dict[str, Any], path: Path) -> Path | None:
+    """Four panels (pass rate, mean milestone reward, faster-than-eager, hack rate) over the points; control as a
+    separate marker; error bars = spread over seeds."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    order = [o for o in result.get("order", []) if o != "control"]
+    if not order:
+        return None
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4))
+    panels = [("pass_rate", "pass rate"), ("reward_mean", "mean milestone reward"),
+              ("faster_than_eager", "faster than eager"), ("hack_rate", "integrity flags (hack) rate")]
+    for ax, (key, title) in zip(axes, panels):
+        ys = [result["points"][o]["pooled"].get(key, float("nan")) for o in order]
+        per_seed = [[v.get(key, float("nan")) for v in result["points"][o]["per_seed"].values()] for o in order]
+        lo = [y - min(s) for y, s in zip(ys, per_seed)]
+        hi = [max(s) - y for y, s in zip(ys, per_seed)]
+        ax.errorbar(range(len(order)), ys, yerr=[lo, hi], marker="o", capsize=3, label="SFT -> RL")
+        if "control" in result["points"]:
+            c = result["points"]["control"]["pooled"].get(key, float("nan"))
+            ax.scatter([len(order) - 1], [c], marker="s", color="tab:red", zorder=3, label="control (more SFT)")
+        ax.set_xticks(range(len(order)), order)
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    ax = axes[4]
+    shares = ["fused_share", "vector_share", "launch_share_narrow"]
+    for key in shares:
+        ax.plot(range(len(order)), [result["points"][o]["pooled"].get(key, 0.0) for o in order], marker="o", label=key)
+    ax.set_xticks(range(len(order)), order)
+    ax.set_title("habits of passing kernels (share)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    n = sum(len(v["per_seed"]) for v in result["points"].values()) if result.get("points") else 0
+    fig.suptitle(f"held-out tasks, trusted regrades; {len(result.get('seeds', []))} seeds ({n} seed-points)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

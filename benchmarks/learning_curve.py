@@ -1,0 +1,259 @@
+"""One command for the learning-curve demonstration: from-scratch policy -> SFT -> value pretraining -> agentic PPO.
+
+    python benchmarks/learning_curve.py --preset h200 --out $OUT            # one H200, CUDA backend
+    python benchmarks/learning_curve.py --preset cpu_tiny --out runs/lc     # CPU backend, tiny scale
+
+Everything is rebuilt from this repository (no hub): the kernel family's tasks (data pipeline's composer,
+held-out tasks decontaminated), the expert episodes, a BPE tokenizer trained on them, and one random-init
+decoder per seed. Per seed (an independent run; seeds run side by side as processes, sharing the device
+through its timing lock), ``cuda-agent train`` runs
+
+1. ``sft`` on the expert episodes until held-out loss stops improving, then evaluates the held-out tasks;
+2. the control arm: ``sft`` continued from that actor on as many expert episodes as RL samples, evaluated;
+3. ``value_pretrain`` then ``ppo_agentic`` on training tasks (concurrent rollouts), evaluating the held-out
+   tasks after every step.
+
+Every held-out number comes from the trusted grading of each episode's final state. The result,
+``learning_curve.json`` (fields listed in ``docs/training.md``) and ``learning_curve.png``, gives per point
+(``sft``, ``rl_1``..``rl_R``, ``control``) the pass rate, mean milestone reward, faster-than-eager rate and
+integrity-flag rate, paired bootstrap intervals over (task, seed), the learned-habit shares and two
+trajectories side by side. ``--phase sft`` / ``--phase rl`` split the work over two device runs: the first
+writes ``state_seed<k>.safetensors`` (the SFT actors, bf16) to ``--out``, the second reads them back from
+``--state`` (the data is rebuilt identically; the tokenizer's hash is checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _learning_curve_report import build_report, collect_sft_records, write_png  # noqa: E402
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
+                 model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=32, sft_lr=2e-3,
+                 rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=2,
+                 concurrency=24, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560),
+    "cpu_tiny": dict(backend="cpu", seeds=1, heldout=8, train_tasks=300, per_task=1, vocab=1024,
+                     model=dict(hidden=128, layers=3, heads=2, intermediate=384), sft_epochs=6, sft_batch=4, sft_lr=3e-3,
+                     rl_steps=1, episodes_per_step=4, vp_episodes=4, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=1,
+                     concurrency=2, build_workers=2, max_turns=6, max_new_tokens=800, dtype="fp32", budget_s=7200),
+}
+
+#: Grading at training scale: real builds, verification and timing, fewer repeats than a benchmark needs
+#: (fused and unfused kernels differ by 2-4x; the milestones' 5% is far above these medians' noise).
+CUDA_HARNESS = {"n_input_sets": 3, "grade_rounds": 2, "min_timed_calls": 5, "max_timed_calls": 30,
+                "per_kernel_breakdown": False, "fresh_set_calls": 2}
+
+
+def sh(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``cmd`` with its output in ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fh = log.open("w")
+    return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+def train_config(p: dict[str, Any], data: Path, model: str, run_dir: Path, stages: list[dict[str, Any]], seed: int) -> dict:
+    """A ``cuda-agent train`` config over the family's data (run fields from ``family_run_settings``)."""
+    from cuda_agent.training.kernel_family.corpus import family_run_settings
+
+    cfg: dict[str, Any] = {"run_dir": str(run_dir), "seed": seed, "model": model, "reward": "milestone",
+                           "engine": {"zero_stage": 0 if p["dtype"] == "fp32" else 1, "dtype": p["dtype"]},
+                           "stages": stages, **family_run_settings(data, p["backend"], p["max_turns"])}
+    if p["backend"] == "cpu":
+        cfg["torch_threads"] = 1
+    else:
+        cfg["plugins"] = {"cuda": {"harness": CUDA_HARNESS}}
+    return cfg
+
+
+def rollout_block(p: dict[str, Any]) -> dict[str, Any]:
+    """The stages' rollout settings (concurrent, batched generation)."""
+    return {"concurrency": p["concurrency"], "build_workers": p["build_workers"], "max_batch": 64, "gather_s": 0.05,
+            "dtype": "bfloat16" if p["dtype"] == "bf16" else "float32"}
+
+
+def sft_stage(p: dict[str, Any], data: Path, **over: Any) -> dict[str, Any]:
+    """The ``sft`` stage block (held-out loss from the held-out experts; held-out tasks evaluated at the end)."""
+    cfg = {"episodes": [str(data / "expert_train.pt")], "heldout": [str(data / "expert_heldout.pt")],
+           "epochs": p["sft_epochs"], "batch_size": p["sft_batch"], "lr": p["sft_lr"], "warmup_steps": 20,
+           "eval_every": 20, "patience": 3, "checkpoint_every": 100000, "eval_tasks": [str(data / "tasks_heldout.jsonl")],
+           "max_new_tokens": p["max_new_tokens"], "rollout": rollout_block(p)}
+    cfg.update(over)
+    return {"name": "sft", "config": cfg}
+
+
+def rl_stages(p: dict[str, Any], data: Path) -> list[dict[str, Any]]:
+    """``value_pretrain`` then ``ppo_agentic`` with held-out evaluation after every step."""
+    train, held = str(data / "tasks_train.jsonl"), str(data / "tasks_heldout.jsonl")
+    vp = {"env": "kernel", "tasks": [train], "collect_episodes": p["vp_episodes"], "max_steps": 40, "batch_size": 8,
+          "lr": p["critic_lr"], "ev_gate": 0.5, "eval_every": 5, "max_new_tokens": p["max_new_tokens"],
+          "rollout": rollout_block(p), "checkpoint_every": 1000}
+    ppo = {"env": "kernel", "tasks": [train], "steps": p["rl_steps"], "episodes_per_step": p["episodes_per_step"],
+           "actor_lr": p["actor_lr"], "critic_lr": p["critic_lr"], "max_new_tokens": p["max_new_tokens"],
+           "rollout": rollout_block(p), "eval_tasks": [held], "eval_at_start": False, "checkpoint_every": 1000,
+           "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": 4, "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
+                   "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean"}}
+    return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
+
+
+def run_seeds(cmds: dict[int, list[str]], logs: Path, what: str, deadline: float) -> dict[int, int]:
+    """Run one process per seed side by side; kill what is still running at the deadline."""
+    procs = {s: sh(c, logs / f"{what}_seed{s}.log") for s, c in cmds.items()}
+    codes: dict[int, int] = {}
+    while len(codes) < len(procs):
+        for s, pr in procs.items():
+            if s not in codes and pr.poll() is not None:
+                codes[s] = pr.returncode
+        if time.time() > deadline:
+            for s, pr in procs.items():
+                if s not in codes:
+                    pr.kill()
+                    codes[s] = -9
+        time.sleep(2)
+    return codes
+
+
+def write_cfg(cfg: dict[str, Any], path: Path) -> list[str]:
+    """Save a config; return the ``cuda-agent train`` command for it."""
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return [sys.executable, "-c", "import sys; from cuda_agent.cli import main; sys.exit(main())", "train", "-c", str(path)]
+
+
+def tokenizer_hash(data: Path) -> str:
+    """Hash of the tokenizer file (carried actors need the identical tokenizer)."""
+    return hashlib.sha256((data / "tokenizer" / "tokenizer.json").read_bytes()).hexdigest()[:16]
+
+
+def save_state(actor_dir: Path, dest: Path, tok_hash: str) -> None:
+    """The actor's weights in bf16 (one safetensors file, small enough to come back from the device)."""
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(actor_dir), dtype=torch.float32)
+    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}, str(dest),
+              metadata={"tokenizer": tok_hash})
+
+
+def load_state(src: Path, model_dir: Path, dest: Path, tok_hash: str) -> Path:
+    """Rebuild an actor folder from a carried state file over the seed's model folder (same config, tokenizer)."""
+    import shutil
+
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    with safe_open(str(src), "pt") as f:
+        if (f.metadata() or {}).get("tokenizer") != tok_hash:
+            raise SystemExit(f"{src} was trained with another tokenizer (data rebuilt differently); run --phase sft again")
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    model.load_state_dict({k: v.float() for k, v in load_file(str(src)).items()})
+    if dest.exists():
+        shutil.rmtree(dest)
+    model.save_pretrained(str(dest))
+    for f in model_dir.glob("tokenizer*"):
+        shutil.copy(f, dest / f.name)
+    for f in ("special_tokens_map.json", "chat_template.jinja"):
+        if (model_dir / f).exists():
+            shutil.copy(model_dir / f, dest / f)
+    return dest
+
+
+def main() -> None:  # noqa: C901 - one linear script
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="h200")
+    ap.add_argument("--out", type=Path, required=True, help="results: learning_curve.json/png (and state files)")
+    ap.add_argument("--work", type=Path, default=None, help="working folder (default: /tmp/learning_curve)")
+    ap.add_argument("--phase", choices=["all", "sft", "rl"], default="all")
+    ap.add_argument("--state", type=Path, default=None, help="--phase rl: folder with the carried state files")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset value (JSON)")
+    args = ap.parse_args()
+    p = dict(PRESETS[args.preset])
+    for kv in args.set:
+        k, _, v = kv.partition("=")
+        p[k] = json.loads(v) if v[:1] in "[{0123456789-tfn\"" else v
+    t_start = time.time()
+    deadline = t_start + p["budget_s"]
+    work = args.work or Path("/tmp/learning_curve")
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    data = work / "data"
+    seeds = list(range(p["seeds"]))
+    timings: dict[str, float] = {}
+
+    from cuda_agent.training.kernel_family.corpus import ModelSize, build_family_data, build_model
+
+    t0 = time.time()
+    if not (data / "summary.json").exists():
+        build_family_data(data, backend=p["backend"], n_train=p["train_tasks"], n_heldout=p["heldout"], seed=0,
+                          per_task=p["per_task"], vocab=p["vocab"])
+    summary = json.loads((data / "summary.json").read_text())
+    tok_hash = tokenizer_hash(data)
+    for s in seeds:
+        if not (work / f"model_seed{s}" / "config.json").exists():
+            build_model(work / f"model_seed{s}", data / "tokenizer", ModelSize(**p["model"]), seed=s)
+    timings["data_s"] = time.time() - t0
+    logs = work / "logs"
+
+    if args.phase in ("all", "sft"):
+        t0 = time.time()
+        cmds = {s: write_cfg(train_config(p, data, str(work / f"model_seed{s}"), work / f"sft_seed{s}",
+                                          [sft_stage(p, data)], seed=s), work / f"sft_seed{s}.yaml") for s in seeds}
+        codes = run_seeds(cmds, logs, "sft", deadline)
+        timings["sft_s"] = time.time() - t0
+        if any(codes.values()):
+            print(f"sft failed: {codes}; logs in {logs}", flush=True)
+        n_control = p["rl_steps"] * p["episodes_per_step"]
+        t0 = time.time()
+        cmds = {s: write_cfg(train_config(p, data, str(work / f"sft_seed{s}" / "0_sft" / "actor"), work / f"control_seed{s}",
+                                          [sft_stage(p, data, limit=n_control, epochs=1.0, heldout=[], warmup_steps=0,
+                                                     offset=(s * n_control) % max(1, summary["expert_train.pt"]["episodes"] - n_control),
+                                                     lr=p["sft_lr"] * 0.1)], seed=s),
+                           work / f"control_seed{s}.yaml") for s in seeds if codes.get(s) == 0}
+        run_seeds(cmds, logs, "control", deadline)
+        timings["control_s"] = time.time() - t0
+        for s in seeds:
+            actor = work / f"sft_seed{s}" / "0_sft" / "actor"
+            if actor.exists():
+                save_state(actor, out / f"state_seed{s}.safetensors", tok_hash)
+        (out / "records_sft.json").write_text(json.dumps(collect_sft_records(work, seeds), default=str))
+
+    if args.phase in ("all", "rl"):
+        t0 = time.time()
+        cmds = {}
+        for s in seeds:
+            actor = work / f"sft_seed{s}" / "0_sft" / "actor"
+            if args.phase == "rl" and args.state is not None:
+                actor = load_state(args.state / f"state_seed{s}.safetensors", work / f"model_seed{s}",
+                                   work / f"carried_seed{s}", tok_hash)
+            if not actor.exists():
+                continue
+            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_seed{s}", rl_stages(p, data), seed=s),
+                                work / f"rl_seed{s}.yaml")
+        run_seeds(cmds, logs, "rl", deadline)
+        timings["rl_s"] = time.time() - t0
+
+    timings["wall_s"] = time.time() - t_start
+    result = build_report(work, seeds, p, summary, timings, state_dir=args.state)
+    (out / "learning_curve.json").write_text(json.dumps(result, indent=1, default=str))
+    write_png(result, out / "learning_curve.png")
+    print(json.dumps({k: result[k] for k in ("points", "comparisons", "timings") if k in result}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Batched generation across concurrent episodes: rows share a batch, each keeps exactly what it sampled."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from cuda_agent.protocols import SamplingParams
+
+
+@pytest.fixture(scope="module")
+def hf_engine(tiny_lm_dir: Path):
+    from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+
+    return HFRolloutEngine(tiny_lm_dir, batch_size=8)
+
+
+def test_concurrent_callers_share_one_batch_and_get_their_own_sampled_tokens_and_logprobs(hf_engine) -> None:
+    from cuda_agent.training.logprobs import token_logprobs
+    from cuda_agent.training.rollout.batching import BatchingEngine
+
+    prompts = [[5, 6, 7, 8, 9, 10, 11], [12, 13], [14, 15, 16, 17], [20, 21, 22, 23, 24]]
+    limits = [7, 3, 12, 5]
+    # The server waits until all four requests are pending (no timing involved: it is woken by each arrival).
+    batching = BatchingEngine(hf_engine, gather_s=600, expected=lambda: len(prompts))
+    results: dict[int, object] = {}
+
+    def call(i: int) -> None:
+        results[i] = batching.generate([prompts[i]], SamplingParams(max_new_tokens=limits[i], seed=100 + i))[0]
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batching.close()
+    assert batching.stats.batches == 1 and batching.stats.max_rows == 4
+    for i, p in enumerate(prompts):
+        g = results[i]
+        assert 0 < len(g.output_ids) <= limits[i] and len(g.logprobs) == len(g.output_ids)
+        if g.finish_reason == "length":
+            assert len(g.output_ids) == limits[i]
+        with torch.no_grad():
+            lp = token_logprobs(hf_engine.model, torch.tensor([p + g.output_ids]))[0, len(p) - 1:]
+        assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-5), (i, lp, g.logprobs)
+
+
+def test_rows_that_finish_early_leave_the_batch_and_the_rest_stay_exact(hf_engine) -> None:
+    """Per-row limits: short rows stop (the KV cache shrinks), long rows continue with the right positions."""
+    from cuda_agent.training.logprobs import token_logprobs
+
+    reqs = [([5, 6, 7], SamplingParams(max_new_tokens=1, seed=1)), ([9, 10, 11, 12, 13, 14], SamplingParams(max_new_tokens=16, seed=1)),
+            ([30, 31], SamplingParams(max_new_tokens=2, seed=1))]
+    gens = hf_engine.generate_requests(reqs)
+    assert [len(g.output_ids) <= r[1].max_new_tokens for g, r in zip(gens, reqs)] == [True] * 3
+    assert len(gens[0].output_ids) == 1
+    for (p, _), g in zip(reqs, gens):
+        with torch.no_grad():
+            lp = token_logprobs(hf_engine.model, torch.tensor([p + g.output_ids]))[0, len(p) - 1:]
+        assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-5)
+
+
+def test_requests_with_other_sampling_settings_are_batched_apart(hf_engine) -> None:
+    reqs = [([5, 6, 7], SamplingParams(max_new_tokens=4, temperature=0)), ([5, 6, 7], SamplingParams(max_new_tokens=4, seed=3))]
+    greedy = hf_engine.generate_requests(reqs)[0]
+    alone = hf_engine.generate([[5, 6, 7]], SamplingParams(max_new_tokens=4, temperature=0))[0]
+    assert greedy.output_ids == alone.output_ids
+
+
+def test_a_failing_engine_reaches_every_waiting_caller() -> None:
+    from cuda_agent.training.rollout.batching import BatchingEngine
+
+    class Broken:
+        def generate_requests(self, rows):
+            raise ValueError("out of memory, say")
+
+    batching = BatchingEngine(Broken())
+    with pytest.raises(RuntimeError, match="out of memory"):
+        batching.generate([[1, 2]], SamplingParams(max_new_tokens=2))
+    batching.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        batching.generate([[1, 2]], SamplingParams(max_new_tokens=2))
