@@ -41,8 +41,9 @@ def test_retries_after_429_and_500_then_succeeds() -> None:
 
 
 def test_timeout_is_retried() -> None:
-    with FakeChatServer([Reply("late", delay_s=30), Reply("in time")]) as server:
-        out = _policy(server, timeout_s=0.5).query(MESSAGES, TOOLS)
+    # the late reply never comes within the read timeout; the timeout is generous for the one that answers at once
+    with FakeChatServer([Reply("late", delay_s=600), Reply("in time")]) as server:
+        out = _policy(server, timeout_s=3.0).query(MESSAGES, TOOLS)
         assert server.request_count == 2
     assert out.text == "in time"
 

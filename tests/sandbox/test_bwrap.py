@@ -132,6 +132,16 @@ def test_a_virtual_environment_under_tmp_starts_inside_the_sandbox(tmp_path: Pat
     if not venv.is_relative_to("/tmp"):
         pytest.skip("basetemp is not under /tmp")
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    # --system-site-packages reaches the *base* interpreter's packages: when these tests themselves run in a venv
+    # (a careful user's install), the project lives in that venv, not in the base. Give the new venv every site
+    # folder this interpreter has (addsitedir also runs their .pth files: an editable install's finder).
+    import site
+    import sysconfig
+
+    purelib = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    ours = [p for p in [*site.getsitepackages(), sysconfig.get_paths()["purelib"]] if Path(p).is_dir()]
+    (purelib / "_parent_site.pth").write_text("import site; " + "; ".join(f"site.addsitedir({p!r})" for p in ours) + "\n")
     code = textwrap.dedent("""
         import subprocess, sys
         from cuda_agent.harness._bwrap import BwrapSpec, bwrap_prefix, find_bwrap
