@@ -43,11 +43,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=32, sft_lr=2e-3,
                  rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=2,
-                 concurrency=24, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560),
+                 concurrency=24, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560,
+                 lengths=None, eval_temperature=1.0),
     "cpu_tiny": dict(backend="cpu", seeds=1, heldout=8, train_tasks=300, per_task=1, vocab=1024,
                      model=dict(hidden=128, layers=3, heads=2, intermediate=384), sft_epochs=6, sft_batch=4, sft_lr=3e-3,
                      rl_steps=1, episodes_per_step=4, vp_episodes=4, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=1,
-                     concurrency=2, build_workers=2, max_turns=6, max_new_tokens=800, dtype="fp32", budget_s=7200),
+                     concurrency=2, build_workers=2, max_turns=6, max_new_tokens=800, dtype="fp32", budget_s=7200,
+                     lengths=[0.4, 0.6], eval_temperature=1.0),
 }
 
 #: Grading at training scale: real builds, verification and timing, fewer repeats than a benchmark needs
@@ -88,7 +90,7 @@ def sft_stage(p: dict[str, Any], data: Path, **over: Any) -> dict[str, Any]:
     cfg = {"episodes": [str(data / "expert_train.pt")], "heldout": [str(data / "expert_heldout.pt")],
            "epochs": p["sft_epochs"], "batch_size": p["sft_batch"], "lr": p["sft_lr"], "warmup_steps": 20,
            "eval_every": 20, "patience": 3, "checkpoint_every": 100000, "eval_tasks": [str(data / "tasks_heldout.jsonl")],
-           "max_new_tokens": p["max_new_tokens"], "rollout": rollout_block(p)}
+           "max_new_tokens": p["max_new_tokens"], "rollout": rollout_block(p), "temperature": p["eval_temperature"]}
     cfg.update(over)
     return {"name": "sft", "config": cfg}
 
@@ -102,6 +104,7 @@ def rl_stages(p: dict[str, Any], data: Path) -> list[dict[str, Any]]:
     ppo = {"env": "kernel", "tasks": [train], "steps": p["rl_steps"], "episodes_per_step": p["episodes_per_step"],
            "actor_lr": p["actor_lr"], "critic_lr": p["critic_lr"], "max_new_tokens": p["max_new_tokens"],
            "rollout": rollout_block(p), "eval_tasks": [held], "eval_at_start": False, "checkpoint_every": 1000,
+           "eval_temperature": p["eval_temperature"],
            "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": 4, "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
                    "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean"}}
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
@@ -201,7 +204,7 @@ def main() -> None:  # noqa: C901 - one linear script
     t0 = time.time()
     if not (data / "summary.json").exists():
         build_family_data(data, backend=p["backend"], n_train=p["train_tasks"], n_heldout=p["heldout"], seed=0,
-                          per_task=p["per_task"], vocab=p["vocab"])
+                          per_task=p["per_task"], vocab=p["vocab"], lengths=p["lengths"])
     summary = json.loads((data / "summary.json").read_text())
     tok_hash = tokenizer_hash(data)
     for s in seeds:

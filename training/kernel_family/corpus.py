@@ -143,10 +143,12 @@ def _parallel(fn: Any, rows: list[Any], workers: int, args: tuple) -> list[Any]:
 
 def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_heldout: int, seed: int = 0,
                       per_task: int = 1, vocab: int = 2048, mix: QualityMix | None = None,
-                      heldout_experts: int | None = None, workers: int | None = None) -> dict[str, Any]:
+                      heldout_experts: int | None = None, workers: int | None = None,
+                      lengths: list[float] | None = None) -> dict[str, Any]:
     """Write tasks, prompt template, tokenizer and tokenized expert episodes to ``out``; return the summary.
 
     ``workers``: processes rendering and tokenizing episodes (default: the usable cores, at most 16).
+    ``lengths``: weights of chain lengths 1, 2, ... (default the family's).
     """
     from cuda_agent.testing.tiny_lm import build_tokenizer
 
@@ -159,7 +161,8 @@ def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_held
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # thousands of tiny tensor ops: thread hand-offs cost more than they save
     try:
-        train, heldout, report = family_tasks(n_train, n_heldout, seed=seed)
+        train, heldout, report = family_tasks(n_train, n_heldout, seed=seed,
+                                              **({"lengths": lengths} if lengths else {}))
         for name, tasks in (("tasks_train.jsonl", train), ("tasks_heldout.jsonl", heldout)):
             (out / name).write_text("".join(t.manifest(backend).model_dump_json() + "\n" for t in tasks))
         template = out / "system_prompt.j2"

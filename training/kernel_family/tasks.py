@@ -89,9 +89,10 @@ class FamilyTask:
         return m.model_copy(update={"name": self.name})
 
 
-def draw_chain(rng: random.Random) -> list[str]:
-    """A domain-aware chain of 1-4 operator keys (the first operator's domain sets the input generator)."""
-    length = rng.choices(range(1, len(LENGTH_WEIGHTS) + 1), weights=LENGTH_WEIGHTS)[0]
+def draw_chain(rng: random.Random, lengths: Sequence[float] = LENGTH_WEIGHTS) -> list[str]:
+    """A domain-aware chain of operator keys, its length drawn with weights ``lengths`` (1, 2, ... operators;
+    the first operator's domain sets the input generator)."""
+    length = rng.choices(range(1, len(lengths) + 1), weights=lengths)[0]
     keys = sorted(OPS)
     chain: list[str] = []
     value_range = "real"
@@ -177,13 +178,13 @@ def _plan(chain: list[str], rng: random.Random, full: SizeSpace, cpu: SizeSpace)
 
 
 def _draw_tasks(n: int, split: Literal["train", "heldout"], rng: random.Random, full: SizeSpace, cpu: SizeSpace,
-                exclude: set[tuple[str, ...]], max_tries: int) -> list[FamilyTask]:
+                exclude: set[tuple[str, ...]], max_tries: int, lengths: Sequence[float]) -> list[FamilyTask]:
     out: list[FamilyTask] = []
     seen = set(exclude)
     tries = 0
     while len(out) < n and tries < max_tries:
         tries += 1
-        chain = draw_chain(rng)
+        chain = draw_chain(rng, lengths)
         if tuple(chain) in seen or not informative(chain, sample_input(chain, n=512, seed=tries)):
             continue
         seen.add(tuple(chain))
@@ -194,18 +195,22 @@ def _draw_tasks(n: int, split: Literal["train", "heldout"], rng: random.Random, 
 
 
 def family_tasks(n_train: int, n_heldout: int, seed: int = 0, full: SizeSpace | None = None,
-                 cpu: SizeSpace | None = None) -> tuple[list[FamilyTask], list[FamilyTask], dict[str, Any]]:
+                 cpu: SizeSpace | None = None, lengths: Sequence[float] = LENGTH_WEIGHTS,
+                 ) -> tuple[list[FamilyTask], list[FamilyTask], dict[str, Any]]:
     """``(train, heldout, report)``: held-out tasks first (own stream), then decontaminated training tasks.
+
+    ``lengths``: weights of chain lengths 1, 2, ... (default :data:`LENGTH_WEIGHTS`).
 
     ``report`` counts what decontamination removed and the memorisation rates before and after it.
     Asking for more distinct chains than the family has returns fewer tasks (``report['train']``).
     """
     full = full or FULL_SIZES
     cpu = cpu or default_cpu_sizes()
-    heldout = _draw_tasks(n_heldout, "heldout", random.Random(f"heldout:{seed}"), full, cpu, set(), 50 * n_heldout + 100)
+    heldout = _draw_tasks(n_heldout, "heldout", random.Random(f"heldout:{seed}"), full, cpu, set(), 50 * n_heldout + 100,
+                          lengths)
     held_chains = {tuple(t.chain) for t in heldout}
     candidates = _draw_tasks(n_train, "train", random.Random(f"train:{seed}"), full, cpu, held_chains,
-                             30 * n_train + 1000)
+                             30 * n_train + 1000, lengths)
     probe = EquivalenceProbe(heldout)
     train, dropped = [], []
     for t in candidates:
