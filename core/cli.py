@@ -152,8 +152,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.parse_args([args.command, "--help"])
         return 2
+    from contextlib import nullcontext
+
+    from cuda_agent.interrupts import InterruptExit
+
+    guard = InterruptExit(f"cuda-agent {args.command}") if as_script else nullcontext()
     try:
-        status = int(func(args) or 0)
+        with guard:
+            status = int(func(args) or 0)
     except CudaAgentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

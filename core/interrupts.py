@@ -11,6 +11,12 @@
 
 Outside the main thread (or when nothing is interrupting) it is an ordinary event: :meth:`StopSignal.request`
 stops the work the same way, which is how tests and embedding applications use it.
+
+Commands without a cooperative stop (``data``, ``train``) run under :class:`InterruptExit`, which the CLI holds
+around every command: the first SIGINT raises ``KeyboardInterrupt`` in the main thread (the command unwinds as
+it would), child processes are killed after the grace period, and whatever still runs a few seconds later does
+not hold the exit; a second SIGINT leaves at once. A command's own :class:`StopSignal` takes precedence while
+it is held.
 """
 
 from __future__ import annotations
@@ -121,6 +127,55 @@ class StopSignal:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._closed.set()
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
+
+
+class InterruptExit:
+    """Ctrl-C for a command with no cooperative stop: unwind at once, end the children, exit 130 within seconds.
+
+    :param what: named in the one line printed at the first Ctrl-C.
+    :param settle_s: seconds after the children were killed before the process leaves regardless.
+    """
+
+    def __init__(self, what: str, *, grace_s: float = GRACE_S, settle_s: float = 3.0) -> None:
+        self.what, self.grace_s, self.settle_s = what, grace_s, settle_s
+        self.interrupts = 0
+        self._done = threading.Event()
+        self._previous: Any = None
+        self._installed = False
+
+    def _watchdog(self) -> None:
+        if self._done.wait(self.grace_s):
+            return
+        kill_child_processes()
+        if self._done.wait(self.settle_s):
+            return
+        print(f"interrupted: {self.what} stopped (work still running was left)", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(INTERRUPTED_STATUS)
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        self.interrupts += 1
+        if self.interrupts == 1:
+            print(f"interrupt: stopping {self.what} (its processes are ended after {self.grace_s:g} s); "
+                  "Ctrl-C again to stop at once", file=sys.stderr, flush=True)
+            threading.Thread(target=self._watchdog, name="interrupt-watchdog", daemon=True).start()
+            raise KeyboardInterrupt
+        kill_child_processes()
+        print("interrupted again: stopped at once", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(INTERRUPTED_STATUS)
+
+    def __enter__(self) -> InterruptExit:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+            self._installed = True
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._done.set()
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
             self._installed = False

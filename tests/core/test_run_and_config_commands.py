@@ -154,3 +154,22 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: cuda-agent train: needs the 'deepspeed' package, which is not installed: pip install 'cuda-agent[train]'"]
+
+
+@pytest.mark.slow
+def test_data_build_stops_on_one_sigint_without_a_traceback(tmp_path):
+    """A command with no cooperative stop: it unwinds, its probe workers are ended, it exits 130."""
+    cmd = [sys.executable, "-m", "cuda_agent.cli", "data", "build", "-c", str(ROOT / "configs" / "data" / "ci.yaml"),
+           "-o", f"out_dir={tmp_path / 'data'}"]
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    seen = []
+    for line in proc.stderr:  # the pipeline is under way once it has mined its operators (probes come next)
+        seen.append(line)
+        if "mined operators" in line:
+            break
+    assert proc.poll() is None, "".join(seen)[-3000:]
+    proc.send_signal(signal.SIGINT)
+    stdout, rest = proc.communicate(timeout=120)
+    stderr = "".join(seen) + rest
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and stderr.count("interrupt: stopping cuda-agent data") == 1
