@@ -91,3 +91,13 @@ def test_every_level_1_to_3_problem_of_the_pinned_checkout_loads_at_reduced_size
         failures = [f for f in pool.map(probe, tasks) if f]
     (tmp_path / "failures.json").write_text(json.dumps(failures, indent=1))
     assert failures == [], "\n".join(failures)
+
+
+def test_the_task_source_plugin_takes_sizes_from_the_spec() -> None:
+    from cuda_agent.plugins.data.kernelbench import KernelBenchConfig, KernelBenchSource
+    from cuda_agent.specs import parse_tasks_spec
+
+    spec = parse_tasks_spec(f"kernelbench:{DATA}?levels=1&ids=19&sizes=reduced", {"kernelbench", "folder"})
+    tasks = list(KernelBenchSource(KernelBenchConfig(**spec.config())).iter_tasks())
+    assert [t.id for t in tasks] == ["kernelbench/level1/19_ReLU"]
+    assert tasks[0].meta["sizes"] == "reduced" and tasks[0].upstream.commit == PINNED

@@ -60,19 +60,17 @@ def test_a_kernelbench_run_folder_scores_without_renaming(tmp_path: Path, score)
     cheat = (honest / "level_1_problem_19_sample_0_kernel.py").read_text().replace(
         "return ext.relu_forward(x)", "return torch.relu(x)")
     (run / "level_1_problem_19_sample_1_kernel.py").write_text(cheat)
-    shutil.copy(honest / "level_1_problem_23_sample_0_kernel.py", run / "level_1_problem_23_sample_0_kernel.py")
     (run / "level_4_problem_1_sample_0_kernel.py").write_text("")  # not in the task source
     rc, report = score(run, f"kernelbench:{DATA}?sizes=reduced", "cpu", tmp_path / "out")
     rows = {r["task"]: r for r in report["tasks"]}
     assert rows["level_1_problem_19_sample_0_kernel"]["status"] == "correct", rows
     assert rows["level_1_problem_19_sample_1_kernel"]["status"] == "rejected"
     assert rows["level_1_problem_19_sample_1_kernel"]["rule"] == "T1.python.torch_call"
-    assert rows["level_1_problem_23_sample_0_kernel"]["status"] == "correct"
     assert rows["level_4_problem_1_sample_0_kernel"]["status"] == "error"
     assert rc == 1  # not every solution graded correct
     kb = report["summary"]["kernelbench"]
-    assert kb["problems"] == 2 and kb["samples"] == 3 and kb["commits"] == [PINNED]
-    assert kb["fast_p"]["fast_0"] == 1.0 and kb["fast_p_mean_over_samples"]["fast_0"] == 0.75
+    assert kb["problems"] == 1 and kb["samples"] == 2 and kb["commits"] == [PINNED]
+    assert kb["fast_p"]["fast_0"] == 1.0 and kb["fast_p_mean_over_samples"]["fast_0"] == 0.5
     assert kb["per_problem"]["kernelbench/level1/19_ReLU"]["best"]["sample"] == 0
     assert kb["comparable_to_published"] is False
     md = (tmp_path / "out" / "report.md").read_text()
