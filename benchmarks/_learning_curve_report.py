@@ -19,25 +19,31 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
 
 
-def collect_sft_records(work: Path, seeds: list[int]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """``{seed: {'sft': records, 'control': records, 'sft_outputs': stage outputs}}`` from the SFT phase's folders."""
-    out: dict[str, dict[str, Any]] = {}
+def collect_records(work: Path, seeds: list[int], phase: str, rl_steps: int = 0) -> dict[str, Any]:
+    """One phase's held-out records in this work folder: ``{point: {seed: records}}`` plus stage outputs.
+
+    ``sft`` -> point ``sft``; ``control`` -> ``control``; ``rl`` -> ``rl_1``..``rl_<rl_steps>`` (and the RL runs'
+    training metrics under ``train_metrics``).
+    """
+    points: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    extra: dict[str, Any] = {}
     for s in seeds:
-        stage = work / f"sft_seed{s}" / "0_sft"
-        out[str(s)] = {"sft": _read_jsonl(stage / "heldout" / "final.jsonl"),
-                       "control": _read_jsonl(work / f"control_seed{s}" / "0_sft" / "heldout" / "final.jsonl"),
-                       "sft_outputs": json.loads((stage / "outputs.json").read_text()) if (stage / "outputs.json").exists() else {}}
-    return out
-
-
-def _rl_records(work: Path, seeds: list[int], steps: int) -> dict[str, dict[int, list[dict[str, Any]]]]:
-    points: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    for k in range(1, steps + 1):
-        for s in seeds:
-            recs = _read_jsonl(work / f"rl_seed{s}" / "1_ppo_agentic" / "heldout" / f"step_{k:05d}.jsonl")
+        if phase in ("sft", "control"):
+            stage = work / f"{phase}_seed{s}" / "0_sft"
+            recs = _read_jsonl(stage / "heldout" / "final.jsonl")
             if recs:
-                points.setdefault(f"rl_{k}", {})[s] = recs
-    return points
+                points.setdefault(phase, {})[str(s)] = recs
+            if (stage / "outputs.json").exists():
+                extra.setdefault("outputs", {})[str(s)] = {k: v for k, v in json.loads((stage / "outputs.json").read_text()).items()
+                                                          if k != "metrics"}
+        else:
+            for k in range(1, rl_steps + 1):
+                recs = _read_jsonl(work / f"rl_seed{s}" / "1_ppo_agentic" / "heldout" / f"step_{k:05d}.jsonl")
+                if recs:
+                    points.setdefault(f"rl_{k}", {})[str(s)] = recs
+    if phase == "rl":
+        extra["train_metrics"] = _train_metrics(work, seeds)
+    return {"phase": phase, "points": points, **extra}
 
 
 def _train_metrics(work: Path, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
@@ -68,17 +74,19 @@ def _side_by_side(before: dict[tuple[str, int], dict], after: dict[tuple[str, in
 
 
 def build_report(work: Path, seeds: list[int], preset: dict[str, Any], data_summary: dict[str, Any],
-                 timings: dict[str, float], state_dir: Path | None = None) -> dict[str, Any]:
-    """Everything ``learning_curve.json`` holds (see docs/training.md for the fields)."""
-    carried = state_dir / "records_sft.json" if state_dir else None
-    sft_phase = json.loads(carried.read_text()) if carried and carried.exists() else collect_sft_records(work, seeds)
-    points: dict[str, dict[int, list[dict[str, Any]]]] = {"sft": {}, "control": {}}
-    for s in seeds:
-        for name in ("sft", "control"):
-            recs = sft_phase.get(str(s), {}).get(name, [])
-            if recs:
-                points[name][s] = recs
-    points.update(_rl_records(work, seeds, preset["rl_steps"]))
+                 timings: dict[str, float], record_dirs: list[Path]) -> dict[str, Any]:
+    """Everything ``learning_curve.json`` holds (see docs/training.md for the fields), from the phases' record
+    files found in ``record_dirs`` (later folders win: this run's ``--out`` after the carried ``--state``)."""
+    phases: dict[str, dict[str, Any]] = {}
+    for d in record_dirs:
+        for name in ("sft", "control", "rl"):
+            f = Path(d) / f"records_{name}.json"
+            if f.exists():
+                phases[name] = json.loads(f.read_text())
+    points: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for ph in phases.values():
+        for point, by_seed in ph.get("points", {}).items():
+            points[point] = {int(s): r for s, r in by_seed.items()}
     order = ["sft"] + [f"rl_{k}" for k in range(1, preset["rl_steps"] + 1)] + ["control"]
     summaries: dict[str, Any] = {}
     for name in order:
@@ -94,14 +102,16 @@ def build_report(work: Path, seeds: list[int], preset: dict[str, Any], data_summ
         after = keyed(points[last])
         for base in ("sft", "control"):
             if points.get(base):
-                before = keyed(points[base])
-                comparisons[f"{last}_vs_{base}"] = {m: paired_bootstrap(after, before, metric(m)) for m in METRICS}
+                comparisons[f"{last}_vs_{base}"] = {m: paired_bootstrap(after, keyed(points[base]), metric(m))
+                                                    for m in METRICS}
     side = _side_by_side(keyed(points["sft"]), keyed(points[last])) if last and points.get("sft") else []
+    throughput = Path(record_dirs[-1]) / "rollout_episodes.json" if record_dirs else None
     return {
         "preset": preset, "seeds": seeds, "order": [o for o in order if o in summaries], "points": summaries,
         "comparisons": comparisons, "side_by_side": side,
-        "sft": {s: v.get("sft_outputs", {}) for s, v in sft_phase.items()},
-        "train_metrics": _train_metrics(work, seeds),
+        "sft": phases.get("sft", {}).get("outputs", {}), "control": phases.get("control", {}).get("outputs", {}),
+        "train_metrics": phases.get("rl", {}).get("train_metrics", {}),
+        "rollout_throughput": json.loads(throughput.read_text()) if throughput and throughput.exists() else None,
         "data": {"tasks": data_summary.get("tasks"), "styles": data_summary.get("styles"),
                  "bugs": data_summary.get("bugs"), "expert_train": data_summary.get("expert_train.pt"),
                  "vocab": data_summary.get("vocab")},

@@ -17,9 +17,15 @@ Every held-out number comes from the trusted grading of each episode's final sta
 ``learning_curve.json`` (fields listed in ``docs/training.md``) and ``learning_curve.png``, gives per point
 (``sft``, ``rl_1``..``rl_R``, ``control``) the pass rate, mean milestone reward, faster-than-eager rate and
 integrity-flag rate, paired bootstrap intervals over (task, seed), the learned-habit shares and two
-trajectories side by side. ``--phase sft`` / ``--phase rl`` split the work over two device runs: the first
-writes ``state_seed<k>.safetensors`` (the SFT actors, bf16) to ``--out``, the second reads them back from
-``--state`` (the data is rebuilt identically; the tokenizer's hash is checked).
+trajectories side by side.
+
+Phases (``--phase all`` = sft, control, rl in one run; or a comma list) split the work over device runs of
+at most 10 minutes: ``sft`` writes ``state_seed<k>.safetensors`` (the SFT actors, bf16, ~12 MB each) and
+``records_sft.json``; ``control``, ``rl`` and ``throughput`` (``benchmarks/rollout_episodes.py`` with seed 0's
+SFT actor) read the actors back from ``--state`` (a folder holding the earlier runs' ``--out`` files; the data
+is rebuilt identically and the tokenizer's hash is checked) and write ``records_control.json`` /
+``records_rl.json`` / ``rollout_episodes.json``. Every run rebuilds ``learning_curve.json`` and the PNG from all
+record files it finds.
 """
 
 from __future__ import annotations
@@ -37,25 +43,26 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _learning_curve_report import build_report, collect_sft_records, write_png  # noqa: E402
+from _learning_curve_report import build_report, collect_records, write_png  # noqa: E402
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=32, sft_lr=2e-3,
-                 rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=2,
+                 rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
                  concurrency=24, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560,
-                 lengths=None, eval_temperature=1.0),
+                 lengths=None, eval_temperature=1.0,
+                 throughput_args=["--concurrency", "16", "--sequential", "6", "--concurrent", "48", "--build-workers", "8"]),
     "cpu_tiny": dict(backend="cpu", seeds=1, heldout=8, train_tasks=300, per_task=1, vocab=1024,
                      model=dict(hidden=128, layers=3, heads=2, intermediate=384), sft_epochs=6, sft_batch=4, sft_lr=3e-3,
                      rl_steps=1, episodes_per_step=4, vp_episodes=4, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=1,
                      concurrency=2, build_workers=2, max_turns=6, max_new_tokens=800, dtype="fp32", budget_s=7200,
-                     lengths=[0.4, 0.6], eval_temperature=1.0),
+                     lengths=[0.4, 0.6], eval_temperature=0.0,
+                     throughput_args=["--concurrency", "2", "--sequential", "2", "--concurrent", "4", "--build-workers", "2"]),
 }
 
 #: Grading at training scale: real builds, verification and timing, fewer repeats than a benchmark needs
 #: (fused and unfused kernels differ by 2-4x; the milestones' 5% is far above these medians' noise).
-CUDA_HARNESS = {"n_input_sets": 3, "grade_rounds": 2, "min_timed_calls": 5, "max_timed_calls": 30,
-                "per_kernel_breakdown": False, "fresh_set_calls": 2}
+CUDA_HARNESS = {"verify": {"input_sets": 3}, "timing": {"preset": "quick"}, "integrity": {"fresh_set_calls": 2}}
 
 
 def sh(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -177,19 +184,38 @@ def load_state(src: Path, model_dir: Path, dest: Path, tok_hash: str) -> Path:
     return dest
 
 
+PHASES = ("sft", "control", "rl", "throughput")
+
+
+def seed_actor(work: Path, s: int, state: Path | None, tok_hash: str) -> Path | None:
+    """The seed's SFT actor: trained in this work folder, else rebuilt from a carried state file."""
+    actor = work / f"sft_seed{s}" / "0_sft" / "actor"
+    if actor.exists():
+        return actor
+    src = state / f"state_seed{s}.safetensors" if state else None
+    if src is not None and src.exists():
+        return load_state(src, work / f"model_seed{s}", work / f"carried_seed{s}", tok_hash)
+    return None
+
+
 def main() -> None:  # noqa: C901 - one linear script
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="h200")
-    ap.add_argument("--out", type=Path, required=True, help="results: learning_curve.json/png (and state files)")
+    ap.add_argument("--out", type=Path, required=True, help="results: learning_curve.json/png, state and record files")
     ap.add_argument("--work", type=Path, default=None, help="working folder (default: /tmp/learning_curve)")
-    ap.add_argument("--phase", choices=["all", "sft", "rl"], default="all")
-    ap.add_argument("--state", type=Path, default=None, help="--phase rl: folder with the carried state files")
+    ap.add_argument("--phase", default="all", help=f"'all' or a comma list of {', '.join(PHASES)}")
+    ap.add_argument("--state", type=Path, default=None,
+                    help="folder holding an earlier run's --out files (state_seed*.safetensors, records_*.json)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset value (JSON)")
     args = ap.parse_args()
     p = dict(PRESETS[args.preset])
     for kv in args.set:
         k, _, v = kv.partition("=")
         p[k] = json.loads(v) if v[:1] in "[{0123456789-tfn\"" else v
+    phases = list(PHASES[:3]) if args.phase == "all" else args.phase.split(",")
+    unknown = [x for x in phases if x not in PHASES]
+    if unknown:
+        raise SystemExit(f"unknown phase(s) {unknown}; valid: all, {', '.join(PHASES)}")
     t_start = time.time()
     deadline = t_start + p["budget_s"]
     work = args.work or Path("/tmp/learning_curve")
@@ -213,46 +239,68 @@ def main() -> None:  # noqa: C901 - one linear script
     timings["data_s"] = time.time() - t0
     logs = work / "logs"
 
-    if args.phase in ("all", "sft"):
+    if "sft" in phases:
         t0 = time.time()
         cmds = {s: write_cfg(train_config(p, data, str(work / f"model_seed{s}"), work / f"sft_seed{s}",
                                           [sft_stage(p, data)], seed=s), work / f"sft_seed{s}.yaml") for s in seeds}
         codes = run_seeds(cmds, logs, "sft", deadline)
         timings["sft_s"] = time.time() - t0
-        if any(codes.values()):
-            print(f"sft failed: {codes}; logs in {logs}", flush=True)
-        n_control = p["rl_steps"] * p["episodes_per_step"]
-        t0 = time.time()
-        cmds = {s: write_cfg(train_config(p, data, str(work / f"sft_seed{s}" / "0_sft" / "actor"), work / f"control_seed{s}",
-                                          [sft_stage(p, data, limit=n_control, epochs=1.0, heldout=[], warmup_steps=0,
-                                                     offset=(s * n_control) % max(1, summary["expert_train.pt"]["episodes"] - n_control),
-                                                     lr=p["sft_lr"] * 0.1)], seed=s),
-                           work / f"control_seed{s}.yaml") for s in seeds if codes.get(s) == 0}
-        run_seeds(cmds, logs, "control", deadline)
-        timings["control_s"] = time.time() - t0
+        print(f"sft exit codes {codes} after {timings['sft_s']:.0f} s", flush=True)
         for s in seeds:
             actor = work / f"sft_seed{s}" / "0_sft" / "actor"
             if actor.exists():
                 save_state(actor, out / f"state_seed{s}.safetensors", tok_hash)
-        (out / "records_sft.json").write_text(json.dumps(collect_sft_records(work, seeds), default=str))
+        (out / "records_sft.json").write_text(json.dumps(collect_records(work, seeds, "sft"), default=str))
 
-    if args.phase in ("all", "rl"):
+    if "control" in phases:
+        n_control = p["rl_steps"] * p["episodes_per_step"]
+        n_expert = summary["expert_train.pt"]["episodes"]
         t0 = time.time()
         cmds = {}
         for s in seeds:
-            actor = work / f"sft_seed{s}" / "0_sft" / "actor"
-            if args.phase == "rl" and args.state is not None:
-                actor = load_state(args.state / f"state_seed{s}.safetensors", work / f"model_seed{s}",
-                                   work / f"carried_seed{s}", tok_hash)
-            if not actor.exists():
+            actor = seed_actor(work, s, args.state, tok_hash)
+            if actor is None:
                 continue
-            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_seed{s}", rl_stages(p, data), seed=s),
-                                work / f"rl_seed{s}.yaml")
-        run_seeds(cmds, logs, "rl", deadline)
+            stage = sft_stage(p, data, limit=n_control, epochs=1.0, heldout=[], warmup_steps=0, lr=p["sft_lr"] * 0.1,
+                              offset=(s * n_control) % max(1, n_expert - n_control))
+            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"control_seed{s}", [stage], seed=s),
+                                work / f"control_seed{s}.yaml")
+        codes = run_seeds(cmds, logs, "control", deadline)
+        timings["control_s"] = time.time() - t0
+        print(f"control exit codes {codes} after {timings['control_s']:.0f} s", flush=True)
+        (out / "records_control.json").write_text(json.dumps(collect_records(work, seeds, "control"), default=str))
+
+    if "rl" in phases:
+        t0 = time.time()
+        cmds = {}
+        for s in seeds:
+            actor = seed_actor(work, s, args.state, tok_hash)
+            if actor is not None:
+                cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_seed{s}", rl_stages(p, data), seed=s),
+                                    work / f"rl_seed{s}.yaml")
+        codes = run_seeds(cmds, logs, "rl", deadline)
         timings["rl_s"] = time.time() - t0
+        print(f"rl exit codes {codes} after {timings['rl_s']:.0f} s", flush=True)
+        (out / "records_rl.json").write_text(json.dumps(collect_records(work, seeds, "rl", p["rl_steps"]), default=str))
+
+    if "throughput" in phases:
+        actor = seed_actor(work, 0, args.state, tok_hash)
+        if actor is not None:
+            t0 = time.time()
+            cmd = [sys.executable, str(ROOT / "benchmarks" / "rollout_episodes.py"), "--data", str(data), "--model",
+                   str(actor), "--backend", p["backend"], "--max-turns", str(p["max_turns"]),
+                   "--max-new-tokens", str(p["max_new_tokens"]), "--out", str(out / "rollout_episodes.json"),
+                   *[str(x) for x in p.get("throughput_args", [])]]
+            proc = sh(cmd, logs / "throughput.log")
+            left = max(30.0, deadline - time.time())
+            try:
+                proc.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            timings["throughput_s"] = time.time() - t0
 
     timings["wall_s"] = time.time() - t_start
-    result = build_report(work, seeds, p, summary, timings, state_dir=args.state)
+    result = build_report(work, seeds, p, summary, timings, [d for d in (args.state, out) if d is not None])
     (out / "learning_curve.json").write_text(json.dumps(result, indent=1, default=str))
     write_png(result, out / "learning_curve.png")
     print(json.dumps({k: result[k] for k in ("points", "comparisons", "timings") if k in result}, indent=1, default=str))
