@@ -156,8 +156,9 @@ def write_png(result: dict[str, Any], path: Path) -> Path | None:
     ax.set_title("habits of passing kernels (share)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    n = sum(len(v["per_seed"]) for v in result["points"].values()) if result.get("points") else 0
-    fig.suptitle(f"held-out tasks, trusted regrades; {len(result.get('seeds', []))} seeds ({n} seed-points)")
+    first = result["points"][order[0]]["pooled"].get("episodes", 0)
+    fig.suptitle(f"held-out tasks (trusted grading of each episode's final state): {int(first)} episodes per point, "
+                 f"{len(result.get('seeds', []))} seeds")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
