@@ -111,13 +111,14 @@ def _timed_compile(backend, ws, task, log: NinjaLog) -> dict:
     cpu = _children_cpu_s() - cpu0
     if not result.passed:
         raise SystemExit(f"compile failed: {result.summary_for_agent()}")
-    build = result.extra.get("build", {})
+    build = result.diagnostics.build
+    seconds = build.seconds if build else 0.0
     return {
         "tool_s": total,
         "helper_cpu_s": cpu,  # CPU of unsandboxed helpers (nm, c++filt, stand-in links); the sandboxed compilers are not counted
-        "build_s": build.get("seconds", 0.0),  # build_extension's own wall time
-        "after_build_s": total - build.get("seconds", 0.0),  # integrity rules, result, Python
-        "translation_units": build.get("steps"),
+        "build_s": seconds,  # build_extension's own wall time
+        "after_build_s": total - seconds,  # integrity rules, result, Python
+        "translation_units": build.steps if build else None,
         "ninja_ms": log.new_entries(),
     }
 

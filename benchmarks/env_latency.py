@@ -32,28 +32,19 @@ from pathlib import Path
 
 from rich.progress import track
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _settings import add_settings_argument, load_settings, make_backend  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["swish", "row_sum", "softmax", "gemm_bias_relu", "conv2d_relu"]
 ANCHOR_TURN_S = (55.0, 60.0)
 
 
-def _backend(kind: str, preroll_us: float | None = None, min_timing_s: float | None = None,
-             net_overhead: bool | None = None, overrides: dict | None = None):
-    from cuda_agent.harness.settings import HarnessSettings
-    from cuda_agent.plugins.backends._common import KernelBackendConfig
-
-    # Unset fields take the backend's device defaults (HarnessSettings.with_device_defaults).
-    given = {"timing_preroll_us": preroll_us, "min_timing_s": min_timing_s, "timing_net_overhead": net_overhead}
-    harness = HarnessSettings(**{**(overrides or {}), **{k: v for k, v in given.items() if v is not None}})
-    config = KernelBackendConfig(harness=harness)
-
-    if kind == "cpu":
-        from cuda_agent.plugins.backends.cpu import CpuBackend
-
-        return CpuBackend(config)
-    from cuda_agent.plugins.backends.cuda import CudaBackend
-
-    return CudaBackend(config)
+def _shortcuts(preroll_us: float | None, min_timing_s: float | None, net_overhead: bool | None) -> list[str]:
+    """The ``-o`` overrides the shortcut flags stand for (unset flags keep the preset's values)."""
+    given = {"experiments.timing.timer.preroll_us": preroll_us, "experiments.timing.min_batch_s": min_timing_s,
+             "experiments.timing.net_overhead": net_overhead}
+    return [f"{k}={json.dumps(v)}" for k, v in given.items() if v is not None]
 
 
 def _task(name: str, kind: str):
@@ -96,10 +87,10 @@ def our_turns(backend, task, ws, kernel_rel: str, binding_rel: str, repeats: int
                 t0 = time.perf_counter()
                 result = step(ws, task)
                 row[result.phase] = time.perf_counter() - t0
-                if "phase_s" in result.extra:  # where the step's time went (evaluator sub-phases)
-                    row[f"{result.phase}_parts"] = result.extra["phase_s"]
+                if result.diagnostics.phase_s:  # where the step's time went (evaluator sub-phases)
+                    row[f"{result.phase}_parts"] = result.diagnostics.phase_s
                 if result.phase == "compile":
-                    row["steps"] = result.extra.get("build", {}).get("steps")
+                    row["steps"] = result.diagnostics.build.steps if result.diagnostics.build else None
                 if not result.passed:
                     raise SystemExit(f"{label}: {result.phase} failed: {result.summary_for_agent()}")
             row["turn"] = time.perf_counter() - t_turn
@@ -165,7 +156,7 @@ def timing_spread(backend, kind: str, tasks: list[str], times: int, base: Path, 
             # shift between processes.
             profiles.append({"median_ms": tm.median_ms, "min_ms": tm.min_ms, "iqr_ms": tm.iqr_ms, "rel_ci": tm.rel_ci,
                              "samples": tm.samples, "seconds": time.perf_counter() - t_profile,
-                             "overhead_ms": result.extra.get("timing_overhead_ms")})
+                             "overhead_ms": result.diagnostics.timing_overhead_ms})
             if result.baselines and result.baselines.eager:
                 eager = result.baselines.eager.median_ms
         spread = (max(medians) - min(medians)) / min(medians)
@@ -186,33 +177,25 @@ def main() -> int:
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--skip-spread", action="store_true")
     parser.add_argument("--preroll-us", type=float, default=None,
-                        help="harness.timing_preroll_us for our environment (0 = launch latency inside the events); "
-                        "default: the backend's (200 on cuda).")
+                        help="experiments.timing.timer.preroll_us for our environment (0 = launch latency inside the "
+                        "events); default: the preset's (200 on cuda).")
     parser.add_argument("--min-timing-s", type=float, default=None,
-                        help="harness.min_timing_s for our environment (sample at least this long per timed batch).")
+                        help="experiments.timing.min_batch_s (sample at least this long per timed batch).")
     parser.add_argument("--net-overhead", action="store_true", default=None,
-                        help="harness.timing_net_overhead: times net of the protocol's per-process cost.")
-    parser.add_argument("--harness", action="append", default=[], metavar="KEY=VALUE",
-                        help="Any other harness setting for our environment (repeatable; VALUE read as JSON), e.g. "
-                        "--harness timing_cpus=gpu_local.")
+                        help="experiments.timing.net_overhead: times net of the protocol's per-process cost.")
+    add_settings_argument(parser)
     parser.add_argument("--out", type=Path, required=True, help="JSON file to write.")
     args = parser.parse_args()
-    from cuda_agent.harness.settings import parse_overrides
+    overrides = args.settings + _shortcuts(args.preroll_us, args.min_timing_s, args.net_overhead)
+    settings = load_settings(overrides, parser)
+    from cuda_agent.harness.timing_protocol import resolve_protocol
 
-    try:
-        overrides = parse_overrides(args.harness)
-    except ValueError as e:
-        parser.error(f"--harness: {e}")
-
-    backend = _backend(args.backend, args.preroll_us, args.min_timing_s, args.net_overhead, overrides)
+    protocol = resolve_protocol(settings.harness.timing.preset, args.backend, settings.experiments.timing)
+    backend = make_backend(args.backend, settings)
     base = Path(tempfile.mkdtemp(prefix="env-latency-"))
     report: dict = {"backend": args.backend, "task": args.task, "device": backend.device_facts(),
-                    "preroll_us": backend.config.harness.timing_preroll_us,
-                    "timing_settings": backend.config.harness.model_dump(
-                        include={"target_rel_ci", "min_timed_calls", "max_timed_calls", "max_timing_s",
-                                 "timing_preroll_us", "grade_calls_per_round", "timing_input_sets",
-                                 "min_timing_s", "timing_net_overhead", "timing_cpus"}),
-                    "harness_overrides": overrides}
+                    "preroll_us": protocol.timer.preroll_us, "timing_protocol": protocol.model_dump(),
+                    "timing_cpus": settings.experiments.timing_cpus, "settings_overrides": overrides}
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after every phase, so a run cut short still leaves what it measured

@@ -30,7 +30,7 @@ its medians' dispersion (fastest call, IQR, calls).
 
 usage: python benchmarks/eval_throughput.py [--backend cuda] [--repeats 3] [--limit N] [--concurrency C]
        [--reference-repeats R] [--reference-limit M | --reference-tasks a,b] [--reference-profiles P]
-       [--harness KEY=VALUE ...] [--out FILE.json]
+       [-o harness.BLOCK.KEY=VALUE | -o experiments.KEY=VALUE ...] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 CHILD = Path(__file__).with_name("_reference_turn.py")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _settings import add_settings_argument, load_settings  # noqa: E402
 #: Separates a task's name from its copy number in ``--copies`` task files (``swish__copy2``).
 COPY_MARK = "__copy"
 #: The timed quantities of a task, ours and the reference method's.
@@ -79,16 +81,16 @@ def copy_solution(ws_root: Path, solution: Path) -> None:
             dest.write_text(path.read_text())
 
 
-def diagnose_eager(backend: Any, task: Any, calls: int, placements: int = 3, which: str = "eager") -> dict[str, Any] | None:
-    """``task``'s eager (or, ``which``, compiled) baseline timed under protocol variants in its own warm reference
-    process, under the device's timing lock (``harness/_timing_variants.py``); None when the process is no longer
-    warm."""
+def diagnose_eager(backend: Any, task: Any, calls: int, placements: int = 3, which: str = "eager") -> dict[str, Any]:
+    """``task``'s eager (or, ``which``, compiled) baseline timed under protocol variants with the evaluator's own
+    protocol, in a diagnostics process of its own (``benchmarks/_timing_variants.py``: benchmark-only code never
+    runs in the trusted reference process), under the device's timing lock."""
+    from _timing_variants import run_in_own_process
+
     ev = backend.evaluator()
-    ref = ev.warm_reference(backend.task_for(task))
-    if ref is None:
-        return None
     with ev.lock:
-        return ref.call("timing_variants", None, calls, placements, which)
+        return run_in_own_process(backend.task_for(task).code, ev.device, ev.protocol.timer.model_dump(),
+                                  ev.protocol.baseline_clone_inputs, calls, placements, which)
 
 
 def over_spin_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -135,7 +137,7 @@ def diagnostics_lines(rows: list[dict[str, Any]], repeats: list[dict[str, Any]])
 
 
 def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Path, concurrency: int,
-             build_workers: int, on_row: Any, harness: dict[str, Any] | None = None,
+             build_workers: int, on_row: Any, settings: Any = None,
              diagnose: frozenset[str] = frozenset(), diagnose_calls: int = 100, diagnose_placements: int = 3,
              diagnose_kind: str = "eager") -> dict[str, Any]:
     """One repeat over every task: one backend, ``concurrency`` tasks in flight; returns the repeat's figures.
@@ -151,8 +153,10 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
 
     t_repeat = time.perf_counter()
     pm = PluginManager(load_entrypoints=False)
-    backend = pm.registry.build("backend", backend_name,
-                                {"harness": {**(harness or {}), "baseline_cache_dir": str(scratch / "baselines")}})
+    harness = settings.harness.model_dump(mode="json", exclude_defaults=True) if settings else {}
+    harness.setdefault("timing", {})["baseline_cache_dir"] = str(scratch / "baselines")
+    backend = pm.registry.build("backend", backend_name, {"harness": harness})
+    backend.experiments = settings.experiments if settings else None
     pool = DevicePool({0: backend}, build_workers)
     diagnosed: list[tuple[str, Any]] = []  # (task copy's name, its task) of the diagnosed rows
 
@@ -171,8 +175,9 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
         finally:
             pool.release(slot)
         b = result.baselines
+        diag = result.diagnostics
         ref = backend.evaluator().warm_reference(backend.task_for(task))
-        baseline_host = ref.call("baseline_host_stats") if ref is not None else None  # no GPU work: no lock
+        baseline_host = ref.baseline_host_stats() if ref is not None else None  # no GPU work: no lock
         diagnostics = None
         if base_task(task_file.stem) in diagnose and result.status.value != "error":
             diagnostics = diagnose_eager(backend, task, diagnose_calls, diagnose_placements, diagnose_kind)
@@ -187,15 +192,15 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
             "dispersion": {q: {"min_ms": t.min_ms, "iqr_ms": t.iqr_ms, "samples": t.samples}
                            for q, t in (("candidate", result.timing), ("eager", b.eager if b else None),
                                         ("compile", b.compile if b else None)) if t is not None},
-            "spot_checks": result.extra.get("spot_checks"), "isolation": result.isolation, "flags": result.flags,
-            "phase_s": result.extra.get("phase_s"), "transport": result.extra.get("transport"),
+            "spot_checks": diag.spot_checks, "isolation": result.isolation, "flags": result.flags,
+            "phase_s": diag.phase_s, "transport": diag.transport,
             # The fresh-set calls (T12): their median, their neighbours', which samples the time is from, and the
             # first look where a gap made the grading pass look again.
-            "fresh_sets": result.extra.get("fresh_sets"),
+            "fresh_sets": diag.fresh_sets.model_dump(exclude_none=True) if diag.fresh_sets else None,
             # Per baseline kind: timed calls whose host enqueue outlasted the pre-roll spin (a busy host in the time).
             "baseline_host": baseline_host,
             # How the candidate's runner sized its pre-roll spin when it started (outside the device lock).
-            "runner_spin": result.extra.get("runner_spin"),
+            "runner_spin": diag.runner_spin.model_dump() if diag.runner_spin else None,
         }
         if diagnostics is not None:
             row["diagnostics"] = diagnostics
@@ -355,13 +360,11 @@ def main(argv: list[str] | None = None) -> int:
                     "Default: a fresh cache folder per repeat, as the reference method compiles without a cache: a "
                     "second run on the same machine otherwise finds every compiled baseline cached (the eleventh "
                     "session's 10.9x ran so; the cold run before it read 9.3x).")
-    ap.add_argument("--harness", action="append", default=[], metavar="KEY=VALUE",
-                    help="A harness setting for our evaluation (repeatable; VALUE read as JSON, else as a string), "
-                         "e.g. --harness timing_net_overhead=true --harness spare_references=0.")
+    add_settings_argument(ap)
     ap.add_argument("--diagnose", default="",
-                    help="Comma-separated task names whose eager baseline is re-timed under protocol variants in its "
-                    "own reference process after its grade and at the repeat's end (issue 4's spread diagnostics; "
-                    "the repeat's wall time then includes them).")
+                    help="Comma-separated task names whose eager baseline is re-timed under protocol variants in a "
+                    "diagnostics process of its own after its grade and at the repeat's end (issue 4's spread "
+                    "diagnostics; the repeat's wall time then includes them).")
     ap.add_argument("--diagnose-calls", type=int, default=100, help="Timed calls per variant and placement of --diagnose.")
     ap.add_argument("--diagnose-placements", type=int, default=3,
                     help="Placements (new input sets and flush buffers) per variant of --diagnose.")
@@ -370,12 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                     "a compiled call's host path outlasts the pre-roll spin under load).")
     ap.add_argument("--out", default="eval_throughput.json", help="JSON output path.")
     args = ap.parse_args(argv)
-    from cuda_agent.harness.settings import parse_overrides
-
-    try:
-        harness = parse_overrides(args.harness)
-    except ValueError as e:
-        ap.error(f"--harness: {e}")
+    settings = load_settings(args.settings, ap)
 
     from rich.progress import Progress
 
@@ -405,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         ours = summarize(ours_rows, ours_repeats)
         ours["concurrency"] = args.concurrency
         ours["copies"] = args.copies
-        ours["harness"] = harness
+        ours["settings"] = settings.model_dump(mode="json", exclude_defaults=True)
         ours["inductor_cache"] = "shared" if args.shared_inductor_cache else "fresh per repeat"
         report: dict[str, Any] = {
             "benchmark": "eval_throughput",
@@ -448,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
 
             ours_tasks = task_copies(tasks, args.copies, scratch / "task_copies")
             rep_figures = run_ours(ours_tasks, args.backend, solutions, scratch, args.concurrency, args.build_workers, on_row,
-                                   harness, diagnose, args.diagnose_calls, args.diagnose_placements, args.diagnose_kind)
+                                   settings, diagnose, args.diagnose_calls, args.diagnose_placements, args.diagnose_kind)
             if not args.shared_inductor_cache:  # what compiled into this repeat's own cache (0: it was not used)
                 rep_figures["inductor_cache_files"] = sum(1 for f in (scratch / "inductor").rglob("*") if f.is_file())
             ours_repeats.append({**rep_figures, "repeat": rep})

@@ -1,4 +1,4 @@
-"""What handing a fresh set over costs inside the device lock, per ``fresh_set_transport`` (issue 4).
+"""What handing a fresh set over costs inside the device lock, per ``ExperimentSettings.fresh_set_transport`` (issue 4).
 
 A profile's timing batch calls the candidate on ``fresh_set_calls`` sets it has never seen (harness/fresh_sets.py),
 each handed to its process just before its call, inside the device lock. With 'files' the reference writes the set
@@ -30,7 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from env_latency import TASKS, _backend, _task, _workspace  # noqa: E402
+from _settings import BenchmarkSettings, make_backend  # noqa: E402
+from env_latency import TASKS, _task, _workspace  # noqa: E402
 
 MODES = ("files", "descriptors")
 
@@ -48,16 +49,17 @@ def measure(backend, kind: str, name: str, mode: str, profiles: int, scratch: Pa
         result = backend.profile(ws, task)
         if not result.passed:
             raise SystemExit(f"{name} ({mode}): profile failed: {result.summary_for_agent()}")
-        phases = result.extra.get("phase_s", {})
-        sets = int(result.extra.get("fresh_hand_overs", 0)) or 1
+        diag = result.diagnostics
+        phases = diag.phase_s
+        sets = diag.fresh_hand_overs or 1
         rows.append({
             "profile_s": time.perf_counter() - t0,
             "sets": sets,
             "hand_over_ms_per_set": 1e3 * phases.get("fresh_hand_over", 0.0) / sets,
             "staging_ms_per_set": 1e3 * phases.get("fresh_sets", 0.0) / sets,
-            "fallbacks": len(result.extra.get("fresh_set_fallbacks", [])),
+            "fallbacks": len(diag.fresh_set_fallbacks),
             "candidate_ms": result.timing.median_ms if result.timing else None,
-            "transport": result.extra.get("transport"),
+            "transport": diag.transport,
         })
     return {
         "runs": rows,
@@ -82,7 +84,7 @@ def main() -> None:
     out: dict = {"backend": args.backend, "profiles": args.profiles, "tasks": {}}
     with tempfile.TemporaryDirectory(prefix="fresh-hand-over-") as tmp:
         for mode in MODES:  # one backend per mode (its processes and baseline cache serve every task)
-            backend = _backend(args.backend, overrides={"fresh_set_transport": mode})
+            backend = make_backend(args.backend, BenchmarkSettings(experiments={"fresh_set_transport": mode}))
             try:
                 for name in names:
                     figures = measure(backend, args.backend, name, mode, args.profiles, Path(tmp))

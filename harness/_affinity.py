@@ -1,4 +1,4 @@
-"""CPU cores for the processes that time (``HarnessSettings.timing_cpus``).
+"""CPU cores for the processes that time (``ExperimentSettings.timing_cpus``).
 
 A kernel launch reaches the GPU through command buffers in host memory; on a machine with several NUMA nodes, a
 process whose thread (and so its first-touch memory) sits on a node far from the GPU pays more per launch. Short
@@ -61,7 +61,7 @@ def gpu_local_cpus(device: str) -> frozenset[int] | None:
 
 
 def timing_cpus(device: str, setting: str) -> frozenset[int] | None:
-    """The cores a timing process of ``device`` is started on under ``HarnessSettings.timing_cpus``."""
+    """The cores a timing process of ``device`` is started on under ``ExperimentSettings.timing_cpus``."""
     if setting == "any":
         return None
     if setting == "gpu_local":

@@ -23,7 +23,7 @@ _executor: ThreadPoolExecutor | None = None
 def popen(*args: Any, cpus: Iterable[int] | None = None, **kwargs: Any) -> subprocess.Popen:
     """``subprocess.Popen(*args, **kwargs)``, forked by the spawner thread; exceptions propagate to the caller.
 
-    ``cpus``: the child starts on these cores (``HarnessSettings.timing_cpus``). Linux keeps an affinity mask per
+    ``cpus``: the child starts on these cores (``ExperimentSettings.timing_cpus``). Linux keeps an affinity mask per
     thread and a child inherits its forking thread's: the spawner thread takes the mask for the fork and gives it
     back after, so no Python code runs between fork and exec.
     """

@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness.timing import TimingLock, summarize, timing_done
+from cuda_agent.harness.settings import TimingSettings
+from cuda_agent.harness.timing_protocol import TimingProtocol
+from cuda_agent.harness.timing_stats import TimingLock, summarize, timing_done
 from cuda_agent.schemas.result import Baselines, Timing
 
 
@@ -30,11 +31,10 @@ def baseline_key(
 ) -> str:
     """Stable id of one baseline measurement (``threads``: intra-op threads it ran with; ``preroll_us``: the timer's
     pre-call spin, which changes what a short call's events measure; ``net_overhead``: times net of the protocol's
-    per-process cost; ``timing_cpus``: where the timing process ran, ``HarnessSettings.timing_cpus``;
-    ``flush_multiple``: the L2 flush's size, ``HarnessSettings.timing_l2_flush_multiple``; ``warm_pages``: inputs'
-    pages warmed after the flush, ``HarnessSettings.timing_warm_input_pages``; ``clone_inputs``: a clone per call,
-    ``HarnessSettings.baseline_clone_inputs``; ``preroll_retakes`` / ``preroll_max_us``: retakes of calls whose host
-    side outlasted the spin, ``HarnessSettings.timing_preroll_retakes`` / ``timing_preroll_max_us``)."""
+    per-process cost; ``timing_cpus``: where the timing process ran; ``flush_multiple``: the L2 flush's size;
+    ``warm_pages``: inputs' pages warmed after the flush; ``clone_inputs``: a clone per call; ``preroll_retakes`` /
+    ``preroll_max_us``: retakes of calls whose host side outlasted the spin). The protocol's fields are in
+    :class:`~cuda_agent.harness.timing_protocol.TimingProtocol`."""
     material: list[Any] = [code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else "", threads]
     if preroll_us:
         material.append(float(preroll_us))
@@ -82,20 +82,31 @@ class BaselineCache:
         os.replace(tmp, self.root / f"{key}.json")
 
 
-def measure_baseline(
-    ref: Any, which: str, sets: list[int], settings: HarnessSettings, lock: TimingLock, method: str, *, batch: int = 10
-) -> Timing:
+def key_for(which: str, *, code_hash: str, device_name: str, torch_version: str, protocol: TimingProtocol,
+            compile_mode: str, threads: int, timing_cpus: str = "any") -> str:
+    """:func:`baseline_key` of one baseline under ``protocol`` (the earlier keys' material, unchanged)."""
+    timer = protocol.timer
+    return baseline_key(
+        code_hash, device_name, torch_version, which,
+        "release_profiler_sum" if protocol.method == "profiler_sum" else "ours", compile_mode, threads,
+        timer.preroll_us, protocol.net_overhead, timing_cpus, timer.l2_flush_multiple, timer.warm_input_pages,
+        protocol.baseline_clone_inputs, timer.preroll_retakes, timer.preroll_max_us,
+    )
+
+
+def measure_baseline(ref: Any, which: str, sets: list[int], protocol: TimingProtocol, compile_mode: str,
+                     lock: TimingLock, method: str, *, batch: int = 10) -> Timing:
     """Time the eager or compiled reference in the reference process until the median is precise."""
     samples: list[float] = []
     wall_ms = 0.0
     if which == "compile":  # torch.compile compiles on its first call: CPU work that must not hold the GPU's timing lock
-        ref.call("prepare_baseline", which, sets[0], settings.compile_mode)
-    warmup = settings.warmup_calls + (2 if which == "compile" else 0)
+        ref.prepare_baseline(which, sets[0], compile_mode)
+    warmup = protocol.warmup_calls + (2 if which == "compile" else 0)
     start: float | None = None  # the budget starts after the first batch (torch.compile's first call is not timing)
-    while not (samples and timing_done(samples, settings, time.monotonic() - start if start is not None else 0.0)):
+    while not (samples and timing_done(samples, protocol, time.monotonic() - start if start is not None else 0.0)):
         with lock:
             t0 = time.perf_counter()
-            got = ref.call("time_baseline", which, sets, batch, warmup if not samples else 1, settings.compile_mode)
+            got = ref.time_baseline(which, sets, batch, warmup if not samples else 1, compile_mode)
             wall_ms += (time.perf_counter() - t0) * 1e3
         samples += got
         if start is None:
@@ -110,31 +121,30 @@ def cached_baselines(
     device_name: str,
     torch_version: str,
     sets: list[int],
-    settings: HarnessSettings,
+    protocol: TimingProtocol,
+    timing: TimingSettings,
+    threads: int,
+    timing_cpus: str,
     lock: TimingLock,
     cache: BaselineCache,
     method: str,
 ) -> tuple[Baselines, bool]:
     """Eager (+ compile) baselines from the cache or measured now; returns (baselines, all_cached)."""
-    out = Baselines(compile_mode=settings.compile_mode)
+    out = Baselines(compile_mode=timing.compile_mode)
     all_cached = True
-    kinds = ["eager"] + (["compile"] if settings.with_compile_baseline else [])
+    kinds = ["eager"] + (["compile"] if timing.compile_baseline else [])
     for which in kinds:
-        key = baseline_key(
-            code_hash, device_name, torch_version, which, settings.timing, settings.compile_mode, settings.cpu_threads,
-            settings.timing_preroll_us, method == "events_l2flush_net", settings.timing_cpus,
-            settings.timing_l2_flush_multiple, settings.timing_warm_input_pages, settings.baseline_clone_inputs,
-            settings.timing_preroll_retakes, settings.timing_preroll_max_us,
-        )
-        timing = cache.get(key)
-        if timing is None:
+        key = key_for(which, code_hash=code_hash, device_name=device_name, torch_version=torch_version,
+                      protocol=protocol, compile_mode=timing.compile_mode, threads=threads, timing_cpus=timing_cpus)
+        cached = cache.get(key)
+        if cached is None:
             all_cached = False
-            if settings.timing == "release_profiler_sum":
-                ms = ref.call("profiler_sum", which, sets[0], settings.compile_mode)
-                timing = Timing(median_ms=ms, samples=10, method="profiler_sum")
+            if protocol.method == "profiler_sum":
+                cached = Timing(median_ms=ref.profiler_sum(which, sets[0], timing.compile_mode), samples=10,
+                                method="profiler_sum")
             else:
-                timing = measure_baseline(ref, which, sets, settings, lock, method)
-            cache.put(key, timing, {"code_hash": code_hash, "device": device_name, "torch": torch_version, "which": which})
-        setattr(out, which, timing)
+                cached = measure_baseline(ref, which, sets, protocol, timing.compile_mode, lock, method)
+            cache.put(key, cached, {"code_hash": code_hash, "device": device_name, "torch": torch_version, "which": which})
+        setattr(out, which, cached)
         out.ids[which] = key
     return out, all_cached

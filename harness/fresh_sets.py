@@ -1,6 +1,6 @@
 """Timed calls on input sets the candidate has never seen: the defence against a result cache keyed by content.
 
-The timed calls of a batch rotate over a handful of input sets (the verify sets plus ``timing_input_sets``), and
+The timed calls of a batch rotate over a handful of input sets (the verify sets plus the timing protocol's ``rotation_sets``), and
 the staging buffers give every call the same addresses with different data, so a cache keyed by ``data_ptr`` is
 stale on the next set (T12). A cache keyed by the data itself is not: a kernel that hashes a few sampled elements
 of its inputs, looks the hash up in ``__device__`` memory and copies the stored output on a hit is right on every
@@ -39,11 +39,10 @@ FRESH_ABS_SLACK_MS = 0.002
 BIG_FRESH_BYTES = 256 * 2**20
 
 
-def fresh_count(settings: Any, input_bytes: int) -> int:
-    """Fresh-set calls of one evaluation (a profile's timing; a grading pass, spread over its rounds):
-    ``settings.fresh_set_calls``, at most one for a big working set."""
-    n = int(settings.fresh_set_calls)
-    return min(n, 1) if input_bytes > BIG_FRESH_BYTES else n
+def fresh_count(calls: int, input_bytes: int) -> int:
+    """Fresh-set calls of one evaluation (a profile's timing; a grading pass, spread over its rounds): ``calls``
+    (``integrity.fresh_set_calls``), at most one for a big working set."""
+    return min(calls, 1) if input_bytes > BIG_FRESH_BYTES else calls
 
 
 def fresh_positions(n_calls: int, count: int, start: int = 0) -> list[int]:
@@ -83,7 +82,7 @@ def slower_on_fresh(pairs: list[tuple[float, float]], slack: float) -> bool:
 
 
 def fresh_summary(pairs: list[tuple[float, float]], reported: str | None = None) -> dict[str, Any]:
-    """What the result's ``extra['fresh_sets']`` records: the fresh calls, their median and their neighbours', and
+    """What the result's ``diagnostics.fresh_sets`` records: the fresh calls, their median and their neighbours', and
     (``reported``) which samples the time came from: 'all', 'confirmation' (a gap the confirming batch did not
     show: its samples) or 'fresh' (the fresh calls of both looks)."""
     out: dict[str, Any] = {"calls": len(pairs), "median_ms": statistics.median(f for f, _ in pairs) if pairs else None,

@@ -14,31 +14,27 @@ because it breaks CUDA initialisation.
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 import structlog
 
 from cuda_agent.errors import CudaAgentError
 from cuda_agent.harness import _spawner
-from cuda_agent.harness._affinity import timing_cpus
-from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness.timing import protocol_env
+from cuda_agent.harness.process_tree import descendant_pids, nvml_handle, nvml_used_by
 from cuda_agent.harness._bwrap import BwrapSpec, Isolation, IsolationUnavailable
 from cuda_agent.harness._bwrap import resolve_isolation as _resolve
+from cuda_agent.harness.messages import Ready, Setup, TimerSpec
+from cuda_agent.harness.wire import Failure, LineReader, Reply, Request, WireError, decode_reply, encode, write_all
 
 log = structlog.get_logger(__name__)
 
@@ -55,23 +51,43 @@ class CandidateDied(CudaAgentError):
         self.reason = reason
 
 
-def resolve_isolation(settings: HarnessSettings) -> Isolation:
-    """The isolation ``settings.isolation`` means here (bwrap as ``settings.sandbox_uid`` where possible).
+@dataclass(frozen=True)
+class RunnerOptions:
+    """How candidate runners of one evaluator are started and watched (from the settings and experiments)."""
+
+    device: str
+    isolation: str = "auto"
+    cpu_threads: int = 1
+    timer: TimerSpec = field(default_factory=TimerSpec)
+    memory_mb: int = 16384
+    gpu_memory_mb: int | None = None
+    startup_timeout_s: float = 120.0
+    watchdog_interval_s: float = 0.05
+    output_log_limit: int = 4000
+    cuda_transport: str = "auto"
+    unshare_pid: bool | None = None
+    sandbox_uid: int | None = 65534
+    bwrap_path: str | None = None
+    cpus: frozenset[int] | None = None
+    scratch_dir: Path | None = None
+
+
+def resolve_isolation(options: RunnerOptions) -> Isolation:
+    """The isolation ``options.isolation`` means here (bwrap as ``options.sandbox_uid`` where possible).
 
     :raises SandboxError: bubblewrap is required but unusable.
     """
-    iso = _resolve(settings.isolation, bwrap_path=settings.bwrap_path, uid=settings.sandbox_uid)
-    if iso.level == "process" and settings.isolation != "process":
+    iso = _resolve(options.isolation, bwrap_path=options.bwrap_path, uid=options.sandbox_uid)
+    if iso.level == "process" and options.isolation != "process":
         log.warning("sandbox.fallback", isolation="process", reason=iso.reason)
     for note in iso.notes:
         log.warning("sandbox.degraded", note=note)
     return iso
 
 
-def _candidate_env(
-    device: str, fds: tuple[int, int], threads: int, preroll_us: float = 0.0, fd_socket: int | None = None,
-    flush_multiple: float = 2.0, warm_pages: bool = False,
-) -> dict[str, str]:
+def _candidate_env(device: str, fds: tuple[int, int], threads: int, fd_socket: int) -> dict[str, str]:
+    """The runner's environment, built by the trusted side (never by the candidate); the timing protocol comes in
+    its ``setup`` message."""
     keep = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if k in keep or k.startswith("NVIDIA_")}
     env.update(
@@ -81,50 +97,14 @@ def _candidate_env(
         PYTHONNOUSERSITE="1",
         PYTHONUNBUFFERED="1",
         CUDA_AGENT_RUNNER_FDS=f"{fds[0]},{fds[1]}",
-        CUDA_AGENT_DEVICE=device,
-        OMP_NUM_THREADS=str(threads),  # the reference process uses the same count (settings.cpu_threads)
+        OMP_NUM_THREADS=str(threads),  # the reference process uses the same count (sandbox.cpu_threads)
     )
-    # The reference process gets the same, but for retakes: the candidate's calls are never retaken (a retake
-    # runs it again on the same data, whose result a candidate could hand back from the take before).
-    env.update(protocol_env(preroll_us, flush_multiple, warm_pages, preroll_retakes=0))
-    if fd_socket is not None:
-        from cuda_agent.harness._vmm import FD_SOCKET_ENV
+    from cuda_agent.harness._vmm import FD_SOCKET_ENV
 
-        env[FD_SOCKET_ENV] = str(fd_socket)
+    env[FD_SOCKET_ENV] = str(fd_socket)
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env
-
-
-def descendant_pids(root: int) -> list[int] | None:
-    """``root`` and its descendants from ``/proc/<pid>/task/<tid>/children`` (cost grows with the tree, not with
-    the machine's process count); None where the kernel does not provide those files.
-
-    psutil's ``children(recursive=True)`` reads the status of every process on the machine: on the H200 host,
-    busy with builds and torch.compile workers, one scan took about 170 ms, and every runner's memory watchdog
-    ran one 20 times a second.
-    """
-    if not _HAS_PROC_CHILDREN:
-        return None
-    out = [root]
-    i = 0
-    while i < len(out):
-        pid = out[i]
-        i += 1
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
-                    out.extend(int(x) for x in fh.read().split())
-            except (OSError, ValueError):
-                continue
-    return out
-
-
-_HAS_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
 class CandidateProcess:
@@ -137,19 +117,13 @@ class CandidateProcess:
     :param isolation: the resolved isolation (:func:`resolve_isolation`).
     """
 
-    def __init__(
-        self,
-        device: str,
-        exchange: Path,
-        settings: HarnessSettings,
-        isolation: Isolation,
-        wrapper: list[str] | None = None,
-    ) -> None:
-        self.device = device
+    def __init__(self, exchange: Path, options: RunnerOptions, isolation: Isolation,
+                 wrapper: list[str] | None = None) -> None:
+        self.device = options.device
         self.exchange = exchange
         self.stage = exchange.with_name(exchange.name + "-stage")
         self.stage.mkdir(exist_ok=True)
-        self.settings = settings
+        self.options = options
         self.isolation = isolation.level
         self.used = False
         self.dead_reason: str | None = None
@@ -162,24 +136,22 @@ class CandidateProcess:
         # input sets (memory files, device allocations: harness/fresh_sets.py) to it.
         self.fd_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._req_w = req_w
-        self._resp_r = resp_r
-        self._buf = b""
+        self._reader = LineReader(resp_r)
         cmd = list(wrapper or []) + [sys.executable, "-s", "-P", "-m", "cuda_agent.harness.candidate_runner"]
         # -s: no user site; -P: the working directory is not put on sys.path. Not -I: it also drops
         # PYTHONPATH, and installs outside site-packages (air-gapped GPU machines: --target DIR plus
-        # PYTHONPATH) then cannot import the runner. The environment is built by the trusted side
-        # (_candidate_env), never by the candidate.
-        cuda = device.startswith("cuda")
+        # PYTHONPATH) then cannot import the runner.
+        cuda = self.device.startswith("cuda")
+        ipc = cuda and options.cuda_transport == "ipc"
         spec = BwrapSpec(
             writable=[exchange],
             readonly=[self.stage],
             dev_bind=cuda,
             # Host namespaces only for the 'ipc' transport (its reference counters live in the host's /dev/shm);
-            # the default 'host' transport under bubblewrap needs neither, so the candidate cannot see or
-            # signal the trusted processes.
-            share_ipc=cuda and settings.cuda_transport == "ipc",
-            unshare_pid=settings.unshare_pid if settings.unshare_pid is not None
-            else not (cuda and settings.cuda_transport == "ipc"),
+            # the other transports under bubblewrap need neither, so the candidate cannot see or signal the trusted
+            # processes.
+            share_ipc=ipc,
+            unshare_pid=options.unshare_pid if options.unshare_pid is not None else not ipc,
         )
         cmd = isolation.prefix(spec) + cmd
         self.popen = _spawner.popen(  # by the spawner thread: see harness/_spawner.py
@@ -188,12 +160,10 @@ class CandidateProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             pass_fds=(req_r, resp_w, child_sock.fileno()),
-            env=_candidate_env(device, (req_r, resp_w), settings.cpu_threads, settings.timing_preroll_us,
-                               child_sock.fileno(), settings.timing_l2_flush_multiple,
-                               settings.timing_warm_input_pages),  # no retakes: see HarnessSettings.timing_preroll_retakes
+            env=_candidate_env(self.device, (req_r, resp_w), options.cpu_threads, child_sock.fileno()),
             start_new_session=True,
             cwd="/tmp" if isolation.level == "bwrap" else str(exchange),
-            cpus=timing_cpus(device, settings.timing_cpus),
+            cpus=options.cpus,
         )
         os.close(req_r)
         os.close(resp_w)
@@ -204,12 +174,16 @@ class CandidateProcess:
         self._drain.start()
         self._watch = threading.Thread(target=self._watchdog, daemon=True)
         self._watch.start()
-        self._ready: dict[str, Any] | None = None
+        self._ready: Ready | None = None
+        try:  # the runner reads it as it starts: the pipe holds it until then
+            write_all(self._req_w, encode(Setup(device=self.device, timer=options.timer)))
+        except OSError:
+            pass  # a runner that died at once is reported by wait_ready
 
     # ------------------------------------------------------------------ output and watchdogs
     def _drain_output(self) -> None:
         assert self.popen.stdout is not None
-        limit = self.settings.output_log_limit
+        limit = self.options.output_log_limit
         for raw in iter(lambda: self.popen.stdout.read1(65536), b""):  # type: ignore[union-attr]
             text = raw.decode(errors="replace")
             self._log.append(text)
@@ -220,7 +194,7 @@ class CandidateProcess:
     def output_tail(self) -> str:
         """Last characters the candidate printed (stdout and stderr)."""
         text = "".join(self._log)
-        return text[-self.settings.output_log_limit :]
+        return text[-self.options.output_log_limit :]
 
     def _tree(self) -> list[psutil.Process]:
         """The runner and every process below it (freeze, kill and the memory watchdog use it)."""
@@ -240,10 +214,11 @@ class CandidateProcess:
         return procs
 
     def _watchdog(self) -> None:
-        limit = self.settings.rss_limit_mb * 2**20
-        gpu_limit = self.settings.gpu_mem_limit_mb * 2**20 if self.settings.gpu_mem_limit_mb else None
-        nvml = _nvml_handle(self.device) if gpu_limit else None
-        while not self._stop.wait(self.settings.watchdog_interval_s):
+        opts = self.options
+        limit = opts.memory_mb * 2**20
+        gpu_limit = opts.gpu_memory_mb * 2**20 if opts.gpu_memory_mb else None
+        nvml = nvml_handle(self.device) if gpu_limit else None
+        while not self._stop.wait(opts.watchdog_interval_s):
             if self.popen.poll() is not None:
                 return
             rss = 0
@@ -255,12 +230,12 @@ class CandidateProcess:
                 except psutil.Error:
                     pass
             if rss > limit:
-                self._kill("memory", f"candidate used {rss / 2**20:.0f} MiB of host memory, limit {self.settings.rss_limit_mb} MiB")
+                self._kill("memory", f"candidate used {rss / 2**20:.0f} MiB of host memory, limit {opts.memory_mb} MiB")
                 return
             if nvml is not None and gpu_limit:
-                used = _nvml_used_by(nvml, pids)
+                used = nvml_used_by(nvml, pids)
                 if used > gpu_limit:
-                    self._kill("memory", f"candidate used {used / 2**20:.0f} MiB of GPU memory, limit {self.settings.gpu_mem_limit_mb} MiB")
+                    self._kill("memory", f"candidate used {used / 2**20:.0f} MiB of GPU memory, limit {opts.gpu_memory_mb} MiB")
                     return
 
     def _kill(self, reason: str, message: str) -> None:
@@ -296,34 +271,24 @@ class CandidateProcess:
                 pass
 
     # ------------------------------------------------------------------ channel
-    def _read_line(self, timeout_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._kill("timeout", f"no answer from the candidate within {timeout_s:.0f} s")
-                raise CandidateDied("timeout", self.dead_message)
-            ready, _, _ = select.select([self._resp_r], [], [], min(left, 0.5))
-            if not ready:
-                if self.popen.poll() is not None:
-                    self._raise_dead()
-                continue
-            chunk = os.read(self._resp_r, 1 << 20)
-            if not chunk:
-                self.popen.wait(10)
+    def _read_line(self, timeout_s: float) -> bytes:
+        def idle() -> None:
+            if self.popen.poll() is not None:
                 self._raise_dead()
-            self._buf += chunk
-            if len(self._buf) > 64 * 2**20:
-                self._kill("protocol", "candidate flooded the result channel (more than 64 MiB without a newline)")
-                raise CandidateDied("protocol", self.dead_message)
-        line, _, self._buf = self._buf.partition(b"\n")
+
         try:
-            msg = json.loads(line)
-        except ValueError as exc:
-            raise CandidateDied("protocol", f"unreadable message from the candidate: {line[:200]!r}") from exc
-        if not isinstance(msg, dict):
-            raise CandidateDied("protocol", "candidate sent a non-object message")
-        return msg
+            line = self._reader.read_line(timeout_s, on_idle=idle)
+        except EOFError:
+            self.popen.wait(10)
+            self._raise_dead()
+            raise  # unreachable: _raise_dead raises
+        except WireError as exc:
+            self._kill("protocol", f"candidate flooded the result channel ({exc})")
+            raise CandidateDied("protocol", self.dead_message) from exc
+        if line is None:
+            self._kill("timeout", f"no answer from the candidate within {timeout_s:.0f} s")
+            raise CandidateDied("timeout", self.dead_message)
+        return line
 
     def _raise_dead(self) -> None:
         code = self.popen.wait(10)
@@ -343,26 +308,46 @@ class CandidateProcess:
                 self.dead_message += "\nlast output:\n" + tail[-3000:]
         raise CandidateDied(self.dead_reason, self.dead_message)
 
-    def wait_ready(self) -> dict[str, Any]:
-        """Block until the runner imported torch and initialised the device."""
+    def wait_ready(self) -> Ready:
+        """Block until the runner imported torch and initialised the device (its ``ready`` reply)."""
         if self._ready is None:
-            msg = self._read_line(self.settings.startup_timeout_s)
-            if not msg.get("ok"):
+            line = self._read_line(self.options.startup_timeout_s)
+            try:
+                reply = decode_reply(line, Ready)
+            except WireError as exc:
+                self._kill("protocol", "runner sent no ready message")
+                raise CandidateDied("protocol", f"candidate runner failed to start: {exc}") from exc
+            if isinstance(reply, Failure):
                 self._kill("crash", "runner failed to start")
-                raise CandidateDied("crash", f"candidate runner failed to start: {msg.get('error')}\n{msg.get('traceback', '')}")
-            self._ready = msg
-        return self._ready
+                raise CandidateDied("crash", f"candidate runner failed to start: {reply.error}\n{reply.traceback}")
+            self._ready = reply  # type: ignore[assignment]
+        return self._ready  # type: ignore[return-value]
 
-    def request(self, timeout_s: float, **req: Any) -> dict[str, Any]:
-        """Send one request and return the runner's answer (raises CandidateDied)."""
+    def request(self, timeout_s: float, req: Request) -> Reply | Failure:
+        """Send ``req`` and return the runner's reply, validated against the request's reply class (raises
+        :class:`CandidateDied`; a reply that does not fit is a 'protocol' death: the candidate wrote it)."""
         self.wait_ready()
         self.used = True
         try:
-            os.write(self._req_w, (json.dumps(req) + "\n").encode())
+            write_all(self._req_w, encode(req))
         except OSError as exc:
             self._raise_dead()
             raise CandidateDied("crash", str(exc)) from exc
-        return self._read_line(timeout_s)
+        line = self._read_line(timeout_s)
+        try:
+            return decode_reply(line, req.Reply)
+        except WireError as exc:
+            self._kill("protocol", f"unreadable reply to {req.op!r}: {str(exc)[:300]}")
+            raise CandidateDied("protocol", self.dead_message) from exc
+
+    def send_exit(self) -> None:
+        """Ask the runner to exit (no reply)."""
+        from cuda_agent.harness.messages import Exit
+
+        try:
+            write_all(self._req_w, encode(Exit()))
+        except OSError:
+            pass
 
     @property
     def alive(self) -> bool:
@@ -383,7 +368,7 @@ class CandidateProcess:
             self.popen.wait(10)
         except subprocess.TimeoutExpired:
             pass
-        for fd in (self._req_w, self._resp_r):
+        for fd in (self._req_w, self._reader.fd):
             try:
                 os.close(fd)
             except OSError:
@@ -395,139 +380,3 @@ class CandidateProcess:
         from cuda_agent.harness._vmm import recv_fds
 
         return recv_fds(self.fd_sock, count, timeout_s)
-
-
-def _nvml_handle(device: str) -> Any | None:
-    try:
-        import pynvml  # nvidia-ml-py
-
-        pynvml.nvmlInit()
-        index = int(device.split(":")[1]) if ":" in device else 0
-        return pynvml.nvmlDeviceGetHandleByIndex(index)
-    except Exception:
-        return None
-
-
-def _nvml_used_by(handle: Any, pids: set[int]) -> int:
-    """GPU bytes used by ``pids`` (host pid view) on the device."""
-    try:
-        import pynvml
-
-        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        return sum(int(p.usedGpuMemory or 0) for p in procs if p.pid in pids)
-    except Exception:
-        return 0
-
-
-#: Free bytes /dev/shm must have to hold exchange folders (input and output sets of big tasks live there).
-SHM_MIN_FREE = 16 << 30
-
-
-def default_scratch_dir() -> Path:
-    """Where exchange folders go when ``settings.scratch_dir`` is unset.
-
-    ``/dev/shm`` when it is a writable memory file system with at least :data:`SHM_MIN_FREE` bytes free
-    (staged tensors then never reach a disk: no write-back of gigabytes per evaluation), else the
-    system temp dir (containers often mount a 64 MB ``/dev/shm``).
-    """
-    shm = Path("/dev/shm")
-    try:
-        st = os.statvfs(shm)
-        if shm.is_dir() and os.access(shm, os.W_OK) and st.f_bavail * st.f_frsize >= SHM_MIN_FREE:
-            return shm
-    except OSError:
-        pass
-    return Path(tempfile.gettempdir())
-
-
-class CandidatePool:
-    """Keeps ``settings.spare_runners()`` runners started ahead of time; each is handed out once."""
-
-    def __init__(self, device: str, settings: HarnessSettings) -> None:
-        self.device = device
-        self.settings = settings
-        self._isolation = resolve_isolation(settings)
-        self.isolation = self._isolation.level
-        base = Path(settings.scratch_dir) if settings.scratch_dir else default_scratch_dir()
-        base.mkdir(parents=True, exist_ok=True)
-        self._base = base
-        self._spare: deque[CandidateProcess] = deque()
-        self._reapers: list[threading.Thread] = []
-        self._lock = threading.Lock()
-        self.fill()
-
-    def _start_one(self, wrapper: list[str] | None = None) -> CandidateProcess:
-        exchange = Path(tempfile.mkdtemp(prefix="cuda-agent-x-", dir=self._base))
-        return CandidateProcess(self.device, exchange, self.settings, self._isolation, wrapper)
-
-    def start_wrapped(self, wrapper: list[str]) -> CandidateProcess:
-        """A runner started now under ``wrapper`` (e.g. compute-sanitizer), outside the pool."""
-        proc = self._start_one(wrapper)
-        proc.wait_ready()
-        return proc
-
-    def finish(self, proc: CandidateProcess, timeout_s: float) -> int | None:
-        """Ask a runner to exit and wait for it; its exit code (None if it had to be killed)."""
-        try:
-            os.write(proc._req_w, b'{"op": "exit"}\n')
-            return proc.popen.wait(timeout_s)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-
-    def fill(self) -> None:
-        """Start runners until ``pool_size`` are waiting (non-blocking: they import torch meanwhile)."""
-        with self._lock:
-            self._spare = deque(p for p in self._spare if p.alive)
-            while len(self._spare) < self.settings.spare_runners():
-                self._spare.append(self._start_one())
-
-    def acquire(self) -> CandidateProcess:
-        """A fresh, ready runner; a replacement starts at once in the background."""
-        dead = []
-        with self._lock:
-            proc = None
-            while self._spare:
-                cand = self._spare.popleft()
-                if cand.alive:
-                    proc = cand
-                    break
-                dead.append(cand)
-        for cand in dead:
-            self.release(cand)
-        if proc is None:
-            proc = self._start_one()
-        self.fill()
-        proc.wait_ready()
-        return proc
-
-    def release(self, proc: CandidateProcess) -> None:
-        """Kill a used runner now; wait for it and delete its folders in the background.
-
-        SIGKILL stops the whole tree at once (nothing of the candidate runs after this returns); the wait for the
-        driver to tear its CUDA context down and the removal of its exchange folder (hundreds of MB of staged sets)
-        are left to a reaper thread, so a caller holding the device's timing lock does not wait for them.
-        :meth:`close` joins the reapers.
-        """
-        proc.kill()
-        reaper = threading.Thread(target=self._reap, args=(proc,), name="cuda-agent-reaper", daemon=True)
-        with self._lock:
-            self._reapers = [t for t in self._reapers if t.is_alive()]
-            self._reapers.append(reaper)
-        reaper.start()
-
-    @staticmethod
-    def _reap(proc: CandidateProcess) -> None:
-        proc.close()
-        shutil.rmtree(proc.exchange, ignore_errors=True)
-        shutil.rmtree(proc.stage, ignore_errors=True)
-
-    def close(self) -> None:
-        """Kill every spare runner and wait for every released one to be gone."""
-        with self._lock:
-            spare, self._spare = list(self._spare), deque()
-        for proc in spare:
-            self.release(proc)
-        with self._lock:
-            reapers, self._reapers = self._reapers, []
-        for t in reapers:
-            t.join(timeout=30)

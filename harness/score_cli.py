@@ -261,7 +261,7 @@ def _grade_single_file(src: Path, ws_root: Path, task: Any, backend: Any) -> Can
     if not_static:
         result.flags.append("single_file_sources_not_static")
         result.message = f"{result.message}\nstatic checks incomplete (runtime checks applied): {not_static}".strip()
-    result.extra["static_sources_checked"] = len(static.sources)
+    result.diagnostics.static_sources_checked = len(static.sources)
     return result
 
 

@@ -7,10 +7,11 @@ write this record; nothing else carries verdicts.
 
 from __future__ import annotations
 
+import time
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cuda_agent import INTERFACES_VERSION
 
@@ -88,6 +89,114 @@ class Provenance(BaseModel):
     )
 
 
+class SpinCalibration(BaseModel):
+    """How a CUDA timer sized its pre-roll spin: asked microseconds, cycles per microsecond found, probe times."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    preroll_us: float = Field(0.0, description="The spin asked for, microseconds (0: no spin).")
+    cycles_per_us: float = Field(0.0, description="GPU clock cycles of the spin kernel per microsecond found.")
+    probes_ms: list[float] = Field(default_factory=list, description="Event times of the calibration probes, ms.")
+
+
+class BuildInfo(BaseModel):
+    """The build behind a result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(0, description="Translation units (re)built.")
+    seconds: float = Field(0.0, description="Wall time of the build.")
+    isolation: str = Field("none", description="Sandbox of the compiler.")
+    arch: str | None = Field(None, description="CUDA architecture built for.")
+
+
+class InputSetsInfo(BaseModel):
+    """How the input sets reached the candidate's process."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seeded: int = Field(0, description="Sets the runner made itself from their seeds (fingerprints matched).")
+    staged: int = Field(0, description="Sets handed over by the trusted side.")
+
+
+class FreshSetsInfo(BaseModel):
+    """The timed calls on input sets made for that call alone (harness/fresh_sets.py, T12)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: int = Field(0, description="Fresh-set calls compared with their rotated neighbours.")
+    median_ms: float | None = Field(None, description="Median time of the fresh-set calls.")
+    neighbours_median_ms: float | None = Field(None, description="Median of the rotated calls just before them.")
+    reported: Literal["all", "confirmation", "fresh", "none"] | None = Field(
+        None, description="Which samples the time is: 'all', 'confirmation' (a second look found no gap), 'fresh' "
+        "(the fresh calls of both looks), 'none' (a first look that was superseded).")
+    first_look: FreshSetsInfo | None = Field(None, description="The first look, when a gap made the pass look again.")
+
+
+class SanitizerInfo(BaseModel):
+    """One verify pass under compute-sanitizer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(description="memcheck, racecheck or initcheck.")
+    exit_code: int | None = Field(None, description="Exit code of the sanitized runner (None: it had to be killed).")
+    output_tail: str = Field("", description="The end of the sanitizer's report.")
+    error: str | None = Field(None, description="Why the sanitized run ended early, if it did.")
+
+
+class Diagnostics(BaseModel):
+    """How an evaluation went, for people and benchmarks: never part of a verdict (interfaces 2.0; in 1.x this
+    was the free-form ``extra`` dict, whose keys map onto these fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    phase_s: dict[str, float] = Field(default_factory=dict, description="Seconds spent per evaluator phase.")
+    build: BuildInfo | None = Field(None, description="The build this result used.")
+    build_s: float | None = Field(None, description="Seconds of the build step of a verify/profile/grade.")
+    input_sets: InputSetsInfo | None = Field(None, description="How the input sets reached the candidate.")
+    reverified_sets: int | None = Field(None, description="Sets a profile re-checked (same build just verified).")
+    spot_checks: int = Field(0, description="Timed calls whose outputs were compared.")
+    fresh_sets: FreshSetsInfo | None = Field(None, description="Fresh-set calls and what the time rests on.")
+    fresh_hand_overs: int = Field(0, description="Fresh sets handed over inside timed batches.")
+    fresh_set_fallbacks: list[str] = Field(default_factory=list, description="Descriptor hand-overs that used files.")
+    transport: str | None = Field(None, description="How outputs were handed over last: 'ipc', 'vmm' or 'host'.")
+    transport_note: str | None = Field(None, description="Why a hand-over fell back, if one did.")
+    baselines_cached: bool | None = Field(None, description="Every baseline came from the cache (profile).")
+    speed_of_light_ms: float | None = Field(None, description="The physical floor the time was capped at (T22).")
+    grade_rounds: int | None = Field(None, description="Interleaved rounds of the grading pass.")
+    runner_spin: SpinCalibration | None = Field(None, description="How the runner sized its spin at its start.")
+    runner_spin_recalibrated: SpinCalibration | None = Field(None, description="Sized again under the lock.")
+    timing_overhead_ms: float | None = Field(None, description="The protocol's own cost subtracted (experiments).")
+    sanitizer: SanitizerInfo | None = Field(None, description="The compute-sanitizer pass, when one ran.")
+    static_sources_checked: int | None = Field(None, description="Sources the static rules read (score).")
+    output_tail: str | None = Field(None, description="The candidate's last output, when it failed.")
+    traceback: str | None = Field(None, description="The candidate's traceback, when it raised.")
+    legacy: dict[str, Any] = Field(default_factory=dict, description="Keys of a 1.x record's 'extra' with no field.")
+
+    def tick(self, phase: str, since: float) -> float:
+        """Add the seconds since ``since`` (``time.perf_counter``) to ``phase_s[phase]``; returns now."""
+        now = time.perf_counter()
+        self.phase_s[phase] = round(self.phase_s.get(phase, 0.0) + now - since, 6)
+        return now
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> Diagnostics:
+        """The diagnostics of a 1.x record's ``extra`` dict (keys that do not fit a field go to ``legacy``)."""
+        fields: dict[str, Any] = {}
+        legacy: dict[str, Any] = {}
+        for key, value in extra.items():
+            if key in cls.model_fields and key != "legacy":
+                try:
+                    cls.model_validate({key: value})
+                except ValidationError:
+                    legacy[key] = value
+                else:
+                    fields[key] = value
+            else:
+                legacy[key] = value
+        return cls.model_validate({**fields, "legacy": legacy})
+
+
 class CandidateResult(BaseModel):
     """What evaluating one candidate (workspace state) found."""
 
@@ -112,7 +221,22 @@ class CandidateResult(BaseModel):
     seeds: list[int] = Field(default_factory=list, description="Seeds used (recorded only after the run; secret before).")
     duration_s: float | None = Field(None, description="Wall time of this evaluation.")
     provenance: Provenance = Field(default_factory=Provenance, description="Machine and software.")
-    extra: dict[str, Any] = Field(default_factory=dict, description="Backend-specific details (build log tail, ncu...).")
+    integrity_weakened: list[str] = Field(
+        default_factory=list, description="Integrity controls set weaker than their defaults for this evaluation "
+        "('isolation=process', ...); empty for the trusted grading pass, which always runs with the defaults.")
+    diagnostics: Diagnostics = Field(
+        default_factory=Diagnostics, description="How the evaluation went (phases, hand-overs, fresh sets...).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_version_1(cls, data: Any) -> Any:
+        """A 1.x record's free-form ``extra`` becomes :attr:`diagnostics` (its schema_version is kept)."""
+        if isinstance(data, dict) and "extra" in data:
+            data = dict(data)
+            extra = data.pop("extra") or {}
+            if "diagnostics" not in data and isinstance(extra, dict):
+                data["diagnostics"] = Diagnostics.from_extra(extra)
+        return data
 
     @property
     def passed(self) -> bool:

@@ -11,7 +11,6 @@ workspace root.
 
 from __future__ import annotations
 
-import importlib
 import platform
 import shutil
 import tempfile
@@ -25,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.harness.build import BuildOutcome, build_extension, default_cache_dir
 from cuda_agent.harness.layout import KERNEL_SUFFIX, write_layout
-from cuda_agent.harness.settings import HarnessSettings, usable_cpus
+from cuda_agent.harness import ExperimentSettings, HarnessSettings, usable_cpus
 from cuda_agent.harness.tasks import scaled_for_backend
 from cuda_agent.protocols import Workspace
-from cuda_agent.schemas.result import CandidateResult, CheckError, Status
+from cuda_agent.schemas.result import BuildInfo, CandidateResult, CheckError, Diagnostics, Status
 from cuda_agent.schemas.task import TaskManifest
 
 
@@ -55,13 +54,12 @@ class KernelBackendConfig(BaseModel):
     harness: HarnessSettings = Field(default_factory=HarnessSettings, description="Verification/timing/sandbox settings.")
 
 
-def _integrity() -> Any | None:
-    """The integrity module when it provides the static/binary checks (None otherwise)."""
-    try:
-        module = importlib.import_module("cuda_agent.harness.integrity")
-    except ImportError:
-        return None
-    return module if hasattr(module, "check_sources") and hasattr(module, "check_binary") else None
+def _integrity() -> Any:
+    """The integrity module's static and binary checks. A failure to import them is a harness error, never a build
+    that goes unchecked."""
+    from cuda_agent.harness import integrity
+
+    return integrity
 
 
 def _violation_result(task: TaskManifest, phase: str, violations: list[Any], started: float) -> CandidateResult:
@@ -112,9 +110,10 @@ class KernelBackend:
     kind: Literal["cpu", "cuda"] = "cpu"
 
     def __init__(self, config: KernelBackendConfig | None = None) -> None:
-        config = config or KernelBackendConfig()
-        # The device's timing defaults where the config set nothing (HarnessSettings.with_device_defaults).
-        self.config = config.model_copy(update={"harness": config.harness.with_device_defaults(self.kind)})
+        self.config = config or KernelBackendConfig()
+        #: Benchmark- and test-only knobs of this backend's evaluator (never part of a run config); set before the
+        #: first evaluation.
+        self.experiments: ExperimentSettings | None = None
         self.kernel_suffix = KERNEL_SUFFIX[self.kind]
         self._builds: dict[Path, BuildOutcome] = {}
         self._evaluator: Any = None
@@ -145,7 +144,8 @@ class KernelBackend:
             if self._evaluator is None:
                 from cuda_agent.harness.evaluator import Evaluator
 
-                self._evaluator = Evaluator(self.kind, self.config.harness, device_index=self.config.device_index)
+                self._evaluator = Evaluator(self.kind, self.config.harness, device_index=self.config.device_index,
+                                            experiments=self.experiments)
             return self._evaluator
 
     def warm(self, task: TaskManifest) -> None:
@@ -177,18 +177,11 @@ class KernelBackend:
     def _compile(self, root: Path, task: TaskManifest, phase: str, build_dir: Path) -> tuple[CandidateResult, BuildOutcome | None]:
         started = time.perf_counter()
         integrity = _integrity()
-        flags = [] if integrity else ["integrity_checks_unavailable"]
         # Build first: compiler errors are what the agent needs while the sources are unfinished;
         # the integrity rules then judge sources and binary together (the compiler is sandboxed).
         outcome = self.build(root, build_dir)
-        extra = {
-            "build": {
-                "steps": outcome.steps,
-                "seconds": round(outcome.duration_s, 3),
-                "isolation": outcome.isolation,
-                "arch": outcome.arch,
-            }
-        }
+        diagnostics = Diagnostics(build=BuildInfo(steps=outcome.steps, seconds=round(outcome.duration_s, 3),
+                                                  isolation=outcome.isolation, arch=outcome.arch))
         if not outcome.ok:
             timed_out = any("timed out" in e.message for e in outcome.errors)
             errors = [
@@ -207,11 +200,10 @@ class KernelBackend:
                 errors=errors,
                 duration_s=time.perf_counter() - started,
                 isolation=outcome.isolation,
-                extra=extra,
-                flags=flags,
+                diagnostics=diagnostics,
             )
             return result, None
-        if integrity and outcome.so_path is not None:
+        if outcome.so_path is not None:
             violations = integrity.check_sources(root, self.kind) + integrity.check_binary(outcome.so_path, self.kind)
             if violations:
                 return _violation_result(task, phase, violations, started), None
@@ -227,8 +219,7 @@ class KernelBackend:
             message=message,
             duration_s=time.perf_counter() - started,
             isolation=outcome.isolation,
-            extra=extra,
-            flags=flags,
+            diagnostics=diagnostics,
         )
         return result, outcome
 
@@ -283,7 +274,7 @@ class KernelBackend:
         root = Path(prepared.workspace.root)
         run = {"verify": evaluator.verify, "profile": evaluator.profile, "grade": evaluator.grade}[prepared.phase]
         result = run(prepared.task, root, prepared.outcome.so_path)
-        result.extra["build_s"] = round(prepared.compiled.duration_s, 3) if prepared.compiled else None
+        result.diagnostics.build_s = round(prepared.compiled.duration_s, 3) if prepared.compiled else None
         if prepared.phase != "grade" and result.snapshot_id is None:
             try:
                 result = result.model_copy(update={"snapshot_id": prepared.workspace.snapshot()})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from cuda_agent.harness._toolchain import device_arch, find_nvcc
+from cuda_agent.harness import device_arch, find_nvcc
 from cuda_agent.hookspecs import hookimpl
 from cuda_agent.plugins.backends._common import KernelBackend, KernelBackendConfig, host_facts
 

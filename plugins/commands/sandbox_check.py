@@ -11,7 +11,7 @@ from cuda_agent.hookspecs import hookimpl
 def check_bwrap() -> dict[str, Any]:
     """The harness's own isolation resolver, so doctor reports exactly what candidates get (uid, fallback notes)."""
     try:
-        from cuda_agent.harness._bwrap import resolve_isolation  # the harness's resolver (see test_architecture)
+        from cuda_agent.harness import resolve_isolation  # the harness's resolver (its public API)
     except ImportError as exc:
         return {"ok": False, "detail": f"the harness is not importable ({exc}); candidates cannot be sandboxed"}
     iso = resolve_isolation("auto")

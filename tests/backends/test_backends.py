@@ -85,7 +85,7 @@ def test_every_honest_cpu_solution_compiles(cpu_backend, tmp_path, name):
     _copy_solution(ws, name, "cpu")
     result = cpu_backend.compile(ws, task)
     assert result.status is Status.correct, result.summary_for_agent()
-    assert result.extra["build"]["steps"] == 2
+    assert result.diagnostics.build.steps == 2
     assert cpu_backend.last_build(ws.root) is not None
 
 

@@ -45,12 +45,7 @@ ALLOWED_STRINGS = {("core/plugin_manager.py", "cuda_agent.plugins")}  # built-in
 
 #: Imports of another folder's private modules that remain until the harness exposes a public API for them
 #: (issue 23: the engineer splitting the harness adds it). This list may only shrink: a new entry fails.
-KNOWN_PRIVATE_IMPORTS = {
-    ("plugins/backends/cuda.py", "cuda_agent.harness._toolchain"),
-    ("plugins/commands/sandbox_check.py", "cuda_agent.harness._bwrap"),
-    ("training/synthesis/execution_probe.py", "cuda_agent.harness._spawner"),
-    ("training/synthesis/execution_probe.py", "cuda_agent.harness._bwrap"),
-}
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()  # all fixed: plugins/ and training/ use cuda_agent.harness's API
 
 MODULE_PATH = re.compile(r"cuda_agent(\.[A-Za-z_][A-Za-z0-9_]*)+|cuda_agent")
 IMPORT_CALLS = {"import_module", "__import__", "find_spec"}

@@ -37,9 +37,8 @@ def score(tmp_path: Path):  # type: ignore[no-untyped-def]
     def run(solutions: Path, tasks: str, backend: str, out: Path, *extra: str) -> tuple[int, dict]:
         cfg = tmp_path / "score.yaml"
         cfg.write_text(
-            f"plugins:\n  {backend}:\n    harness:\n      n_input_sets: 2\n      min_timed_calls: 3\n"
-            "      max_timed_calls: 6\n      warmup_calls: 1\n      with_compile_baseline: false\n      grade_rounds: 1\n"
-            f"      baseline_cache_dir: {tmp_path / 'bl'}\n"
+            f"plugins:\n  {backend}:\n    harness:\n      verify: {{input_sets: 2}}\n"
+            f"      timing: {{preset: quick, compile_baseline: false, baseline_cache_dir: {tmp_path / 'bl'}}}\n"
         )
         rc = main(["score", str(solutions), "--tasks", tasks, "--backend", backend, "--out", str(out), "-c", str(cfg),
                    *extra])

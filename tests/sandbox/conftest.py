@@ -175,9 +175,8 @@ def run_score(tmp_path: Path):  # type: ignore[no-untyped-def]
     def run(solutions: Path, tasks: Path, out: Path) -> dict:
         cfg = tmp_path / "score.yaml"
         cfg.write_text(
-            "plugins:\n  cpu:\n    harness:\n      n_input_sets: 2\n      min_timed_calls: 3\n      max_timed_calls: 6\n"
-            "      warmup_calls: 1\n      with_compile_baseline: false\n      grade_rounds: 1\n"
-            f"      baseline_cache_dir: {tmp_path / 'bl'}\n"
+            "plugins:\n  cpu:\n    harness:\n      verify: {input_sets: 2}\n"
+            f"      timing: {{preset: quick, compile_baseline: false, baseline_cache_dir: {tmp_path / 'bl'}}}\n"
         )
         rc = main(["score", str(solutions), "--tasks", str(tasks), "--backend", "cpu", "--out", str(out), "-c", str(cfg)])
         report = json.loads((out / "report.json").read_text())
@@ -188,40 +187,53 @@ def run_score(tmp_path: Path):  # type: ignore[no-untyped-def]
     return run
 
 
+#: The timing protocol of the tests here: few calls, two grading rounds (overrides of the CPU 'standard' preset).
+TEST_PROTOCOL = {"min_calls": 5, "max_calls": 12, "warmup_calls": 1, "rotation_sets": 2, "spot_check_every": 2,
+                 "grade_rounds": 2}
+
+
 @pytest.fixture(scope="session")
 def settings_factory(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """HarnessSettings for tests: small, fast, own baseline cache."""
+    """``make(**blocks) -> (HarnessSettings, ExperimentSettings)`` for tests: small, fast, own baseline cache.
+
+    Keyword arguments: ``verify``, ``timing``, ``sandbox``, ``limits``, ``integrity`` (dicts merged over the test
+    defaults of those blocks), ``protocol`` (timing protocol fields over :data:`TEST_PROTOCOL`), and any other
+    :class:`~cuda_agent.harness.experiments.ExperimentSettings` field."""
+    from cuda_agent.harness.experiments import ExperimentSettings
     from cuda_agent.harness.settings import HarnessSettings
 
     cache = tmp_path_factory.mktemp("baselines")
 
-    def make(**overrides):  # type: ignore[no-untyped-def]
-        base = dict(
-            n_input_sets=3,
-            min_timed_calls=5,
-            max_timed_calls=12,
-            warmup_calls=1,
-            timing_input_sets=2,
-            spot_check_every=2,
-            with_compile_baseline=False,
-            baseline_cache_dir=cache,
-            rss_limit_mb=2048,
-            call_timeout_s=60,
-            grade_rounds=2,
+    def make(*, verify=None, timing=None, sandbox=None, limits=None, integrity=None, protocol=None, **experiments):  # type: ignore[no-untyped-def]
+        settings = HarnessSettings(
+            verify={"input_sets": 3, **(verify or {})},
+            timing={"compile_baseline": False, "baseline_cache_dir": cache, **(timing or {})},
+            sandbox=sandbox or {},
+            limits={"memory_mb": 2048, "call_timeout_s": 60, **(limits or {})},
+            integrity=integrity or {},
         )
-        base.update(overrides)
-        return HarnessSettings(**base)
+        return settings, ExperimentSettings(timing={**TEST_PROTOCOL, **(protocol or {})}, **experiments)
 
     return make
 
 
 @pytest.fixture(scope="session")
-def cpu_evaluator(settings_factory) -> Iterator[object]:  # type: ignore[no-untyped-def]
-    """A shared CPU Evaluator (warm reference processes, pre-started runners) with the CPU backend's device
-    defaults (a wider ``fresh_set_slack``: host-timed calls are noisier)."""
+def make_evaluator(settings_factory):  # type: ignore[no-untyped-def]
+    """``make(kind="cpu", **blocks) -> Evaluator`` with :func:`settings_factory`'s settings (close it yourself)."""
     from cuda_agent.harness.evaluator import Evaluator
 
-    ev = Evaluator("cpu", settings_factory().with_device_defaults("cpu"))
+    def make(kind: str = "cpu", **blocks):  # type: ignore[no-untyped-def]
+        settings, experiments = settings_factory(**blocks)
+        return Evaluator(kind, settings, experiments=experiments)  # type: ignore[arg-type]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def cpu_evaluator(make_evaluator) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """A shared CPU Evaluator (warm reference processes, pre-started runners) with the CPU 'standard' preset's
+    wider ``fresh_set_slack`` (host-timed calls are noisier)."""
+    ev = make_evaluator()
     yield ev
     ev.close()
 

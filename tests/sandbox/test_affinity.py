@@ -10,8 +10,8 @@ import pytest
 
 from cuda_agent.harness import _affinity, _spawner
 from cuda_agent.harness.baselines import baseline_key
-from cuda_agent.harness.reference import ReferenceProcess
-from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness.experiments import ExperimentSettings
+from cuda_agent.harness.reference_client import ReferenceClient
 
 needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux affinity masks")
 
@@ -43,7 +43,7 @@ def test_spawned_child_starts_on_the_given_cores_and_the_spawner_keeps_its_own()
 @needs_affinity
 def test_reference_process_starts_on_the_given_cores():
     one = frozenset({max(os.sched_getaffinity(0))})
-    ref = ReferenceProcess(None, "cpu", cpus=one)  # a spare: started, importing torch, no task
+    ref = ReferenceClient("cpu", cpus=one)  # a spare: started, importing torch, no task
     try:
         assert _child_cpus(ref.proc) == set(one)
     finally:
@@ -51,23 +51,30 @@ def test_reference_process_starts_on_the_given_cores():
 
 
 @needs_affinity
-def test_candidate_runner_starts_on_the_cores_timing_cpus_names(tmp_path, monkeypatch):
-    """The runner's start asks timing_cpus for its cores; NVML (the hardware's word) is what is stood in for."""
-    from cuda_agent.harness import sandbox
-    from cuda_agent.harness.sandbox import CandidatePool
+def test_runners_and_reference_processes_start_on_the_cores_timing_cpus_names(make_evaluator, monkeypatch):
+    """The evaluator asks timing_cpus for the cores of its timing processes once; NVML (the hardware's word) is what
+    is stood in for."""
+    from cuda_agent.harness import evaluator
 
     one = frozenset({min(os.sched_getaffinity(0))})
     asked = []
-    monkeypatch.setattr(sandbox, "timing_cpus", lambda device, setting: asked.append((device, setting)) or one)
-    pool = CandidatePool("cpu", HarnessSettings(pool_size=0, scratch_dir=tmp_path, timing_cpus="gpu_local"))
-    proc = pool.acquire()
+    monkeypatch.setattr(evaluator, "timing_cpus", lambda device, setting: asked.append((device, setting)) or one)
+    ev = make_evaluator(sandbox={"runners_ahead": 0}, timing_cpus="gpu_local")
     try:
-        proc.wait_ready()
-        assert _child_cpus(proc.popen) == set(one)
+        proc = ev.runners("verify").acquire()
+        try:
+            proc.wait_ready()
+            assert _child_cpus(proc.popen) == set(one)
+        finally:
+            ev.runners("verify").release(proc)
+        spare = ev._spawn_reference()
+        try:
+            assert _child_cpus(spare.proc) == set(one)
+        finally:
+            spare.close()
         assert asked == [("cpu", "gpu_local")]
     finally:
-        pool.release(proc)
-        pool.close()
+        ev.close()
 
 
 def test_nvml_masks_to_core_numbers():
@@ -95,7 +102,7 @@ def test_setting_any_pins_nothing_and_an_unknown_value_is_refused():
     with pytest.raises(ValueError, match="valid are 'any' and 'gpu_local'"):
         _affinity.timing_cpus("cuda:0", "numa0")
     with pytest.raises(ValueError, match="timing_cpus"):
-        HarnessSettings(timing_cpus="numa0")
+        ExperimentSettings(timing_cpus="numa0")
 
 
 def test_pinned_baselines_have_their_own_cache_key():
@@ -113,15 +120,3 @@ def test_gpu_local_cores_are_ours_and_local():
     cpus = _affinity.gpu_local_cpus("cuda:0")
     print(f"gpu-local cores of cuda:0: {sorted(cpus) if cpus else None} of {sorted(os.sched_getaffinity(0))}")
     assert cpus is None or cpus <= os.sched_getaffinity(0)
-
-
-def test_command_line_overrides_are_typed_and_checked():
-    from cuda_agent.harness.settings import parse_overrides
-
-    got = parse_overrides(["timing_cpus=gpu_local", "spare_references=0", "target_rel_ci=0.0015", "timing_net_overhead=true"])
-    assert got == {"timing_cpus": "gpu_local", "spare_references": 0, "target_rel_ci": 0.0015, "timing_net_overhead": True}
-    assert HarnessSettings(**got).timing_cpus == "gpu_local"
-    with pytest.raises(ValueError, match="expected KEY=VALUE"):
-        parse_overrides(["timing_cpus"])
-    with pytest.raises(ValueError, match=r"unknown harness settings \['timing_cpu'\]; valid: .*timing_cpus"):
-        parse_overrides(["timing_cpu=gpu_local"])

@@ -225,14 +225,15 @@ def test_a_runner_started_by_a_thread_that_ends_outlives_that_thread(tmp_path: P
     as it ended; the spawner thread forks them now, so they serve calls after the thread is gone."""
     import threading
 
-    from cuda_agent.harness.sandbox import CandidatePool
-    from cuda_agent.harness.settings import HarnessSettings
+    from cuda_agent.harness import messages as m
+    from cuda_agent.harness.candidate_pool import CandidatePool
+    from cuda_agent.harness.sandbox import RunnerOptions
 
-    settings = HarnessSettings(pool_size=1, scratch_dir=tmp_path, isolation="bwrap")
+    options = RunnerOptions(device="cpu", isolation="bwrap", scratch_dir=tmp_path)
     made: list[tuple[CandidatePool, object]] = []
 
     def start_pool() -> None:
-        pool = CandidatePool("cpu", settings)  # fill() starts the spare
+        pool = CandidatePool(options, 1)  # fill() starts the spare
         spare = pool._spare[0]
         spare.wait_ready()  # the sandbox is up (its death signal armed) before this thread ends
         made.append((pool, spare))
@@ -245,7 +246,7 @@ def test_a_runner_started_by_a_thread_that_ends_outlives_that_thread(tmp_path: P
         proc = pool.acquire()
         try:
             assert proc is spare and proc.isolation == "bwrap"  # the very runner that thread started
-            proc.request(60, op="guard")  # answers after its starting thread is gone
+            proc.request(60, m.Guard())  # answers after its starting thread is gone
             assert proc.alive
         finally:
             pool.release(proc)

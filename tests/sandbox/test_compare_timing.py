@@ -8,15 +8,11 @@ import pytest
 import torch
 
 from cuda_agent.harness.compare import compare_output, fingerprint
-from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness.timing import (
-    DeviceTimer,
-    TimingLock,
-    median_rel_ci,
-    precise_enough,
-    speed_of_light_ms,
-    summarize,
-)
+from cuda_agent.harness.settings import HarnessSettings, VerifySettings
+from cuda_agent.harness.timing import DeviceTimer
+from cuda_agent.harness.timing_protocol import TimingProtocol, resolve_protocol
+from cuda_agent.harness.timing_stats import TimingLock, median_rel_ci, precise_enough, speed_of_light_ms, summarize
+from cuda_agent.schemas.task import PrecisionContract
 
 
 def test_equal_outputs_pass() -> None:
@@ -61,10 +57,11 @@ def test_dtype_shape_and_integer_checks() -> None:
 
 
 def test_tolerance_presets() -> None:
-    s = HarnessSettings()
-    assert s.tolerances("float32") == (1e-2, 1e-2)
-    assert s.tolerances("float32", "dtype") == (1e-4, 1e-4)
-    assert HarnessSettings(atol=0.5).tolerances("bfloat16")[0] == 0.5
+    paper = PrecisionContract()
+    assert VerifySettings().tolerance_table(paper) == {"*": (1e-2, 1e-2)}  # every dtype alike
+    assert VerifySettings().tolerance_table(PrecisionContract(tolerance="dtype"))["float32"] == (1e-4, 1e-4)
+    assert VerifySettings().tolerance_table(PrecisionContract(atol=0.3))["*"] == (0.3, 1e-2)  # the task's override
+    assert VerifySettings(atol=0.5).tolerance_table(PrecisionContract(atol=0.3))["*"][0] == 0.5  # ours wins
 
 
 def test_fingerprint_sees_every_byte() -> None:
@@ -137,9 +134,20 @@ def test_cpu_timer_measures_a_call() -> None:
     assert timer.method == "host_sync"
 
 
-def test_settings_reject_unknown_keys() -> None:
+def test_settings_reject_unknown_keys_and_name_the_new_place_of_old_ones() -> None:
     with pytest.raises(Exception, match="extra"):
         HarnessSettings(n_input_set=3)  # type: ignore[call-arg]
+    with pytest.raises(Exception, match="extra"):
+        HarnessSettings(verify={"input_set": 3})
+    with pytest.raises(Exception, match="'n_input_sets' moved: use 'verify.input_sets'"):
+        HarnessSettings(n_input_sets=3)  # type: ignore[call-arg]
+    with pytest.raises(Exception, match=r"'min_timed_calls' is part of the internal timing protocol.*'timing.preset'.*"
+                                        r"ExperimentSettings.timing\['min_calls'\]"):
+        HarnessSettings(min_timed_calls=3)  # type: ignore[call-arg]
+    with pytest.raises(Exception, match="'spare_references' is for experiments only now: ExperimentSettings"):
+        HarnessSettings(spare_references=0)  # type: ignore[call-arg]
+    with pytest.raises(Exception, match="'timing' .* 'timing.preset'"):
+        HarnessSettings(timing="ours")  # type: ignore[arg-type]
 
 
 def test_baseline_time_budget_starts_after_the_first_batch(tmp_path) -> None:
@@ -148,65 +156,82 @@ def test_baseline_time_budget_starts_after_the_first_batch(tmp_path) -> None:
     import time
 
     from cuda_agent.harness.baselines import measure_baseline
-    from cuda_agent.harness.timing import TimingLock
 
     class SlowFirstBatch:  # stands in for the reference process: only its call latency matters here
         def __init__(self) -> None:
             self.batches = 0
             self.rng = random.Random(0)
 
-        def call(self, op, which, sets, *rest):  # type: ignore[no-untyped-def]
-            if op == "prepare_baseline":
-                return True
-            n = rest[0]
+        def prepare_baseline(self, which, k, compile_mode):  # type: ignore[no-untyped-def]
+            return True
+
+        def time_baseline(self, which, sets, n, warmup, compile_mode):  # type: ignore[no-untyped-def]
             self.batches += 1
             if self.batches == 1:
                 time.sleep(0.6)  # "compiling"
             return [1.0 + self.rng.random() for _ in range(n)]  # too noisy to ever be precise enough
 
-    settings = HarnessSettings(max_timing_s=0.5, min_timed_calls=10, max_timed_calls=60, target_rel_ci=0.001)
+    protocol = TimingProtocol(max_batch_s=0.5, min_calls=10, max_calls=60, target_rel_ci=0.001)
     ref = SlowFirstBatch()
-    timing = measure_baseline(ref, "compile", [0], settings, TimingLock("test-budget", lock_dir=tmp_path), "host_sync")
+    timing = measure_baseline(ref, "compile", [0], protocol, "default", TimingLock("test-budget", lock_dir=tmp_path),
+                              "host_sync")
     assert timing.samples == 60 and ref.batches == 6  # ran to the call cap, not stopped after the compile batch
 
 
-def test_timing_preroll_reaches_both_child_processes(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """``timing_preroll_us`` goes to the candidate's and the reference's timers alike (same protocol for both)."""
+def test_the_timer_protocol_reaches_both_child_processes_in_their_first_message(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The per-process part of the protocol (spin, retakes, flush, page warm-up) is the same object for the
+    candidate's and the reference's timers, sent in their first message: no environment variables carry it."""
     from pathlib import Path
 
-    from cuda_agent.harness.reference import ReferenceProcess
+    from cuda_agent.harness.messages import TimerSpec
+    from cuda_agent.harness.reference_client import ReferenceClient
     from cuda_agent.harness.sandbox import _candidate_env
-    from cuda_agent.harness.timing import PREROLL_ENV
 
-    assert _candidate_env("cpu", (3, 4), 1, 40.0)[PREROLL_ENV] == "40.0"
-    ref = ReferenceProcess("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
-                           "def get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n",
-                           "cpu", threads=1, preroll_us=40.0, compile_threads=1)
+    assert not any("TIMING" in k for k in _candidate_env("cpu", (3, 4), 1, 5))
+    spec = TimerSpec(preroll_us=40.0, preroll_retakes=2, l2_flush_multiple=3.0, warm_input_pages=True)
+    ref = ReferenceClient("cpu", threads=1, timer=spec, compile_threads=1)
     try:
+        ref.start("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+                  "def get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n")
         environ = Path(f"/proc/{ref.proc.pid}/environ").read_bytes().split(b"\0")
-        assert f"{PREROLL_ENV}=40.0".encode() in environ
+        assert not any(b"TIMING" in e for e in environ)
         assert b"TORCHINDUCTOR_COMPILE_THREADS=1" in environ  # one compile worker per warm reference process
     finally:
         ref.close()
-    monkeypatch.setenv(PREROLL_ENV, "40")
-    assert DeviceTimer("cpu", flush_bytes=1 << 20).preroll_us == 40.0  # read by the child's timer; CPU ignores it
-    assert DeviceTimer("cpu", flush_bytes=1 << 20, preroll_us=0).preroll_us == 0
-    with pytest.raises(Exception, match="timing_preroll_us"):
-        HarnessSettings(timing_preroll_us=-1)
+    timer = DeviceTimer.from_spec("cpu", spec)  # CPU ignores the spin; a runner's timer never retakes
+    assert timer.preroll_us == 40.0 and timer.preroll_retakes == 2 and timer.flush_buf.numel() * 4 >= 3 * (16 << 20)
+    assert DeviceTimer.from_spec("cpu", spec, retakes=False).preroll_retakes == 0
+    with pytest.raises(Exception, match="preroll_us"):
+        TimerSpec(preroll_us=-1)
 
 
-def test_timing_done_keeps_sampling_until_min_timing_s_but_never_past_the_cap():
-    from cuda_agent.harness.settings import HarnessSettings
-    from cuda_agent.harness.timing import timing_done
+def test_timing_done_keeps_sampling_until_min_batch_s_but_never_past_the_cap():
+    from cuda_agent.harness.timing_stats import timing_done
 
     tight = [1.0] * 30  # a median as precise as it gets
-    plain = HarnessSettings(min_timed_calls=10, max_timed_calls=100, target_rel_ci=0.01)
+    plain = TimingProtocol(min_calls=10, max_calls=100, target_rel_ci=0.01)
     assert timing_done(tight, plain, elapsed_s=0.01)
-    assert not timing_done(tight[:5], plain, elapsed_s=0.01)  # fewer than min_timed_calls
-    held = HarnessSettings(min_timed_calls=10, max_timed_calls=100, target_rel_ci=0.01, min_timing_s=0.5)
-    assert not timing_done(tight, held, elapsed_s=0.2)  # precise, but not yet min_timing_s long
+    assert not timing_done(tight[:5], plain, elapsed_s=0.01)  # fewer than min_calls
+    held = TimingProtocol(min_calls=10, max_calls=100, target_rel_ci=0.01, min_batch_s=0.5)
+    assert not timing_done(tight, held, elapsed_s=0.2)  # precise, but not yet min_batch_s long
     assert timing_done(tight, held, elapsed_s=0.6)
     assert timing_done([1.0] * 100, held, elapsed_s=0.2)  # the cap of calls wins
     loose = [1.0, 2.0, 3.0] * 10
     assert not timing_done(loose, plain, elapsed_s=1.0)
-    assert timing_done(loose, plain, elapsed_s=plain.max_timing_s + 1)  # the budget is spent
+    assert timing_done(loose, plain, elapsed_s=plain.max_batch_s + 1)  # the budget is spent
+
+
+def test_presets_resolve_per_device_and_overrides_change_single_fields():
+    cuda, cpu = resolve_protocol("standard", "cuda"), resolve_protocol("standard", "cpu")
+    assert cuda.timer.preroll_us == 200.0 and cuda.timer.preroll_retakes == 2 and cuda.grade_calls() == 33
+    assert cuda.target_rel_ci == 0.003 and cuda.max_calls == 600
+    assert cpu.timer.preroll_us == 0.0 and cpu.fresh_set_slack == 0.25 and cpu.grade_calls() == 33
+    quick = resolve_protocol("quick", "cpu")
+    assert quick.grade_rounds == 1 and quick.max_calls < cpu.max_calls
+    assert resolve_protocol("release", "cuda").method == "profiler_sum"
+    tuned = resolve_protocol("standard", "cuda", {"min_calls": 7, "timer": {"preroll_us": 0.0}})
+    assert tuned.min_calls == 7 and tuned.timer.preroll_us == 0.0 and tuned.timer.preroll_retakes == 2
+    assert TimingProtocol(max_calls=30, min_calls=5).grade_calls() == 10
+    assert TimingProtocol(max_calls=30, grade_calls_per_round=7).grade_calls() == 7
+    with pytest.raises(ValueError, match="valid are standard, quick, release"):
+        resolve_protocol("ours", "cpu")

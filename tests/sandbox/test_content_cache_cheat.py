@@ -57,36 +57,35 @@ def caching_kit(kit_builder) -> Path:  # type: ignore[no-untyped-def]
     return kit_builder("caching-kit", {"caching.cpp": CACHING_KERNEL, "caching_binding.cpp": BINDING}, "cpu")
 
 
-def _settings(settings_factory, **kw):  # type: ignore[no-untyped-def]
-    made = settings_factory(n_input_sets=3, timing_input_sets=2, min_timed_calls=12, max_timed_calls=24,
-                            grade_calls_per_round=12, **kw)
-    return made.with_device_defaults("cpu")  # the CPU backend's fresh_set_slack (host-timed calls are noisier)
+def _evaluator(make_evaluator, fresh_set_calls: int = 4, **protocol):  # type: ignore[no-untyped-def]
+    """A CPU evaluator (the 'standard' preset's fresh_set_slack: host-timed calls are noisier) with 12-24 timed
+    calls per profile and 12 per grading round."""
+    return make_evaluator(integrity={"fresh_set_calls": fresh_set_calls},
+                          protocol={"min_calls": 12, "max_calls": 24, "grade_calls_per_round": 12, **protocol})
 
 
-def test_a_content_keyed_cache_is_timed_on_data_it_has_not_seen(settings_factory, make_ws, caching_kit, tasks,
+def test_a_content_keyed_cache_is_timed_on_data_it_has_not_seen(make_evaluator, make_ws, caching_kit, tasks,
                                                                honest_relu) -> None:
-    from cuda_agent.harness.evaluator import Evaluator
-
-    with Evaluator("cpu", _settings(settings_factory, fresh_set_calls=0)) as ev:
+    with _evaluator(make_evaluator, fresh_set_calls=0) as ev:
         fooled = ev.profile(tasks.relu, make_ws(honest_relu), caching_kit)
     # Without fresh sets the cheat is right on every call and its time is the copy's: the hole being closed.
     assert fooled.status.value == "correct", fooled.summary_for_agent()
     assert fooled.timing.median_ms < MISS_MS / 3, fooled.timing
 
-    with Evaluator("cpu", _settings(settings_factory)) as ev:
+    with _evaluator(make_evaluator) as ev:
         profiled = ev.profile(tasks.relu, make_ws(honest_relu), caching_kit)
         graded = ev.grade(tasks.relu, make_ws(honest_relu), caching_kit)
     for result in (profiled, graded):
         assert result.status.value == "correct", result.summary_for_agent()  # its outputs are right
         assert "fresh_inputs_slower" in result.flags
         assert result.timing.median_ms >= MISS_MS * 0.9, result.timing  # the time of a miss, not of a copy
-        fresh = result.extra["fresh_sets"]
+        fresh = result.diagnostics.fresh_sets.model_dump()
         assert fresh["reported"] == "fresh", fresh
         assert fresh["neighbours_median_ms"] < MISS_MS / 3 <= fresh["median_ms"], fresh
         assert result.timing.samples == fresh["calls"]  # the time is the fresh calls' alone, of both looks
         assert fresh["first_look"]["calls"] == 4, fresh  # the gap was looked at twice
-    assert profiled.extra["fresh_sets"]["calls"] == 4 + 4  # a second timing batch confirmed it
-    assert graded.extra["fresh_sets"]["calls"] == 4 + 4  # four over the two rounds, four in one more round
+    assert profiled.diagnostics.fresh_sets.model_dump()["calls"] == 4 + 4  # a second timing batch confirmed it
+    assert graded.diagnostics.fresh_sets.model_dump()["calls"] == 4 + 4  # four over the two rounds, four in one more round
 
 
 @pytest.fixture(scope="module")
@@ -99,15 +98,13 @@ def first_look_only_kit(kit_builder) -> Path:  # type: ignore[no-untyped-def]
 
 
 def test_a_cache_that_plays_fair_in_the_confirming_batch_is_timed_at_its_misses(
-        settings_factory, make_ws, first_look_only_kit, tasks, honest_relu) -> None:
-    from cuda_agent.harness.evaluator import Evaluator
-
-    with Evaluator("cpu", _settings(settings_factory)) as ev:
+        make_evaluator, make_ws, first_look_only_kit, tasks, honest_relu) -> None:
+    with _evaluator(make_evaluator) as ev:
         profiled = ev.profile(tasks.relu, make_ws(honest_relu), first_look_only_kit)
         graded = ev.grade(tasks.relu, make_ws(honest_relu), first_look_only_kit)
     for result in (profiled, graded):
         assert result.status.value == "correct", result.summary_for_agent()
-        fresh = result.extra["fresh_sets"]
+        fresh = result.diagnostics.fresh_sets.model_dump()
         first = fresh["first_look"]  # (recorded when the first look found a gap)
         assert first["neighbours_median_ms"] * 1.25 < first["median_ms"], fresh
         assert fresh["reported"] == "confirmation", fresh  # no gap in the second look ...
@@ -115,58 +112,52 @@ def test_a_cache_that_plays_fair_in_the_confirming_batch_is_timed_at_its_misses(
         assert result.timing.median_ms >= MISS_MS * 0.9, result.timing  # ... and only its (slow) calls count
 
 
-def test_an_honest_kernel_keeps_its_median_and_its_fresh_calls_are_checked(settings_factory, make_ws, kit, tasks,
+def test_an_honest_kernel_keeps_its_median_and_its_fresh_calls_are_checked(make_evaluator, make_ws, kit, tasks,
                                                                           honest_relu) -> None:
-    from cuda_agent.harness.evaluator import Evaluator
-
-    settings = _settings(settings_factory, spot_check_every=1000, spot_check_max=1)
-    assert settings.fresh_set_slack == 0.25
-    with Evaluator("cpu", settings) as ev:
+    with _evaluator(make_evaluator, spot_check_every=1000, spot_check_max=1) as ev:
+        assert ev.protocol.fresh_set_slack == 0.25
         profiled = ev.profile(tasks.relu, make_ws(honest_relu), kit)
     assert profiled.status.value == "correct", profiled.summary_for_agent()
-    fresh = profiled.extra["fresh_sets"]
+    fresh = profiled.diagnostics.fresh_sets.model_dump()
     # 'confirmation': noise opened a gap in the first look and the second look showed none (its samples count).
     assert fresh["calls"] == 4 and fresh["reported"] in ("all", "confirmation"), fresh
     assert "fresh_inputs_slower" not in profiled.flags
     assert profiled.timing.samples >= 12 + 4  # the rotated calls and the fresh ones
-    assert profiled.extra["spot_checks"] <= 1  # the fresh calls are checked besides the capped spot checks
+    assert profiled.diagnostics.spot_checks <= 1  # the fresh calls are checked besides the capped spot checks
 
 
-def test_a_fresh_set_reaches_the_candidate_just_before_its_call(settings_factory, make_ws, kit, tasks, honest_relu,
+def test_a_fresh_set_reaches_the_candidate_just_before_its_call(make_evaluator, make_ws, kit, tasks, honest_relu,
                                                               monkeypatch) -> None:
-    from cuda_agent.harness.evaluator import Evaluator
     from cuda_agent.harness.sandbox import CandidateProcess
 
     ops: list[tuple[str, int | None]] = []
     real_request = CandidateProcess.request
 
-    def recording(self, timeout_s, **req):  # type: ignore[no-untyped-def]
-        ops.append((req["op"], req.get("set")))
-        return real_request(self, timeout_s, **req)
+    def recording(self, timeout_s, req):  # type: ignore[no-untyped-def]
+        ops.append((req.op, getattr(req, "set", None)))
+        return real_request(self, timeout_s, req)
 
     monkeypatch.setattr(CandidateProcess, "request", recording)
-    with Evaluator("cpu", _settings(settings_factory)) as ev:
+    with _evaluator(make_evaluator) as ev:
         graded = ev.grade(tasks.relu, make_ws(honest_relu), kit)
     assert graded.status.value == "correct", graded.summary_for_agent()
     sent_at = {k: i for i, (op, k) in enumerate(ops) if op == "inputs"}
     fresh = sorted(k for k in sent_at if ops[sent_at[k] + 1] == ("call", k))
-    looks = 2 if graded.extra["fresh_sets"]["reported"] == "confirmation" else 1  # (noise: a second look)
+    looks = 2 if graded.diagnostics.fresh_sets.model_dump()["reported"] == "confirmation" else 1  # (noise: a second look)
     assert len(fresh) == 4 * looks  # four over the grading pass's rounds (and four in a confirming round)
     for k in fresh:  # handed over right before its first call, and called on once
         assert [i for i, (op, j) in enumerate(ops) if op == "call" and j == k] == [sent_at[k] + 1]
         assert [op for op, j in ops if j == k].count("inputs") == 1
 
 
-def test_a_kernel_wrong_on_new_data_only_fails_on_a_fresh_call(settings_factory, make_ws, lazy_new_data_kit, tasks,
+def test_a_kernel_wrong_on_new_data_only_fails_on_a_fresh_call(make_evaluator, make_ws, lazy_new_data_kit, tasks,
                                                                honest_relu) -> None:
-    from cuda_agent.harness.evaluator import Evaluator
-
     # Spot checks of the rotated calls all but off: the fresh calls are what is checked.
     quiet = dict(spot_check_every=1000, spot_check_max=1)
-    with Evaluator("cpu", _settings(settings_factory, fresh_set_calls=0, **quiet)) as ev:
+    with _evaluator(make_evaluator, fresh_set_calls=0, **quiet) as ev:
         fooled = ev.profile(tasks.relu, make_ws(honest_relu), lazy_new_data_kit)
     assert fooled.status.value == "correct", fooled.summary_for_agent()  # the control: nothing else catches it
-    with Evaluator("cpu", _settings(settings_factory, **quiet)) as ev:
+    with _evaluator(make_evaluator, **quiet) as ev:
         profiled = ev.profile(tasks.relu, make_ws(honest_relu), lazy_new_data_kit)
     assert profiled.status.value == "incorrect", profiled.summary_for_agent()
 

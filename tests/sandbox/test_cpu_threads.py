@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.harness.baselines import baseline_key
-from cuda_agent.harness.reference import ReferenceProcess
-from cuda_agent.harness.sandbox import CandidatePool
+from cuda_agent.harness.candidate_pool import CandidatePool
+from cuda_agent.harness.reference_client import ReferenceClient
+from cuda_agent.harness.sandbox import RunnerOptions
 from cuda_agent.harness.settings import HarnessSettings
 
 TASK = """import torch
@@ -47,27 +48,33 @@ def test_candidate_and_reference_use_the_configured_thread_count(
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     else:
         monkeypatch.setenv("OMP_NUM_THREADS", parent_env)
-    settings = HarnessSettings(pool_size=0, scratch_dir=tmp_path)
-    assert settings.cpu_threads == 1
-    pool = CandidatePool("cpu", settings)
+    threads = HarnessSettings().sandbox.cpu_threads
+    assert threads == 1
+    pool = CandidatePool(RunnerOptions(device="cpu", cpu_threads=threads, scratch_dir=tmp_path), 0)
     proc = pool.acquire()
     try:
-        candidate_threads = proc.wait_ready()["threads"]
+        candidate_threads = proc.wait_ready().threads
     finally:
         pool.release(proc)
         pool.close()
-    ref = ReferenceProcess(TASK, "cpu", threads=settings.cpu_threads)
+    ref = _reference(threads)
     try:
-        reference_threads = ref.call("threads")
+        reference_threads = ref.threads()
     finally:
         ref.close()
-    assert candidate_threads == reference_threads == settings.cpu_threads
+    assert candidate_threads == reference_threads == threads
 
 
 def test_thread_count_is_part_of_the_baseline_key() -> None:
     args = ("hash", "x86_64", "2.13.0", "compile", "ours", "default")
     assert baseline_key(*args, 1) != baseline_key(*args, 2)
     assert baseline_key(*args, 2) == baseline_key(*args, 2)
+
+
+def _reference(threads: int = 1) -> ReferenceClient:
+    ref = ReferenceClient("cpu", threads=threads)
+    ref.start(TASK)
+    return ref
 
 
 class _LockWatch:
@@ -85,30 +92,36 @@ class _LockWatch:
         self.held = False
         return self.lock.__exit__(*exc)
 
-    def call(self, op, *args):  # type: ignore[no-untyped-def]
-        out = self.ref.call(op, *args)
-        self.calls.append((op, self.held, out if op == "prepare_baseline" else None))
+    def prepare_baseline(self, *args):  # type: ignore[no-untyped-def]
+        out = self.ref.prepare_baseline(*args)
+        self.calls.append(("prepare_baseline", self.held, out))
+        return out
+
+    def time_baseline(self, *args):  # type: ignore[no-untyped-def]
+        out = self.ref.time_baseline(*args)
+        self.calls.append(("time_baseline", self.held, None))
         return out
 
 
 def test_torch_compile_compiles_before_the_timing_lock_is_taken(tmp_path: Path) -> None:
     """The compile baseline's compilation (seconds of CPU work) runs outside the GPU's timing lock."""
     from cuda_agent.harness.baselines import measure_baseline
-    from cuda_agent.harness.timing import TimingLock
+    from cuda_agent.harness.timing_protocol import TimingProtocol
+    from cuda_agent.harness.timing_stats import TimingLock
 
-    settings = HarnessSettings(min_timed_calls=5, max_timed_calls=10, warmup_calls=1, max_timing_s=5.0)
-    ref = ReferenceProcess(TASK, "cpu", threads=settings.cpu_threads)
+    protocol = TimingProtocol(min_calls=5, max_calls=10, warmup_calls=1, max_batch_s=5.0)
+    ref = _reference()
     try:
-        ref.call("make_set", 0, 123, None, "file", False)
+        ref.make_set(0, 123, None, "host", False)
         watch = _LockWatch(TimingLock("test-prepare", lock_dir=tmp_path), ref)
-        timing = measure_baseline(watch, "compile", [0], settings, watch, "host_sync")
+        timing = measure_baseline(watch, "compile", [0], protocol, "default", watch, "host_sync")
         assert timing.samples >= 5
         prepare = [c for c in watch.calls if c[0] == "prepare_baseline"]
         assert prepare == [("prepare_baseline", False, True)]  # compiled now, lock not held
         assert watch.calls[0][0] == "prepare_baseline"
         assert all(held for op, held, _ in watch.calls if op == "time_baseline")
-        assert ref.call("prepare_baseline", "compile", 0, settings.compile_mode) is False  # compiled once per process
-        assert ref.call("prepare_baseline", "eager", 0, settings.compile_mode) is False
+        assert ref.prepare_baseline("compile", 0) is False  # compiled once per process
+        assert ref.prepare_baseline("eager", 0) is False
     finally:
         ref.close()
 
@@ -116,15 +129,15 @@ def test_torch_compile_compiles_before_the_timing_lock_is_taken(tmp_path: Path) 
 def test_reference_warm_up_compiles_once_and_calls_from_threads_do_not_mix() -> None:
     import threading
 
-    ref = ReferenceProcess(TASK, "cpu", threads=1)
+    ref = _reference()
     try:
-        assert ref.call("warm_baselines", "default", True) is True  # compiled now
-        assert ref.call("warm_baselines", "default", True) is False  # kept for the process
+        assert ref.warm_baselines("default", True) is True  # compiled now
+        assert ref.warm_baselines("default", True) is False  # kept for the process
         answers: list[object] = []
 
         def ask(n: int) -> None:
             for _ in range(n):
-                answers.append(ref.call("threads"))
+                answers.append(ref.threads())
 
         workers = [threading.Thread(target=ask, args=(40,)) for _ in range(3)]
         for w in workers:
@@ -136,14 +149,13 @@ def test_reference_warm_up_compiles_once_and_calls_from_threads_do_not_mix() -> 
         ref.close()
 
 
-def test_evaluator_prepare_warms_a_task_once_per_reference_process(tmp_path: Path) -> None:
-    from cuda_agent.harness.evaluator import Evaluator
+def test_evaluator_prepare_warms_a_task_once_per_reference_process(make_evaluator, tmp_path: Path) -> None:
     from cuda_agent.harness.tasks import load_task_file
 
     task_file = tmp_path / "double.py"
     task_file.write_text(TASK)
     task = load_task_file(task_file, id="double")
-    with Evaluator("cpu", HarnessSettings(pool_size=0, scratch_dir=tmp_path)) as ev:
+    with make_evaluator(sandbox={"runners_ahead": 0}, timing={"compile_baseline": True}) as ev:
         assert ev.prepare(task) is True
         assert ev.prepare(task) is False
-        assert ev.reference(task).call("warm_baselines", "default", True) is False  # compiled by prepare
+        assert ev.warm_reference(task).warm_baselines("default", True) is False  # compiled by prepare

@@ -89,7 +89,7 @@ def test_profile_times_and_second_profile_hits_baseline_cache(cpu_evaluator, mak
     hits = cpu_evaluator.cache.hits
     second = cpu_evaluator.profile(tasks.relu, ws, kit)
     assert second.status.value == "correct"
-    assert second.extra["baselines_cached"] is True
+    assert second.diagnostics.baselines_cached is True
     assert cpu_evaluator.cache.hits > hits
     assert second.baselines.ids["eager"] == first.baselines.ids["eager"]
     assert set(second.seeds).isdisjoint(first.seeds)
@@ -200,7 +200,7 @@ def test_grade_uses_fresh_seeds_and_alternates(cpu_evaluator, make_ws, kit, task
     assert g.phase == "grade" and g.status.value == "correct", g.summary_for_agent()
     assert set(g.seeds).isdisjoint(v.seeds)
     assert g.timing is not None and g.baselines is not None and g.baselines.eager is not None
-    assert g.extra["grade_rounds"] == cpu_evaluator.settings.grade_rounds
+    assert g.diagnostics.grade_rounds == cpu_evaluator.protocol.grade_rounds
     assert g.speedup_eager is not None and g.speedup_eager > 0
 
 
@@ -211,12 +211,9 @@ def test_grade_of_wrong_candidate_has_no_speedup(cpu_evaluator, make_ws, kit, ta
     assert g.speedup_eager is None and g.timing is None
 
 
-def test_release_profiler_sum_preset(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
-    cpu_evaluator.settings.timing = "release_profiler_sum"
-    try:
-        r = cpu_evaluator.profile(tasks.relu, make_ws(HONEST_RELU), kit)
-    finally:
-        cpu_evaluator.settings.timing = "ours"
+def test_release_profiler_sum_preset(make_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    with make_evaluator(timing={"preset": "release"}) as ev:
+        r = ev.profile(tasks.relu, make_ws(HONEST_RELU), kit)
     assert r.status.value == "correct", r.summary_for_agent()
     assert r.timing is not None and r.timing.method == "profiler_sum"
     assert r.baselines is not None and r.baselines.eager is not None and r.baselines.eager.method == "profiler_sum"
@@ -224,41 +221,68 @@ def test_release_profiler_sum_preset(cpu_evaluator, make_ws, kit, tasks) -> None
 
 
 def test_net_timing_calibrates_under_the_lock_before_the_candidate_loads(settings_factory, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
-    """With ``timing_net_overhead`` the protocol's cost is asked for under the timing lock, before ``load``; the
-    runner refuses to calibrate once candidate code is in it (a loaded candidate could slow its null calls and so
-    lower every time it reports). CPU evaluator with the CUDA-only switch forced on: the runner's cost is 0 here."""
+    """With ``net_overhead`` the protocol's cost is asked for under the timing lock, before ``load``; the runner
+    refuses to calibrate once candidate code is in it (a loaded candidate could slow its null calls and so lower
+    every time it reports). CPU evaluator with the CUDA-only switch forced on: the runner's cost is 0 here."""
+    import dataclasses
     import secrets
 
-    from cuda_agent.harness.evaluator import Evaluator, _Session
+    from cuda_agent.harness import messages as m
+    from cuda_agent.harness.evaluator import Evaluator
+    from cuda_agent.harness.runner_client import CandidateFailed, RunnerClient
+    from cuda_agent.harness.session import Session
 
     class Recording(Evaluator):
-        net_overhead = True  # the CUDA-only switch, forced for the protocol test
+        def context(self, phase):  # type: ignore[no-untyped-def]
+            return dataclasses.replace(super().context(phase), net_overhead=True)  # the CUDA-only switch, forced
 
-    ev = Recording("cpu", settings_factory())
+    settings, experiments = settings_factory()
+    ev = Recording("cpu", settings, experiments=experiments)
     requests: list[tuple[str, bool]] = []
     try:
         r = ev.profile(tasks.relu, make_ws(HONEST_RELU), kit)
         assert r.status.value == "correct", r.summary_for_agent()
-        assert r.extra["timing_overhead_ms"] == 0.0 and "calibrate" in r.extra["phase_s"]
-        assert r.extra["runner_spin_recalibrated"] == {"preroll_us": 0.0, "cycles_per_us": 0.0, "probes_ms": []}
+        assert r.diagnostics.timing_overhead_ms == 0.0 and "calibrate" in r.diagnostics.phase_s
+        assert r.diagnostics.runner_spin_recalibrated.model_dump() == {"preroll_us": 0.0, "cycles_per_us": 0.0,
+                                                                      "probes_ms": []}
         # the same protocol by hand: calibrate is refused after load
-        ref = ev.acquire_reference(tasks.relu)
-        proc = ev.pool.acquire()
-        sess = _Session(task=tasks.relu, proc=proc, ref=ref)
+        ref = ev.references.acquire(tasks.relu)
+        proc = ev.runners("profile").acquire()
         real_request = proc.request
 
-        def request(timeout_s, **req):  # type: ignore[no-untyped-def]
-            requests.append((req["op"], ev.lock._mine.__dict__.get("depth", 0) > 0))
-            return real_request(timeout_s, **req)
+        def request(timeout_s, req):  # type: ignore[no-untyped-def]
+            requests.append((req.op, ev.lock._mine.__dict__.get("depth", 0) > 0))
+            return real_request(timeout_s, req)
 
         proc.request = request  # type: ignore[method-assign]
+        runner = RunnerClient(proc, call_timeout_s=60, load_timeout_s=60, request_timeout_s=60)
+        sess = Session(ev.context("profile"), tasks.relu, runner, ref)
         try:
-            ev.open_session(sess, make_ws(HONEST_RELU), kit, [secrets.randbits(31)], timing=True)
-            late = proc.request(60, op="calibrate")
+            sess.open(make_ws(HONEST_RELU), kit, [secrets.randbits(31)], timing=True)
+            with pytest.raises(CandidateFailed, match="before load"):
+                runner.calibrate()
         finally:
-            ev.pool.release(proc)
-            ev.release_reference(ref)
+            ev.runners("profile").release(proc)
+            ev.references.release(ref)
     finally:
         ev.close()
-    assert requests[0] == ("calibrate", True) and requests[1] == ("load", False)
-    assert late["ok"] is False and "before load" in late["error"]
+    assert requests[0] == (m.Calibrate.op, True) and requests[1] == (m.Load.op, False)
+
+
+def test_weakened_integrity_is_stamped_on_tool_results_and_grading_keeps_the_defaults(make_evaluator, make_ws, kit,
+                                                                                      tasks) -> None:  # type: ignore[no-untyped-def]
+    with make_evaluator(integrity={"isolation": "process", "determinism_check": False}) as ev:
+        ws = make_ws(HONEST_RELU)
+        v = ev.verify(tasks.relu, ws, kit)
+        g = ev.grade(tasks.relu, ws, kit)
+        graded_isolation = ev.runners("grade").isolation
+    assert v.status.value == "correct" and g.status.value == "correct", (v.summary_for_agent(), g.summary_for_agent())
+    assert v.integrity_weakened == ["isolation=process", "determinism_check=false"] and v.isolation == "process"
+    assert g.integrity_weakened == [] and g.isolation == graded_isolation  # bubblewrap wherever it is usable
+
+
+def test_a_requested_sanitizer_that_cannot_run_is_a_harness_error(make_evaluator) -> None:  # type: ignore[no-untyped-def]
+    from cuda_agent.harness.sanitizer import SanitizerUnavailable
+
+    with pytest.raises(SanitizerUnavailable, match="needs the cuda backend"):
+        make_evaluator(integrity={"sanitizer": "memcheck"})

@@ -101,9 +101,8 @@ class ModelNew(nn.Module):
 """
 
 
-def _settings(settings_factory, **kw):  # type: ignore[no-untyped-def]
-    return settings_factory(n_input_sets=3, timing_input_sets=2, min_timed_calls=12, max_timed_calls=24,
-                            grade_calls_per_round=12, **kw).with_device_defaults("cpu")
+def _evaluator(make_evaluator, **experiments):  # type: ignore[no-untyped-def]
+    return make_evaluator(protocol={"min_calls": 12, "max_calls": 24, "grade_calls_per_round": 12}, **experiments)
 
 
 def _recording(monkeypatch: pytest.MonkeyPatch) -> list[dict]:  # type: ignore[type-arg]
@@ -112,9 +111,10 @@ def _recording(monkeypatch: pytest.MonkeyPatch) -> list[dict]:  # type: ignore[t
     seen: list[dict] = []  # type: ignore[type-arg]
     real = CandidateProcess.request
 
-    def request(self, timeout_s, **req):  # type: ignore[no-untyped-def]
-        seen.append({**req, "exchange": sorted(p.name for p in Path(self.exchange).iterdir())})
-        return real(self, timeout_s, **req)
+    def request(self, timeout_s, req):  # type: ignore[no-untyped-def]
+        seen.append({"op": req.op, **req.model_dump(exclude_none=True),
+                     "exchange": sorted(p.name for p in Path(self.exchange).iterdir())})
+        return real(self, timeout_s, req)
 
     monkeypatch.setattr(CandidateProcess, "request", request)
     return seen
@@ -127,19 +127,17 @@ def _fresh(seen: list[dict]) -> list[dict]:  # type: ignore[type-arg]
 
 
 def test_fresh_sets_reach_the_runner_as_memory_files_it_never_sees_before_their_call(
-        settings_factory, make_ws, kit, tasks, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from cuda_agent.harness.evaluator import Evaluator
-
+        make_evaluator, make_ws, kit, tasks, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     seen = _recording(monkeypatch)
-    with Evaluator("cpu", _settings(settings_factory)) as ev:
+    with _evaluator(make_evaluator) as ev:
         profiled = ev.profile(tasks.relu, make_ws(PEEKING_RELU), kit)
         graded = ev.grade(tasks.relu, make_ws(PEEKING_RELU), kit)
-        assert ev.fd_confirmed == {"memfd"} and not ev.fd_failures
+        assert ev.transport.fd_confirmed == {"memfd"} and not ev.transport.fd_failures
     for result in (profiled, graded):
         # Right on every call: it saw its own memory file and never one of ours outside a hand-over.
         assert result.status.value == "correct", result.summary_for_agent()
-        assert "fresh_set_fallbacks" not in result.extra
-        assert result.extra["phase_s"]["fresh_hand_over"] > 0
+        assert not result.diagnostics.fresh_set_fallbacks
+        assert result.diagnostics.phase_s["fresh_hand_over"] > 0
     fresh = _fresh(seen)
     assert len(fresh) >= 8  # four per profile, four per grading pass (more where a gap was looked at again)
     for r in fresh:
@@ -147,14 +145,12 @@ def test_fresh_sets_reach_the_runner_as_memory_files_it_never_sees_before_their_
         assert not any(name.startswith("fresh_") for name in r["exchange"])  # no slot file was written
 
 
-def test_the_files_setting_hands_fresh_sets_over_through_slot_files(settings_factory, make_ws, kit, tasks,
+def test_the_files_setting_hands_fresh_sets_over_through_slot_files(make_evaluator, make_ws, kit, tasks,
                                                                    honest_relu, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from cuda_agent.harness.evaluator import Evaluator
-
     seen = _recording(monkeypatch)
-    with Evaluator("cpu", _settings(settings_factory, fresh_set_transport="files")) as ev:
+    with _evaluator(make_evaluator, fresh_set_transport="files") as ev:
         profiled = ev.profile(tasks.relu, make_ws(honest_relu), kit)
-        assert not ev.fd_confirmed
+        assert not ev.transport.fd_confirmed
     assert profiled.status.value == "correct", profiled.summary_for_agent()
     fresh = _fresh(seen)
     assert len(fresh) >= 4
@@ -162,28 +158,26 @@ def test_the_files_setting_hands_fresh_sets_over_through_slot_files(settings_fac
 
 
 def test_a_candidate_that_cuts_the_descriptor_path_is_handed_its_sets_through_files(
-        settings_factory, make_ws, kit, tasks, honest_relu) -> None:  # type: ignore[no-untyped-def]
-    from cuda_agent.harness.evaluator import Evaluator
-
-    with Evaluator("cpu", _settings(settings_factory)) as ev:
+        make_evaluator, make_ws, kit, tasks, honest_relu) -> None:  # type: ignore[no-untyped-def]
+    with _evaluator(make_evaluator) as ev:
         first = ev.profile(tasks.relu, make_ws(honest_relu), kit)  # descriptors have worked here ...
-        assert first.status.value == "correct" and ev.fd_confirmed == {"memfd"}
+        assert first.status.value == "correct" and ev.transport.fd_confirmed == {"memfd"}
         cut = ev.profile(tasks.relu, make_ws(SABOTAGING_RELU), kit)
         # ... so the failure is the candidate's: its sets went through files, timed and checked as any others,
         assert cut.status.value == "correct", cut.summary_for_agent()
-        assert len(cut.extra["fresh_set_fallbacks"]) >= 4
-        assert cut.extra["fresh_sets"]["calls"] >= 4
+        assert len(cut.diagnostics.fresh_set_fallbacks) >= 4
+        assert cut.diagnostics.fresh_sets.calls >= 4
         # and the next candidate still gets descriptors.
-        assert not ev.fd_failures
+        assert not ev.transport.fd_failures
         after = ev.profile(tasks.relu, make_ws(honest_relu), kit)
-        assert after.status.value == "correct" and "fresh_set_fallbacks" not in after.extra
+        assert after.status.value == "correct" and not after.diagnostics.fresh_set_fallbacks
 
-    with Evaluator("cpu", _settings(settings_factory)) as ev:  # a failure before any success: not used again here
+    with _evaluator(make_evaluator) as ev:  # a failure before any success: not used again here
         cut = ev.profile(tasks.relu, make_ws(SABOTAGING_RELU), kit)
         assert cut.status.value == "correct", cut.summary_for_agent()
-        assert set(ev.fd_failures) == {"memfd"} and "runner could not read" in ev.fd_failures["memfd"]
+        assert set(ev.transport.fd_failures) == {"memfd"} and "runner could not read" in ev.transport.fd_failures["memfd"]
         later = ev.profile(tasks.relu, make_ws(honest_relu), kit)
-        assert later.status.value == "correct" and "fresh_set_fallbacks" not in later.extra  # files from the start
+        assert later.status.value == "correct" and not later.diagnostics.fresh_set_fallbacks  # files from the start
 
 
 def test_a_memory_file_of_the_wrong_size_is_refused() -> None:

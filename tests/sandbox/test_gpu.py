@@ -111,20 +111,10 @@ def cuda_kit(kit_builder) -> Path:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def gpu_evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from cuda_agent.harness.evaluator import Evaluator
-    from cuda_agent.harness.settings import HarnessSettings
-
-    settings = HarnessSettings(
-        n_input_sets=3,
-        min_timed_calls=10,
-        max_timed_calls=30,
-        with_compile_baseline=True,
-        baseline_cache_dir=tmp_path_factory.mktemp("gpu-baselines"),
-        call_timeout_s=60,
-        gpu_mem_limit_mb=20000,
-    )
-    ev = Evaluator("cuda", settings)
+def gpu_evaluator(make_evaluator) -> Iterator[object]:
+    """The CUDA 'standard' preset (its 200 us pre-roll spin) with fewer timed calls."""
+    ev = make_evaluator("cuda", timing={"compile_baseline": True}, limits={"gpu_memory_mb": 20000},
+                        protocol={"min_calls": 10, "max_calls": 30})
     yield ev
     ev.close()
 
@@ -144,24 +134,21 @@ def _ws(tmp_path: Path, code: str, name: str = "ws") -> Path:
     return root
 
 
-def test_profile_net_of_the_protocol_cost(task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """With ``timing_net_overhead`` the runner measures its null-call cost under the timing lock before the
+def test_profile_net_of_the_protocol_cost(make_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """With ``net_overhead`` (an experiment) the runner measures its null-call cost under the timing lock before the
     candidate is loaded and the trusted side subtracts it; candidate and baselines record the net method."""
-    from cuda_agent.harness.evaluator import Evaluator
-    from cuda_agent.harness.settings import HarnessSettings
-    from cuda_agent.harness.timing import MAX_OVERHEAD_MS
+    from cuda_agent.harness.timing_stats import MAX_OVERHEAD_MS
 
-    # The CUDA backend's defaults (its 200 us pre-roll spin): net timing is refused without a spin.
-    settings = HarnessSettings(n_input_sets=3, min_timed_calls=10, max_timed_calls=30, timing_net_overhead=True,
-                               baseline_cache_dir=tmp_path / "b", call_timeout_s=60).with_device_defaults("cuda")
-    with Evaluator("cuda", settings) as ev:
+    # The CUDA 'standard' preset (its 200 us pre-roll spin): net timing is refused without a spin.
+    with make_evaluator("cuda", protocol={"min_calls": 10, "max_calls": 30, "net_overhead": True}) as ev:
         p = ev.profile(task, _ws(tmp_path, HONEST), cuda_kit)
-    assert p.status.value == "correct", p.summary_for_agent() + str(p.extra)
-    spins = (p.extra["runner_spin"], p.extra["runner_spin_recalibrated"])  # at the runner's start; under the lock
+    d = p.diagnostics
+    assert p.status.value == "correct", p.summary_for_agent() + str(d)
+    spins = (d.runner_spin, d.runner_spin_recalibrated)  # at the runner's start; under the lock
     for spin in spins:
-        assert spin["preroll_us"] == 200.0 and len(spin["probes_ms"]) == 5, spins
-        assert spin["cycles_per_us"] == pytest.approx(1e6 / (min(spin["probes_ms"]) * 1e3), rel=1e-3), spins
-    assert 0.0005 < p.extra["timing_overhead_ms"] < MAX_OVERHEAD_MS, p.extra  # a few microseconds on the H200
+        assert spin.preroll_us == 200.0 and len(spin.probes_ms) == 5, spins
+        assert spin.cycles_per_us == pytest.approx(1e6 / (min(spin.probes_ms) * 1e3), rel=1e-3), spins
+    assert 0.0005 < d.timing_overhead_ms < MAX_OVERHEAD_MS, d  # a few microseconds on the H200
     assert p.timing is not None and p.timing.method == "events_l2flush_net" and p.timing.median_ms > 0
     assert p.baselines is not None and p.baselines.eager is not None
     assert p.baselines.eager.method == "events_l2flush_net" and p.speedup_eager is not None
@@ -170,32 +157,30 @@ def test_profile_net_of_the_protocol_cost(task, cuda_kit, tmp_path) -> None:  # 
 def test_cuda_verify_and_profile(gpu_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
     ws = _ws(tmp_path, HONEST)
     v = gpu_evaluator.verify(task, ws, cuda_kit)
-    assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
-    # input_transport 'seeded': the runner's sets, made on the GPU from the same seeds, match the trusted ones.
-    assert v.extra["input_sets"]["staged"] == 0 and v.extra["input_sets"]["seeded"] >= 1, v.extra
+    assert v.status.value == "correct", v.summary_for_agent() + str(v.diagnostics)
+    # seeded input sets: the runner's sets, made on the GPU from the same seeds, match the trusted ones.
+    assert v.diagnostics.input_sets.staged == 0 and v.diagnostics.input_sets.seeded >= 1, v.diagnostics
     if v.isolation == "bwrap":  # outputs crossed the sandbox as device buffers, not through host files
-        assert v.extra.get("transport") == "vmm" and "transport_note" not in v.extra, v.extra
+        assert v.diagnostics.transport == "vmm" and v.diagnostics.transport_note is None, v.diagnostics
     p = gpu_evaluator.profile(task, ws, cuda_kit)
-    assert p.status.value == "correct", p.summary_for_agent() + str(p.extra)
+    assert p.status.value == "correct", p.summary_for_agent() + str(p.diagnostics)
     assert p.timing is not None and p.timing.method == "events_l2flush"
     assert p.baselines is not None and p.baselines.eager is not None and p.baselines.compile is not None
     assert p.speedup_eager is not None and p.speedup_eager > 0.2
     assert p.timing.per_kernel, "per-kernel breakdown expected on CUDA"
     assert p.provenance.device
-    assert p.extra["runner_spin"] == {"preroll_us": 0.0, "cycles_per_us": 0.0, "probes_ms": []}  # no spin here
+    spin = p.diagnostics.runner_spin  # the preset's 200 us spin, sized by the runner as it started
+    assert spin.preroll_us == 200.0 and len(spin.probes_ms) == 5 and spin.cycles_per_us > 0, spin
 
 
-def test_cuda_ipc_transport_without_bubblewrap(task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """CUDA IPC handles work between processes of one PID namespace (isolation 'process')."""
-    from cuda_agent.harness.evaluator import Evaluator
-    from cuda_agent.harness.settings import HarnessSettings
-
-    settings = HarnessSettings(isolation="process", cuda_transport="ipc", input_transport="staged", n_input_sets=2, min_timed_calls=5,
-                               max_timed_calls=10, with_compile_baseline=False, baseline_cache_dir=tmp_path / "b")
-    ev = Evaluator("cuda", settings)
+def test_cuda_ipc_transport_without_bubblewrap(make_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """CUDA IPC handles work between processes of one PID namespace (isolation 'process', stamped as weakened)."""
+    ev = make_evaluator("cuda", integrity={"isolation": "process"}, verify={"input_sets": 2}, cuda_transport="ipc",
+                        input_transport="staged", protocol={"min_calls": 5, "max_calls": 10})
     try:
         v = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
-        assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
+        assert v.status.value == "correct", v.summary_for_agent() + str(v.diagnostics)
+        assert v.integrity_weakened == ["isolation=process"] and v.diagnostics.transport == "ipc"
         r = ev.verify(task, _ws(tmp_path, UNWRITTEN, "bad"), cuda_kit)
         assert r.status.value == "incorrect" and any(e.check == "nan" for e in r.errors), r.summary_for_agent()
     finally:
@@ -203,19 +188,15 @@ def test_cuda_ipc_transport_without_bubblewrap(task, cuda_kit, tmp_path) -> None
 
 
 @pytest.mark.parametrize("transport", ["vmm", "host"])
-def test_outputs_cross_the_sandbox_by_each_transport_with_the_same_verdicts(task, cuda_kit, tmp_path, transport) -> None:  # type: ignore[no-untyped-def]
+def test_outputs_cross_the_sandbox_by_each_transport_with_the_same_verdicts(make_evaluator, task, cuda_kit, tmp_path, transport) -> None:  # type: ignore[no-untyped-def]
     """'vmm' (device buffers passed as file descriptors) and 'host' (files) judge alike: the honest candidate
     correct, one that returns memory its kernel never wrote incorrect (NaN)."""
-    from cuda_agent.harness.evaluator import Evaluator
-    from cuda_agent.harness.settings import HarnessSettings
-
-    settings = HarnessSettings(cuda_transport=transport, n_input_sets=2, min_timed_calls=5, max_timed_calls=10,
-                               with_compile_baseline=False, baseline_cache_dir=tmp_path / "b")
-    ev = Evaluator("cuda", settings)
+    ev = make_evaluator("cuda", verify={"input_sets": 2}, cuda_transport=transport,
+                        protocol={"min_calls": 5, "max_calls": 10})
     try:
         v = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
-        assert v.status.value == "correct", v.summary_for_agent() + str(v.extra)
-        assert v.extra.get("transport") == transport and ev.vmm_failure is None, (v.extra, ev.vmm_failure)
+        assert v.status.value == "correct", v.summary_for_agent() + str(v.diagnostics)
+        assert v.diagnostics.transport == transport and ev.transport.vmm_failure is None, (v.diagnostics, ev.transport.vmm_failure)
         r = ev.verify(task, _ws(tmp_path, UNWRITTEN, "bad"), cuda_kit)
         assert r.status.value == "incorrect" and any(e.check == "nan" for e in r.errors), r.summary_for_agent()
     finally:
@@ -223,24 +204,21 @@ def test_outputs_cross_the_sandbox_by_each_transport_with_the_same_verdicts(task
 
 
 @pytest.mark.parametrize(("transport", "kind"), [("vmm", "vmm"), ("host", "memfd")])
-def test_fresh_sets_are_handed_over_by_descriptor_on_cuda(task, cuda_kit, tmp_path, transport, kind) -> None:  # type: ignore[no-untyped-def]
+def test_fresh_sets_are_handed_over_by_descriptor_on_cuda(make_evaluator, task, cuda_kit, tmp_path, transport, kind) -> None:  # type: ignore[no-untyped-def]
     """Fresh sets staged outside the device lock reach the candidate as descriptors: device allocations exported by
     the reference ('vmm') or memory files read through the runner's pinned buffer ('host'); none falls back to
     the slot files, and the candidate is timed and judged as with files."""
-    from cuda_agent.harness.evaluator import Evaluator
-    from cuda_agent.harness.settings import HarnessSettings
-
-    settings = HarnessSettings(cuda_transport=transport, n_input_sets=2, min_timed_calls=5, max_timed_calls=10,
-                               with_compile_baseline=False, baseline_cache_dir=tmp_path / "b")
-    with Evaluator("cuda", settings) as ev:
+    with make_evaluator("cuda", verify={"input_sets": 2}, cuda_transport=transport,
+                        protocol={"min_calls": 5, "max_calls": 10}) as ev:
         p = ev.profile(task, _ws(tmp_path, HONEST), cuda_kit)
         g = ev.grade(task, _ws(tmp_path, HONEST, "ws2"), cuda_kit)
         r = ev.grade(task, _ws(tmp_path, UNWRITTEN, "bad"), cuda_kit)
-        confirmed, failures = set(ev.fd_confirmed), dict(ev.fd_failures)
+        confirmed, failures = set(ev.transport.fd_confirmed), dict(ev.transport.fd_failures)
     for result in (p, g):
-        assert result.status.value == "correct", result.summary_for_agent() + str(result.extra)
-        assert "fresh_set_fallbacks" not in result.extra, result.extra["fresh_set_fallbacks"]
-        assert result.extra["fresh_hand_overs"] >= 4 and result.extra["phase_s"]["fresh_hand_over"] > 0
+        d = result.diagnostics
+        assert result.status.value == "correct", result.summary_for_agent() + str(d)
+        assert not d.fresh_set_fallbacks, d.fresh_set_fallbacks
+        assert d.fresh_hand_overs >= 4 and d.phase_s["fresh_hand_over"] > 0
     assert confirmed == {kind} and not failures, (confirmed, failures)
     assert r.status.value == "incorrect" and any(e.check == "nan" for e in r.errors), r.summary_for_agent()
 
@@ -306,21 +284,22 @@ def test_gpu_compare_is_chunked_and_exact() -> None:
     assert fingerprint(e) != fingerprint(a)
 
 
-def test_sanitizer_gate_memcheck(task, cuda_kit, tmp_path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+def test_sanitizer_gate_memcheck(make_evaluator, task, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One verify set under compute-sanitizer: an honest kernel passes; a requested sanitizer that is not installed
+    is a harness error when the evaluator is made, never a silent pass."""
     import shutil
 
-    from cuda_agent.harness.evaluator import Evaluator
-    from cuda_agent.harness.settings import HarnessSettings
+    from cuda_agent.harness.sanitizer import SanitizerUnavailable
 
     if shutil.which("compute-sanitizer") is None:
-        pytest.skip("compute-sanitizer not on PATH")
-    settings = HarnessSettings(
-        n_input_sets=2, sanitizer="memcheck", baseline_cache_dir=tmp_path_factory.mktemp("san"), pool_size=0
-    )
-    with Evaluator("cuda", settings) as ev:
+        with pytest.raises(SanitizerUnavailable, match="compute-sanitizer is not on PATH"):
+            make_evaluator("cuda", integrity={"sanitizer": "memcheck"})
+        return
+    with make_evaluator("cuda", verify={"input_sets": 2}, integrity={"sanitizer": "memcheck"},
+                        sandbox={"runners_ahead": 0}) as ev:
         ok = ev.verify(task, _ws(tmp_path, HONEST), cuda_kit)
-        assert ok.status.value == "correct", ok.summary_for_agent() + str(ok.extra.get("sanitizer"))
-        assert ok.extra["sanitizer"]["exit_code"] == 0
+        assert ok.status.value == "correct", ok.summary_for_agent() + str(ok.diagnostics.sanitizer)
+        assert ok.diagnostics.sanitizer.exit_code == 0
 
 
 def test_preroll_times_device_work_but_still_sees_long_host_work() -> None:

@@ -1,13 +1,18 @@
-"""Warm reference processes per evaluator: an LRU that never closes a process a session is using, and starts
-that do not hold up other tasks (real reference processes on CPU)."""
+"""Warm reference processes per evaluator: an LRU that never closes a process a session is using, starts that do
+not hold up other tasks, and processes that end cleanly and quietly (real reference processes on CPU)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
-from cuda_agent.harness.evaluator import Evaluator
-from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness.experiments import ExperimentSettings
+from cuda_agent.harness.reference_client import ReferenceClient
+from cuda_agent.harness.reference_pool import ReferencePool
 from cuda_agent.schemas.task import TaskManifest
 
 
@@ -22,103 +27,168 @@ def _task(name: str, scale: float) -> TaskManifest:
     return TaskManifest.from_code(f"tests/{name}", code)
 
 
-def test_a_process_in_use_is_never_closed_to_make_room(tmp_path):
-    ev = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "b", pool_size=1, warm_references=1))
+def _pool(warm_limit: int = 16, spares: int = 0) -> ReferencePool:
+    return ReferencePool(lambda: ReferenceClient("cpu", threads=1), init_seed=42, warm_limit=warm_limit, spares=spares)
+
+
+def test_a_process_in_use_is_never_closed_to_make_room() -> None:
+    pool = _pool(warm_limit=1)
     a_task, b_task, c_task = _task("a", 2.0), _task("b", 3.0), _task("c", 4.0)
     try:
-        a = ev.acquire_reference(a_task)
-        b = ev.acquire_reference(b_task)  # over the limit, but a is in use
+        a = pool.acquire(a_task)
+        b = pool.acquire(b_task)  # over the limit, but a is in use
         assert a.alive and b.alive and a.users == 1 and b.users == 1
-        ev.release_reference(a)  # now a is unused, oldest and beyond the limit: closed
+        pool.release(a)  # now a is unused, oldest and beyond the limit: closed
         assert not a.alive and b.alive
-        ev.release_reference(b)
-        c = ev.acquire_reference(c_task)  # b unused: closed to make room
+        pool.release(b)
+        c = pool.acquire(c_task)  # b unused: closed to make room
         assert not b.alive and c.alive
-        again = ev.acquire_reference(c_task)  # the warm one again, counted twice
+        again = pool.acquire(c_task)  # the warm one again, counted twice
         assert again is c and c.users == 2
-        ev.release_reference(c)
-        ev.release_reference(c)
+        pool.release(c)
+        pool.release(c)
     finally:
-        ev.close()
+        pool.close()
 
 
-def test_a_retired_process_closes_when_its_last_session_ends(tmp_path):
-    ev = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "b", pool_size=1))
+def test_a_retired_process_closes_when_its_last_session_ends() -> None:
+    pool = _pool()
     task = _task("r", 2.0)
     try:
-        first = ev.acquire_reference(task)
-        second = ev.acquire_reference(task)
+        first = pool.acquire(task)
+        second = pool.acquire(task)
         assert first is second and first.users == 2
-        with ev._refs_lock:  # what _release_sets does when device memory stays pinned
-            ev._refs.pop(task.code_hash)
-            first.retired = True
-        ev.release_reference(first)
+        pool.retire(task, first)  # what a session does when device memory stays pinned
+        pool.release(first)
         assert first.alive  # one session still uses it
-        fresh = ev.acquire_reference(task)
+        fresh = pool.acquire(task)
         assert fresh is not first and fresh.alive
-        ev.release_reference(second)
+        pool.release(second)
         assert not first.alive
-        ev.release_reference(fresh)
+        pool.release(fresh)
     finally:
-        ev.close()
+        pool.close()
 
 
-def test_a_warm_task_does_not_wait_for_another_tasks_process_to_start(tmp_path):
-    ev = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "b", pool_size=1))
+def test_a_warm_task_does_not_wait_for_another_tasks_process_to_start() -> None:
+    started = threading.Event()
+    release_start = threading.Event()
+
+    def spawn() -> ReferenceClient:  # the cold task's start is held here until the warm task has been served
+        ref = ReferenceClient("cpu", threads=1)
+        if cold_spawning.is_set():
+            started.set()
+            release_start.wait(120)
+        return ref
+
+    cold_spawning = threading.Event()
+    pool = ReferencePool(spawn, init_seed=42, warm_limit=16, spares=0)
     warm_task, cold_task = _task("warm", 2.0), _task("cold", 5.0)
     try:
-        ev.release_reference(ev.acquire_reference(warm_task))
-        started = threading.Thread(target=lambda: ev.release_reference(ev.acquire_reference(cold_task)))
-        started.start()
-        deadline = time.monotonic() + 30
-        while not (cold_task.code_hash in ev._ref_start_locks and ev._ref_start_locks[cold_task.code_hash].locked()):
-            assert time.monotonic() < deadline, "the cold start never began"
-            time.sleep(0.005)
-        ref = ev.acquire_reference(warm_task)  # returns while the cold process is still importing torch
-        assert cold_task.code_hash not in ev._refs, "the warm task waited for the other task's process start"
-        ev.release_reference(ref)
-        started.join(timeout=120)
-        assert cold_task.code_hash in ev._refs
+        pool.release(pool.acquire(warm_task))
+        cold_spawning.set()
+        cold = threading.Thread(target=lambda: pool.release(pool.acquire(cold_task)))
+        cold.start()
+        assert started.wait(120), "the cold start never began"
+        assert pool.starting(cold_task)
+        ref = pool.acquire(warm_task)  # returns while the cold task's process is being started
+        assert not pool.holds(cold_task), "the warm task waited for the other task's process start"
+        pool.release(ref)
+        release_start.set()
+        cold.join(timeout=300)
+        assert pool.holds(cold_task)
     finally:
-        ev.close()
+        release_start.set()
+        pool.close()
 
 
-def test_close_asks_every_process_to_exit_before_waiting_for_any(tmp_path):
-    """``Evaluator.close`` stops all warm reference processes at once (one by one, 16 of them took 20 s at the end
-    of an eval run on the H200): a stop request alone makes a process exit, and after close none is left."""
-    from cuda_agent.harness.reference import ReferenceProcess
-
-    lone = ReferenceProcess(_task("lone", 5.0).code, "cpu")
+def test_close_asks_every_process_to_exit_before_waiting_for_any() -> None:
+    """A stop request alone makes a process exit (the pool need not kill it), and closing the pool stops all its
+    processes cleanly: each acknowledges the request and its exit is waited for, however loaded the machine."""
+    lone = ReferenceClient("cpu")
     lone.request_stop()
     lone.request_stop()  # idempotent
-    assert lone.proc.wait(60) == 0  # exits by itself on the request: close() need not kill it
+    assert lone.proc.wait(300) == 0  # exits by itself on the request
     lone.close()
-    ev = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "b", pool_size=1, warm_references=4))
+    pool = _pool(warm_limit=4)
     refs = []
     for i in range(3):
-        ref = ev.acquire_reference(_task(f"t{i}", 2.0 + i))
-        ev.release_reference(ref)
+        ref = pool.acquire(_task(f"t{i}", 2.0 + i))
+        pool.release(ref)
         refs.append(ref)
     assert all(r.alive for r in refs)
-    ev.close()
+    pool.close()
     assert [r.proc.returncode for r in refs] == [0, 0, 0]  # every one exited cleanly, none was killed
 
 
-def test_a_new_task_takes_a_spare_started_ahead_and_spares_close_cleanly(tmp_path):
-    """With ``spare_references`` the evaluator keeps processes started ahead of time (torch imported, no task);
-    the next new task's reference is one of them, and a spare that never got a task exits cleanly at close."""
-    ev = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "b", pool_size=1, spare_references=1))
+def test_a_new_task_takes_a_spare_started_ahead_and_spares_close_cleanly() -> None:
+    """With spares the pool keeps processes started ahead of time (torch imported, no task); the next new task's
+    process is one of them, and a spare that never got a task exits cleanly at close."""
+    pool = _pool(spares=1)
     try:
-        first = ev.acquire_reference(_task("s1", 2.0))
-        (spare,) = ev._spare_refs
+        first = pool.acquire(_task("s1", 2.0))
+        (spare,) = pool.spares
         assert spare.alive and not spare.started and first.started
-        second = ev.acquire_reference(_task("s2", 3.0))
+        second = pool.acquire(_task("s2", 3.0))
         assert second is spare and second.started  # the spare got the task
-        assert second.call("threads") == 1  # and serves it
-        (refill,) = ev._spare_refs
+        assert second.threads() == 1  # and serves it
+        (refill,) = pool.spares
         assert refill is not spare and not refill.started
-        ev.release_reference(first)
-        ev.release_reference(second)
+        pool.release(first)
+        pool.release(second)
+    finally:
+        pool.close()
+    assert refill.proc.returncode == 0 and spare.proc.returncode == 0
+
+
+def test_evaluator_sizes_its_pool_from_the_experiment_settings(make_evaluator) -> None:  # type: ignore[no-untyped-def]
+    ev = make_evaluator(warm_references=3, spare_references=0)
+    try:
+        assert ev.references.warm_limit == 3 and ev.references.spares_wanted == 0
     finally:
         ev.close()
-    assert refill.proc.returncode == 0 and spare.proc.returncode == 0
+    assert ExperimentSettings().spares("cuda") == 2 and ExperimentSettings().spares("cpu") == 0
+
+
+CHILD = r"""
+import sys, time
+from cuda_agent.harness.reference_client import ReferenceClient
+code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n"
+ref = ReferenceClient("cpu")
+ref.start(code)
+print("ready", ref.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_ctrl_c_ends_the_parent_and_the_reference_process_quietly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGINT to the whole process group (a Ctrl-C in a terminal): the parent stops with its KeyboardInterrupt, its
+    reference process ignores the signal and ends once the parent is gone, and nothing from the reference process
+    (no BrokenPipeError, no traceback) reaches the terminal."""
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        line = parent.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("ready"), parent.stderr.read()  # type: ignore[union-attr]
+        child_pid = int(line.split()[1])
+        os.killpg(parent.pid, signal.SIGINT)
+        _, err = parent.communicate(timeout=300)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert "KeyboardInterrupt" in err  # the parent's own (the test script has no handler)
+    assert "BrokenPipe" not in err and "reference.py" not in err, err
+    deadline = time.monotonic() + 300
+    while _alive(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(child_pid), "the reference process outlived its parent"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False

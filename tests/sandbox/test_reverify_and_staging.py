@@ -6,37 +6,33 @@ import pytest
 
 
 @pytest.mark.slow
-def test_profile_after_verify_rechecks_fewer_sets_until_the_build_changes(settings_factory, make_ws, kit, tasks, honest_relu):
-    from cuda_agent.harness.evaluator import Evaluator
-
-    with Evaluator("cpu", settings_factory(n_input_sets=3, reverify_sets=1)) as ev:
+def test_profile_after_verify_rechecks_fewer_sets_until_the_build_changes(make_evaluator, make_ws, kit, tasks, honest_relu):
+    with make_evaluator(protocol={"reverify_sets": 1}) as ev:
         ws = make_ws(honest_relu)
         cold = ev.profile(tasks.relu, ws, kit)
         assert cold.status.value == "correct", cold.summary_for_agent()
-        assert "reverified_sets" not in cold.extra  # nothing verified before: the full check
+        assert cold.diagnostics.reverified_sets is None  # nothing verified before: the full check
         # Where the time went: every sub-phase of a profile is accounted for, and no more than the whole.
-        phases = cold.extra["phase_s"]
+        phases = cold.diagnostics.phase_s
         assert {"acquire", "make_sets", "load", "send_inputs", "forward_calls", "export", "check", "baselines",
                 "close_checks"} <= set(phases)
         assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= cold.duration_s
         warm = ev.profile(tasks.relu, ws, kit)
-        assert warm.status.value == "correct" and warm.extra["reverified_sets"] == 1
+        assert warm.status.value == "correct" and warm.diagnostics.reverified_sets == 1
         assert warm.timing is not None and warm.timing.samples >= 3
         (ws / "model_new.py").write_text((ws / "model_new.py").read_text() + "\n# edited\n")
         edited = ev.profile(tasks.relu, ws, kit)
-        assert "reverified_sets" not in edited.extra  # a changed workspace is a new build
+        assert edited.diagnostics.reverified_sets is None  # a changed workspace is a new build
 
 
 @pytest.mark.slow
-def test_wrong_build_is_never_reverified_lightly(settings_factory, make_ws, kit, tasks, honest_relu):
-    from cuda_agent.harness.evaluator import Evaluator
-
+def test_wrong_build_is_never_reverified_lightly(make_evaluator, make_ws, kit, tasks, honest_relu):
     wrong = honest_relu.replace("cuda_extension.relu_forward(x, out)", "cuda_extension.relu_forward(x, out)\n        out.add_(1)")
-    with Evaluator("cpu", settings_factory(n_input_sets=3, reverify_sets=1)) as ev:
+    with make_evaluator(protocol={"reverify_sets": 1}) as ev:
         ws = make_ws(wrong)
         assert ev.verify(tasks.relu, ws, kit).status.value in ("incorrect", "rejected")
         again = ev.profile(tasks.relu, ws, kit)
-        assert again.status.value in ("incorrect", "rejected") and "reverified_sets" not in again.extra
+        assert again.status.value in ("incorrect", "rejected") and again.diagnostics.reverified_sets is None
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64", "bool"])
@@ -62,7 +58,7 @@ def test_exchange_folders_go_to_dev_shm_only_when_it_has_room(monkeypatch):
     import tempfile
     from pathlib import Path
 
-    from cuda_agent.harness import sandbox
+    from cuda_agent.harness import candidate_pool as sandbox
 
     shm = Path("/dev/shm")
     if not (shm.is_dir() and os.access(shm, os.W_OK)):
@@ -74,16 +70,16 @@ def test_exchange_folders_go_to_dev_shm_only_when_it_has_room(monkeypatch):
     assert sandbox.default_scratch_dir() == shm
 
 
-def test_spare_runners_follow_the_core_count(monkeypatch):
+def test_runners_ahead_follow_the_core_count(monkeypatch):
     from cuda_agent.harness.settings import HarnessSettings
 
-    assert HarnessSettings(pool_size=0).spare_runners() == 0
-    assert HarnessSettings(pool_size=3).spare_runners() == 3
+    assert HarnessSettings(sandbox={"runners_ahead": 0}).runners_ahead() == 0
+    assert HarnessSettings(sandbox={"runners_ahead": 3}).runners_ahead() == 3
     for cores, spares in [(128, 6), (32, 6), (16, 5), (8, 2), (4, 1), (2, 1), (1, 1)]:
         # The cores this process may use (its affinity mask: a lane pinned to 16 of 32 cores counts 16).
         monkeypatch.setattr("os.sched_getaffinity", lambda pid, cores=cores: set(range(cores)))
         monkeypatch.setattr("os.cpu_count", lambda: 256)
-        assert HarnessSettings().spare_runners() == spares, cores
+        assert HarnessSettings().runners_ahead() == spares, cores
 
 
 def test_slot_writer_rewrites_a_slot_in_place_and_remakes_it_when_needed(tmp_path):

@@ -54,46 +54,44 @@ class ModelNew(torch.nn.Module):
 """
 
 
-def _evaluate(settings_factory, phase: str, transport: str, task, ws, kit):
+def _evaluate(make_evaluator, phase: str, transport: str, task, ws, kit):
     """``phase`` ('verify', 'profile', 'grade') of the workspace with ``input_transport: transport``; must pass."""
-    from cuda_agent.harness.evaluator import Evaluator
-
-    with Evaluator("cpu", settings_factory(input_transport=transport)) as ev:
+    with make_evaluator(input_transport=transport) as ev:
         result = getattr(ev, phase)(task, ws, kit)
     assert result.status.value == "correct", result.summary_for_agent()
     return result
 
 
 @pytest.mark.slow
-def test_seeded_sets_are_made_by_the_runner_and_match(settings_factory, make_ws, kit, tasks, honest_relu):
-    result = _evaluate(settings_factory, "profile", "seeded", tasks.relu, make_ws(honest_relu), kit)
+def test_seeded_sets_are_made_by_the_runner_and_match(make_evaluator, make_ws, kit, tasks, honest_relu):
+    result = _evaluate(make_evaluator, "profile", "seeded", tasks.relu, make_ws(honest_relu), kit)
     # 3 verify sets + 2 timing sets, all made in the runner: nothing handed over.
-    assert result.extra["input_sets"] == {"seeded": 5, "staged": 0}
+    assert result.diagnostics.input_sets.model_dump() == {"seeded": 5, "staged": 0}
 
 
 @pytest.mark.slow
-def test_staged_transport_hands_every_set_over(settings_factory, make_ws, kit, tasks, honest_relu):
-    result = _evaluate(settings_factory, "verify", "staged", tasks.relu, make_ws(honest_relu), kit)
-    assert result.extra["input_sets"] == {"seeded": 0, "staged": 3}
+def test_staged_transport_hands_every_set_over(make_evaluator, make_ws, kit, tasks, honest_relu):
+    result = _evaluate(make_evaluator, "verify", "staged", tasks.relu, make_ws(honest_relu), kit)
+    assert result.diagnostics.input_sets.model_dump() == {"seeded": 0, "staged": 3}
 
 
 @pytest.mark.slow
-def test_sets_the_runner_cannot_reproduce_are_handed_over(settings_factory, make_ws, kit, honest_relu):
+def test_sets_the_runner_cannot_reproduce_are_handed_over(make_evaluator, make_ws, kit, honest_relu):
     task = task_of("relu_pid", UNREPRODUCIBLE_TASK)
     # The runner's copies differ from the trusted ones (other pid): every set comes from the trusted side,
     # and the honest kernel is judged on those.
-    result = _evaluate(settings_factory, "verify", "seeded", task, make_ws(honest_relu, UNREPRODUCIBLE_TASK), kit)
-    assert result.extra["input_sets"] == {"seeded": 0, "staged": 3}
+    result = _evaluate(make_evaluator, "verify", "seeded", task, make_ws(honest_relu, UNREPRODUCIBLE_TASK), kit)
+    assert result.diagnostics.input_sets.model_dump() == {"seeded": 0, "staged": 3}
 
 
 @pytest.mark.slow
-def test_reference_code_is_gone_before_the_candidate_loads(settings_factory, make_ws, kit, tasks):
-    result = _evaluate(settings_factory, "verify", "seeded", tasks.relu, make_ws(textwrap.dedent(SNOOPING_MODEL_NEW)), kit)
-    assert result.extra["input_sets"]["seeded"] == 3
+def test_reference_code_is_gone_before_the_candidate_loads(make_evaluator, make_ws, kit, tasks):
+    result = _evaluate(make_evaluator, "verify", "seeded", tasks.relu, make_ws(textwrap.dedent(SNOOPING_MODEL_NEW)), kit)
+    assert result.diagnostics.input_sets.seeded == 3
 
 
 @pytest.mark.slow
-def test_grading_makes_its_timing_sets_up_front(settings_factory, make_ws, kit, tasks, honest_relu):
-    result = _evaluate(settings_factory, "grade", "seeded", tasks.relu, make_ws(honest_relu), kit)
-    assert result.extra["input_sets"] == {"seeded": 5, "staged": 0}
-    assert "extra_sets" not in result.extra["phase_s"]  # nothing made after the candidate loaded
+def test_grading_makes_its_timing_sets_up_front(make_evaluator, make_ws, kit, tasks, honest_relu):
+    result = _evaluate(make_evaluator, "grade", "seeded", tasks.relu, make_ws(honest_relu), kit)
+    assert result.diagnostics.input_sets.model_dump() == {"seeded": 5, "staged": 0}
+    assert "extra_sets" not in result.diagnostics.phase_s  # nothing made after the candidate loaded

@@ -37,37 +37,30 @@ def lazy_kit(kit_builder) -> Path:  # type: ignore[no-untyped-def]
     return kit_builder("lazy-kit", {"lazy.cpp": LAZY_KERNEL, "lazy_binding.cpp": LAZY_BINDING}, "cpu")
 
 
-def test_cheat_after_verify_is_caught_by_profile_spot_checks_and_by_grading(settings_factory, make_ws, lazy_kit, tasks,
+def test_cheat_after_verify_is_caught_by_profile_spot_checks_and_by_grading(make_evaluator, make_ws, lazy_kit, tasks,
                                                                           honest_relu):
-    from cuda_agent.harness.evaluator import Evaluator
-
-    settings = settings_factory(n_input_sets=3, reverify_sets=1, spot_check_every=3, spot_check_max=2,
-                                min_timed_calls=10, max_timed_calls=20)
-    with Evaluator("cpu", settings) as ev:
+    protocol = {"reverify_sets": 1, "spot_check_every": 3, "spot_check_max": 2, "min_calls": 10, "max_calls": 20}
+    with make_evaluator(protocol=protocol) as ev:
         ws = make_ws(honest_relu)
         verified = ev.verify(tasks.relu, ws, lazy_kit)
         assert verified.status.value == "correct", verified.summary_for_agent()  # 4 honest calls: the cheat hides
         profiled = ev.profile(tasks.relu, ws, lazy_kit)
-        assert profiled.extra.get("reverified_sets") == 1
+        assert profiled.diagnostics.reverified_sets == 1
         assert profiled.status.value == "incorrect", profiled.summary_for_agent()
         graded = ev.grade(tasks.relu, ws, lazy_kit)
         assert graded.status.value == "incorrect", graded.summary_for_agent()
 
 
-def test_grading_spot_checks_are_capped_and_drawn_across_the_rounds(settings_factory, make_ws, kit, tasks, honest_relu):
-    from cuda_agent.harness.evaluator import Evaluator
-
-    settings = settings_factory(n_input_sets=2, min_timed_calls=10, max_timed_calls=30, grade_rounds=3,
-                                grade_spot_checks=5, spot_check_every=2)
-    with Evaluator("cpu", settings) as ev:
+def test_grading_spot_checks_are_capped_and_drawn_across_the_rounds(make_evaluator, make_ws, kit, tasks, honest_relu):
+    protocol = {"min_calls": 10, "max_calls": 30, "grade_rounds": 3, "grade_spot_checks": 5, "spot_check_every": 2}
+    with make_evaluator(verify={"input_sets": 2}, protocol=protocol) as ev:
         graded = ev.grade(tasks.relu, make_ws(honest_relu), kit)
         assert graded.status.value == "correct", graded.summary_for_agent()
         # Not the 15 that every 2nd of 30 calls would be. (A round that looked again at a gap on the fresh sets,
         # which noise can open, adds its share: a third of the cap; uncapped, every 2nd of its 10 calls.)
-        looked_again = "first_look" in graded.extra["fresh_sets"]
-        assert graded.extra["spot_checks"] == 5 + (5 // 3 if looked_again else 0)
-        uncapped = settings.model_copy(update={"grade_spot_checks": None})
-    with Evaluator("cpu", uncapped) as ev:
+        looked_again = graded.diagnostics.fresh_sets.first_look is not None
+        assert graded.diagnostics.spot_checks == 5 + (5 // 3 if looked_again else 0)
+    with make_evaluator(verify={"input_sets": 2}, protocol={**protocol, "grade_spot_checks": None}) as ev:
         graded = ev.grade(tasks.relu, make_ws(honest_relu), kit)
-        looked_again = "first_look" in graded.extra["fresh_sets"]
-        assert graded.extra["spot_checks"] == 15 + (5 if looked_again else 0)
+        looked_again = graded.diagnostics.fresh_sets.first_look is not None
+        assert graded.diagnostics.spot_checks == 15 + (5 if looked_again else 0)

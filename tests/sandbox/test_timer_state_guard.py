@@ -61,11 +61,9 @@ def test_state_changes_are_named() -> None:
 
 
 @pytest.mark.parametrize("what", sorted(PATCHES))
-def test_a_candidate_that_patches_the_runners_timer_is_flagged(settings_factory, make_ws, kit, tasks, what) -> None:
-    from cuda_agent.harness.evaluator import Evaluator
-
+def test_a_candidate_that_patches_the_runners_timer_is_flagged(make_evaluator, make_ws, kit, tasks, what) -> None:
     model_new = textwrap.dedent(PATCHING_MODEL_NEW).replace("{patch}", PATCHES[what])
-    with Evaluator("cpu", settings_factory()) as ev:
+    with make_evaluator() as ev:
         result = ev.profile(tasks.relu, make_ws(model_new), kit)
     rules = {e.check for e in result.errors}
     assert "T8.runtime.timer_patched" in rules, (what, result.summary_for_agent())

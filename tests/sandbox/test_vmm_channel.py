@@ -96,7 +96,7 @@ def test_descendants_are_found_without_scanning_every_process(tmp_path):
     import sys
     import time
 
-    from cuda_agent.harness import sandbox
+    from cuda_agent.harness import process_tree as sandbox
 
     if not sandbox._HAS_PROC_CHILDREN:
         pytest.skip("no /proc/<pid>/task/<tid>/children on this kernel")
@@ -129,26 +129,32 @@ def test_descendants_are_found_without_scanning_every_process(tmp_path):
             pass
 
 
-def test_a_failed_hand_over_blames_the_environment_only_until_the_transport_has_worked(tmp_path):
+def test_a_failed_hand_over_blames_the_environment_only_until_the_transport_has_worked() -> None:
     """Before any 'vmm' check succeeded, a failure switches the evaluator to host files (honest candidates never
     fail for a driver that refuses the handles); afterwards it is the candidate's export error, so one candidate
     cannot push the device onto the slow path for everyone."""
-    from cuda_agent.harness.evaluator import Evaluator, _Session
-    from cuda_agent.harness.settings import HarnessSettings
+    from cuda_agent.harness.transport import Transport
 
-    ev = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "b", pool_size=1))
-    try:
-        sess = _Session(task=None, proc=None, ref=None)  # type: ignore[arg-type]
-        assert ev.transport_failure_is_environment(sess, "cuMemImportFromShareableHandle failed: CUDA error 1")
-        assert ev.vmm_failure and "vmm unavailable" in sess.extra["transport_note"]
+    ev = Transport("cuda")
+    assert ev.output_mode("bwrap") == "vmm" and ev.output_mode("process") == "ipc"
+    assert ev.output_failed("cuMemImportFromShareableHandle failed: CUDA error 1")
+    assert ev.vmm_failure and ev.output_mode("bwrap") == "host"  # host files from now on
 
-        fresh = Evaluator("cpu", HarnessSettings(baseline_cache_dir=tmp_path / "c", pool_size=1))
-        try:
-            fresh.vmm_confirmed = True
-            other = _Session(task=None, proc=None, ref=None)  # type: ignore[arg-type]
-            assert not fresh.transport_failure_is_environment(other, "cuMemMap failed: CUDA error 1")
-            assert fresh.vmm_failure is None and "could not be read" in other.extra["transport_note"]
-        finally:
-            fresh.close()
-    finally:
-        ev.close()
+    fresh = Transport("cuda")
+    fresh.output_worked()
+    assert not fresh.output_failed("cuMemMap failed: CUDA error 1")  # the candidate's buffers, not the driver
+    assert fresh.vmm_failure is None and fresh.output_mode("bwrap") == "vmm"
+
+
+def test_fresh_set_descriptor_kinds_remember_their_failures() -> None:
+    from cuda_agent.harness.transport import Transport
+
+    t = Transport("cuda")
+    assert t.fresh_set_kind("bwrap") == "vmm" and t.fresh_set_kind("process") is None  # ipc hands over itself
+    t.fd_failed("vmm", "driver refused")
+    assert t.fresh_set_kind("bwrap") == "memfd"
+    t.fd_worked("memfd")
+    t.fd_failed("memfd", "one candidate cut the socket")  # it has worked here: the candidate's doing
+    assert t.fresh_set_kind("bwrap") == "memfd" and "memfd" not in t.fd_failures
+    assert Transport("cpu").fresh_set_kind("bwrap") == "memfd"
+    assert Transport("cpu", fresh_set_transport="files").fresh_set_kind("bwrap") is None

@@ -1,5 +1,5 @@
-"""The inputs' page warm-up after each L2 flush (``timing_warm_input_pages``), the host-enqueue counts and the
-retakes behind a longer spin (``timing_preroll_retakes``), on CUDA (``pytest -m gpu``)."""
+"""The inputs' page warm-up after each L2 flush (the timer's ``warm_input_pages``), the host-enqueue counts and the
+retakes behind a longer spin (``preroll_retakes``), on CUDA (``pytest -m gpu``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.gpu
 
-from cuda_agent.harness.reference import ReferenceProcess  # noqa: E402
+from cuda_agent.harness.messages import TimerSpec  # noqa: E402
+from cuda_agent.harness.reference import ReferenceServer  # noqa: E402
+from cuda_agent.harness.reference_messages import MakeSet, Start  # noqa: E402
 from cuda_agent.harness.timing import WARM_PAGE_BYTES, DeviceTimer, warm_input_pages  # noqa: E402
 
 CODE = (
@@ -72,14 +74,13 @@ def test_the_warm_up_runs_before_the_timed_region_and_only_when_on() -> None:
     assert n_on == n_off + _kernels(lambda: warm_input_pages([x])) and n_noflush < n_off
 
 
-def test_the_reference_process_takes_the_setting() -> None:
+def test_the_reference_process_takes_the_setting_from_its_start_message() -> None:
     for warm in (True, False):
-        ref = ReferenceProcess(CODE, "cuda:0", warm_pages=warm, preroll_us=200.0)
-        try:
-            got = ref.call("timing_variants", None, 5, 1)
-            assert got["info"]["warm_pages"] is warm
-        finally:
-            ref.close()
+        server = ReferenceServer(Start(code=CODE, device="cuda:0",
+                                       timer=TimerSpec(warm_input_pages=warm, preroll_us=200.0)))
+        server.make_set(MakeSet(set=0, seed=1, exchange=None, transport="host", stage=False))
+        assert len(server.baselines.time("eager", [0], 5, 1, "default")) == 5
+        assert server.baselines.timer.warm_pages is warm and server.baselines.timer.preroll_us == 200.0
 
 
 def test_a_host_side_longer_than_the_spin_is_counted() -> None:

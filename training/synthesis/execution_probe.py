@@ -9,7 +9,7 @@ crashes the child, hangs or exceeds memory gets a :class:`ProbeReport` with
 restarted for the next task, so a bad task drops itself, never the run.
 
 Isolation: some tasks are LLM-written (``compose_llm``), so the child runs
-under the harness's bubblewrap builder (:mod:`cuda_agent.harness._bwrap`)
+under the harness's bubblewrap builder (:func:`cuda_agent.harness.resolve_isolation`)
 when it is usable: read-only root, no network, own pid namespace, a private
 tmpfs ``/tmp``, uid 65534 where the machine allows it; writable are only the
 worker's scratch folder (its working directory), the timing-lock file and
@@ -38,8 +38,7 @@ from typing import Any, Literal
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
-from cuda_agent.harness import _spawner
-from cuda_agent.harness._bwrap import UNPRIVILEGED_UID, BwrapSpec, Isolation, resolve_isolation
+from cuda_agent.harness import UNPRIVILEGED_UID, BwrapSpec, Isolation, resolve_isolation, spawn_process
 
 
 class ProbeSettings(BaseModel):
@@ -229,7 +228,7 @@ class ProbeWorker:
         self._stderr.clear()
         self._new_scratch()
         # Forked by the harness's spawner thread: a bubblewrapped worker dies with the thread that forked it.
-        self.proc = _spawner.popen(
+        self.proc = spawn_process(
             self._command(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=self._env(), start_new_session=True, cwd=str(self.scratch),

@@ -1,4 +1,4 @@
-"""Diagnostics: one reference process's eager baseline timed several ways, inside that very process.
+"""Benchmark-only diagnostics: a task's eager (or compiled) baseline timed several ways, in a process of its own.
 
 Issue 4's open spread: row_sum's eager baseline took one of two discrete levels (17.95 / 18.85 us on the H200)
 in the evaluator's reference processes. Timing it in the same process under variants of the protocol (H200,
@@ -9,9 +9,8 @@ without a flush. So it follows how the flush buffer and the data lie relative to
 Here every variant is timed over ``placements`` placements (new input sets and new timers, so new flush buffers,
 each), and reported per placement: a protocol whose per-placement medians agree is placement-proof.
 
-- ``standard``: what :meth:`ReferenceServer.time_baseline` does (rotated sets, the process's clone setting, its
-  flush: ``HarnessSettings.timing_l2_flush_multiple`` times the L2, written, and its
-  ``timing_warm_input_pages``);
+- ``standard``: the protocol's own timer (rotated sets, the clone setting, its flush: ``timer.l2_flush_multiple``
+  times the L2, written, and its ``timer.warm_input_pages``);
 - ``write_2x`` / ``write_4x`` / ``write_8x``: a written flush buffer of 2, 4 or 8 times the L2 (is 2x not enough
   to evict every line of the data?);
 - ``read_2x`` / ``read_4x``: the same buffer read (clean lines left);
@@ -20,8 +19,8 @@ each), and reported per placement: a protocol whose per-placement medians agree 
   lines cached: is it the TLB?); every other variant but ``standard`` without that;
 - ``direct`` / ``direct_warm``: the 2x write flush on the set's own tensors, no clone per call (without / with the
   pages warmed);
-- ``graded``: :meth:`ReferenceServer.time_baseline` itself on this placement's sets (the graded code path, with
-  the process's settings: ``baseline_clone_inputs``, ``timing_warm_input_pages``, its own timer);
+- ``graded``: :meth:`cuda_agent.harness.reference_baselines.Baselines.time` itself on this placement's sets (the
+  graded code path, with the protocol's ``baseline_clone_inputs`` and timer);
 - ``spin_500`` / ``spin_1000``: the process's protocol with a 500 / 1000 us pre-roll spin and no retakes (does a
   longer spin steady a compiled model's time under load? its host path may outlast the 200 us default);
 - ``no_retakes``: the process's protocol without ``timing_preroll_retakes`` (every other variant has the
@@ -32,16 +31,23 @@ Measured on the H200 (2026-12-01): the slow level came back in about one placeme
 size and kind; ``touch_2x`` was free of it in one run (41 of 42 placements) and not in the next (where the process
 itself warmed pages and ``standard`` and ``graded`` showed both levels too); ``direct_warm`` gave 17.98-18.32 us in
 all 18 placements, ``direct`` 17.84-18.85 us: writing the inputs just before the flush is what brings the slow
-level, hence ``HarnessSettings.baseline_clone_inputs`` false by default.
+level, hence the protocol's ``baseline_clone_inputs`` false by default.
 
-Each entry: per-placement medians (ms), their spread, fastest call and IQR. Called by
-``benchmarks/eval_throughput.py --diagnose TASKS`` under the device's timing lock, never by grading.
+Each entry: per-placement medians (ms), their spread, fastest call and IQR. ``benchmarks/eval_throughput.py
+--diagnose TASKS`` runs this file as its own process (``python benchmarks/_timing_variants.py`` reading one JSON
+request on stdin, writing the JSON result on stdout) under the device's timing lock. Until issue 23 it ran inside
+the trusted reference process; benchmark-only code lives outside the trusted processes now, so the process timed
+here is not the graded one (the placements within it still are what the diagnostics compare).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 #: Input sets made per placement (as many as a graded baseline rotates over).
@@ -86,35 +92,44 @@ def _clocks(index: int) -> dict[str, int] | None:
         return None
 
 
-def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100, placements: int = 3,
-                    which: str = "eager") -> dict[str, Any]:
-    """The eager model of ``server`` (a :class:`~cuda_agent.harness.reference.ReferenceServer`), or with ``which``
-    'compile' its ``torch.compile`` wrapper, timed per variant and placement. ``sets``: the process's own input sets
-    for the first placement (default: sets made here, as for every later placement). Every entry also counts the
-    calls whose host enqueue outlasted that variant's spin (``over_spin``, of ``calls`` per placement)."""
-    torch = server.torch
-    from cuda_agent.harness.reference import BASELINE_CLONE_ENV, generate_inputs
+def timing_variants(code: str, device: str, timer: dict[str, Any], clone_inputs: bool, calls: int = 100,
+                    placements: int = 3, which: str = "eager") -> dict[str, Any]:
+    """The task's eager model (``code``), or with ``which`` 'compile' its ``torch.compile`` wrapper, timed per
+    variant and placement on ``device`` with the protocol's per-process part ``timer``
+    (:class:`~cuda_agent.harness.messages.TimerSpec` fields) and clone setting. Every entry also counts the calls
+    whose host enqueue outlasted that variant's spin (``over_spin``, of ``calls`` per placement)."""
+    import torch
+
+    from cuda_agent.harness.messages import TimerSpec
+    from cuda_agent.harness.reference_baselines import Baselines
+    from cuda_agent.harness.reference_sets import HeldSets, generate_inputs, jsonable, load_task_module
     from cuda_agent.harness.timing import DeviceTimer, l2_bytes
 
-    if sets is not None and (not sets or any(k not in server.sets for k in sets)):
-        raise ValueError(f"sets {sets} are not all made in this process (made: {sorted(server.sets)})")
+    spec = TimerSpec(**timer)
+    module = load_task_module(code)
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    torch.manual_seed(42)
+    with torch.device(dev):
+        model = module.Model(*jsonable(list(module.get_init_inputs())))
+    model = model.to(dev).eval() if isinstance(model, torch.nn.Module) else model
+    held = HeldSets(torch, module.get_inputs, model, dev)
+    graded = Baselines(torch, model, dev, held, module.get_inputs, spec, clone_inputs, False)
     if calls < 2:
         raise ValueError(f"calls must be at least 2, got {calls}")
     if placements < 1:
         raise ValueError(f"placements must be at least 1, got {placements}")
     if which not in KINDS:
         raise ValueError(f"which must be one of {list(KINDS)}, got {which!r}")
-    device = str(server.device)
-    base = server.timer or DeviceTimer(device)
-    server.timer = base
-    model = server._baseline_fn(which, "default")
+    base = DeviceTimer.from_spec(device, spec)
+    graded.timer = base
+    fn = graded.fn(which, "default")
     l2 = l2_bytes(device)
-    clone_default = os.environ.get(BASELINE_CLONE_ENV) != "0"
+    clone_default = clone_inputs
 
     def make_sets(p: int) -> list[list[Any]]:
-        if p == 0 and sets is not None:
-            return [server.sets[k]["inputs"] for k in sets]
-        return [generate_inputs(torch, server.module.get_inputs, DIAGNOSTIC_SEED + 100 * p + k, server.device)
+        return [generate_inputs(torch, module.get_inputs, DIAGNOSTIC_SEED + 100 * p + k, dev)
                 for k in range(DIAGNOSTIC_SETS)]
 
     def run(timer: Any, input_sets: list[list[Any]], fn: Any, clone: bool = True) -> dict[str, float]:
@@ -136,23 +151,21 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
         input_sets = make_sets(p)
         if p == 0:
             first_sets = input_sets
-        ids = [-1 - k for k in range(len(input_sets))]  # registered for the graded path, removed right after
-        for i, xs in zip(ids, input_sets):
-            server.sets[i] = {"inputs": xs}
-        try:
-            before = dict(server.host_stats.get(which, {}))
-            graded = _stats(server.time_baseline(which, ids, calls, 3, "default"))
-            per["graded"].append({**graded, **{k: server.host_stats[which].get(k, 0) - before.get(k, 0)
-                                               for k in ("over_spin", "retakes")}})
-        finally:
-            for i in ids:
-                server.sets.pop(i, None)
+        ids = list(range(len(input_sets)))
+        for k in ids:  # this placement's sets, made from their public seeds; the graded path times these tensors
+            held.make(k, DIAGNOSTIC_SEED + 100 * p + k).inputs = input_sets[k]
+        before = dict(graded.host_stats.get(which, {}))
+        timed = _stats(graded.time(which, ids, calls, 3, "default"))
+        per["graded"].append({**timed, **{k: graded.host_stats[which].get(k, 0) - before.get(k, 0)
+                                          for k in ("over_spin", "retakes")}})
         for name, (multiple, mode, clone, warm, spin, retakes) in VARIANTS.items():
             timer = base if name == "standard" and p == 0 else DeviceTimer(
-                device, flush_bytes=int(multiple * l2) if multiple else None, flush_mode=mode,
-                preroll_us=base.preroll_us if spin is None else spin, warm_pages=warm,
-                preroll_retakes=base.preroll_retakes if retakes is None else retakes)
-            per[name].append(run(timer, input_sets, model, clone if clone is not None else clone_default))
+                device, flush_bytes=int(multiple * l2) if multiple else None, flush_mode=mode or "write",
+                preroll_us=base.preroll_us if spin is None else spin,
+                warm_pages=base.warm_pages if warm is None else warm,
+                preroll_retakes=base.preroll_retakes if retakes is None else retakes,
+                preroll_max_us=base.preroll_max_us, flush_multiple=spec.l2_flush_multiple)
+            per[name].append(run(timer, input_sets, fn, clone if clone is not None else clone_default))
             del timer
     out: dict[str, Any] = {}
     for name, rows in per.items():
@@ -160,7 +173,7 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
         out[name] = {**rows[0], "placements_ms": medians, "over_spin": [r.get("over_spin", 0) for r in rows],
                      "retakes": [r.get("retakes", 0) for r in rows],
                      "spread": (max(medians) - min(medians)) / min(medians) if min(medians) > 0 else None}
-    null = torch.empty(1, device=server.device)
+    null = torch.empty(1, device=dev)
     out["null"] = run(base, [[]], lambda: null.fill_(1.0), clone=False)
     first = next((x for x in first_sets[0] if isinstance(x, torch.Tensor)), None)
     if first is not None:
@@ -169,14 +182,38 @@ def timing_variants(server: Any, sets: list[int] | None = None, calls: int = 100
                             "placements": placements, "l2_bytes": l2, "flush_bytes": base.flush_buf.numel() * 4,
                             "warm_pages": base.warm_pages, "clone_inputs": clone_default,
                             "preroll_retakes": base.preroll_retakes, "preroll_max_us": base.preroll_max_us}
-    if server.device.type == "cuda":
+    if dev.type == "cuda":
         info["flush_buf_ptr"] = base.flush_buf.data_ptr()
         info["input_ptrs"] = [x.data_ptr() for x in first_sets[0] if isinstance(x, torch.Tensor)]
-        info["reserved_bytes"] = torch.cuda.memory_reserved(server.device)
-        info["clocks_mhz"] = _clocks(server.device.index or 0)
+        info["reserved_bytes"] = torch.cuda.memory_reserved(dev)
+        info["clocks_mhz"] = _clocks(dev.index or 0)
     try:
         info["cpus"] = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         pass
     out["info"] = info
     return out
+
+
+def run_in_own_process(code: str, device: str, timer: dict[str, Any], clone_inputs: bool, calls: int = 100,
+                       placements: int = 3, which: str = "eager", timeout_s: float = 600.0) -> dict[str, Any]:
+    """:func:`timing_variants` in a fresh process (this file run as a script): the parent holds the device's timing
+    lock around it; the trusted processes are never asked to run diagnostics."""
+    request = {"code": code, "device": device, "timer": timer, "clone_inputs": clone_inputs, "calls": calls,
+               "placements": placements, "which": which}
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve())], input=json.dumps(request), text=True,
+                          capture_output=True, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"timing variants failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    """Read one request (JSON) on stdin, print the variants' figures (JSON) on stdout."""
+    request = json.loads(sys.stdin.read())
+    print(json.dumps(timing_variants(**request)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

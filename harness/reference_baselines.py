@@ -1,0 +1,135 @@
+"""Baselines inside the reference process: the eager model and its ``torch.compile`` wrapper, timed like the candidate.
+
+A clean process where no candidate code ever ran (T16) times the baselines with the candidate's exact protocol
+(:class:`~cuda_agent.harness.timing.DeviceTimer` built from the same
+:class:`~cuda_agent.harness.messages.TimerSpec`) over the same rotated input sets. By default they run on the sets'
+own tensors wherever one check call on clones showed the model leaves its inputs unchanged (a model that writes to
+them is timed on clones; a set it wrote to anyway is made again from its seed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuda_agent.harness.messages import TimerSpec
+from cuda_agent.harness.reference_sets import HeldSets, generate_inputs
+
+#: Seed of the warm-up inputs (:meth:`Baselines.warm`): public, never used to check a candidate.
+WARM_SEED = 0
+
+
+class Baselines:
+    """The baseline models of one reference process and how they are timed."""
+
+    def __init__(self, torch: Any, model: Any, device: Any, sets: HeldSets, get_inputs: Any, timer: TimerSpec,
+                 clone_inputs: bool, net_overhead: bool) -> None:
+        self.torch = torch
+        self.model = model
+        self.device = device
+        self.sets = sets
+        self.get_inputs = get_inputs
+        self.timer_spec = timer
+        self.clone_inputs = clone_inputs
+        self.net_overhead = net_overhead
+        self.compiled: Any = None
+        self.timer: Any = None
+        self._mutation: dict[str, bool] = {}  # baseline kind -> writes to its inputs
+        self._verified_direct: set[str] = set()  # kinds whose first batch on the sets' own tensors was checked
+        #: Per baseline kind, over every :meth:`time` call (warm-ups included): timed calls, those whose host enqueue
+        #: outlasted the pre-roll spin, retakes, the longest enqueue (ms).
+        self.host_stats: dict[str, dict[str, float]] = {}
+
+    def fn(self, which: str, compile_mode: str) -> Any:
+        """The eager model, or its ``torch.compile`` wrapper (made once per process)."""
+        if which == "compile":
+            if self.compiled is None:
+                self.compiled = self.torch.compile(self.model, mode=None if compile_mode == "default" else compile_mode)
+            return self.compiled
+        return self.model
+
+    def _untimed(self, whiches: tuple[str, ...], compile_mode: str, inputs: list[Any]) -> bool:
+        """One untimed forward per kind on copies of ``inputs``; True when this call compiled."""
+        torch = self.torch
+        first = "compile" in whiches and self.compiled is None
+        with torch.no_grad():
+            for which in whiches:
+                self.fn(which, compile_mode)(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return first
+
+    def prepare(self, which: str, k: int, compile_mode: str) -> bool:
+        """One untimed call on set ``k`` so that ``torch.compile`` compiles now, outside any timing lock."""
+        return self._untimed((which,), compile_mode, self.sets[k].inputs)
+
+    def warm(self, compile_mode: str, with_compile: bool) -> bool:
+        """Run the eager (and compiled) model once on inputs from a public seed: imports, kernels and compilation
+        happen now, before any lock or device slot is held. Returns True when this call compiled."""
+        inputs = generate_inputs(self.torch, self.get_inputs, WARM_SEED, self.device)
+        return self._untimed(("eager", "compile") if with_compile else ("eager",), compile_mode, inputs)
+
+    def _timer(self) -> Any:
+        if self.timer is None:
+            from cuda_agent.harness.timing import DeviceTimer
+
+            self.timer = DeviceTimer.from_spec(str(self.device), self.timer_spec)
+        return self.timer
+
+    def time(self, which: str, sets: list[int], n_calls: int, warmup: int, compile_mode: str) -> list[float]:
+        """Per-call ms of a baseline over rotated sets, same protocol as the candidate (the caller holds the lock)."""
+        from cuda_agent.harness.timing import add_host_stats, empty_host_stats
+        from cuda_agent.harness.timing_stats import calibrated_overhead, net_of_overhead
+
+        torch = self.torch
+        timer = self._timer()
+        if self.net_overhead and timer.overhead_ms is None:
+            calibrated_overhead(timer)
+        fn = self.fn(which, compile_mode)
+        clone = self.clone_inputs or self._mutates_inputs(which, fn, sets[0])
+        samples: list[float] = []
+        timer.take_host_stats()
+        with torch.no_grad():
+            for j in range(warmup + n_calls):
+                inputs = self.sets[sets[j % len(sets)]].inputs
+                args = [x.clone() if clone and isinstance(x, torch.Tensor) else x for x in inputs]
+                _, ms, _ = timer.time_call(lambda: fn(*args), warm=args)
+                if j >= warmup:
+                    samples.append(net_of_overhead(ms, timer.overhead_ms) if self.net_overhead else ms)
+        if not clone and which not in self._verified_direct:
+            self._verified_direct.add(which)
+            self._restore_if_written(which, sets)
+        add_host_stats(self.host_stats.setdefault(which, empty_host_stats()), timer.take_host_stats())
+        return samples
+
+    def _restore_if_written(self, which: str, sets: list[int]) -> None:
+        """After the first batch timed on the sets' own tensors: a set whose inputs no longer match their
+        fingerprints (a model that writes to its inputs only on some data) is made again from its seed, and that
+        baseline kind is timed on clones from then on."""
+        for k in dict.fromkeys(sets):
+            held = self.sets[k]
+            if self.sets.fingerprints_of(held.inputs) != held.fingerprints:
+                self._mutation[which] = True
+                self.sets.regenerate(k)
+
+    def _mutates_inputs(self, which: str, fn: Any, k: int) -> bool:
+        """Whether the baseline writes to its inputs: one call on clones of set ``k``, compared bit for bit with the
+        originals (cached per kind)."""
+        if which not in self._mutation:
+            torch = self.torch
+            pristine = self.sets[k].inputs
+            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in pristine]
+            with torch.no_grad():
+                fn(*copies)
+            self._mutation[which] = any(isinstance(x, torch.Tensor) and not torch.equal(x, c)
+                                        for x, c in zip(pristine, copies))
+        return self._mutation[which]
+
+    def profiler_sum(self, which: str, k: int, compile_mode: str) -> float:
+        """The release's profiler-sum time of a baseline on set ``k``."""
+        from cuda_agent.harness.profiling import profiler_sum_ms
+
+        torch = self.torch
+        fn = self.fn(which, compile_mode)
+        args = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.sets[k].inputs]
+        with torch.no_grad():
+            return profiler_sum_ms(lambda: fn(*args), str(self.device))

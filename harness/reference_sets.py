@@ -1,0 +1,123 @@
+"""The input sets a reference process holds, in one place: made from seeds, kept pristine, dropped, made again.
+
+Inside the trusted reference process (:mod:`cuda_agent.harness.reference`): each set is generated on the device
+from a seed the trusted side chose (``get_inputs()`` under ``manual_seed(seed)`` with the device as default), the
+reference model runs first on copies of it, and the pristine inputs, the expected outputs and the inputs'
+fingerprints stay here. Device allocations a set was exported in (fresh sets handed over by descriptor) are
+released with it. Because a set is fully determined by its seed, :meth:`HeldSets.regenerate` makes its inputs again
+(a baseline that wrote to them; later, sets dropped to save device memory).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuda_agent.errors import CudaAgentError
+
+
+class ReferenceError_(CudaAgentError):
+    """The reference process failed (bad task code, crash); the message says where."""
+
+
+def load_task_module(code: str, name: str = "cuda_agent_task_reference") -> types.ModuleType:
+    """Execute task source in a fresh module namespace (the trusted copy from the task store)."""
+    module = types.ModuleType(name)
+    module.__file__ = f"<task {name}>"
+    sys.modules[name] = module
+    exec(compile(code, module.__file__, "exec"), module.__dict__)
+    for attr in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, attr):
+            raise ReferenceError_(f"task code defines no {attr!r}; a KernelBench task needs Model, get_inputs, get_init_inputs")
+    return module
+
+
+def generate_inputs(torch: Any, get_inputs: Callable[[], Any], seed: int, device: Any) -> list[Any]:
+    """One input set: ``get_inputs()`` under ``manual_seed(seed)`` with ``device`` as the default device.
+
+    The reference process and, for seeded input sets, the candidate runner (before the candidate's code is
+    imported) both call this, so the same seed gives the same tensors on the same device and torch; the trusted side
+    compares fingerprints and hands over any set that differs.
+    """
+    torch.manual_seed(seed)
+    with torch.device(device):
+        raw = list(get_inputs())
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON values (numbers, strings, bools, None and lists of them), else :class:`ReferenceError_`."""
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    raise ReferenceError_(
+        f"get_init_inputs() returned a {type(value).__name__}; only numbers, strings, bools and lists are supported"
+    )
+
+
+@dataclass
+class HeldSet:
+    """One set in the reference process."""
+
+    seed: int
+    inputs: list[Any]
+    expected: list[Any]
+    fingerprints: list[str | None]
+    #: Device allocations (VMM handles) the set was exported in for a hand-over by descriptor.
+    exports: list[int] = field(default_factory=list)
+
+
+class HeldSets:
+    """Every input set of one reference process, by the index the trusted side gave it."""
+
+    def __init__(self, torch: Any, get_inputs: Callable[[], Any], model: Any, device: Any) -> None:
+        self.torch = torch
+        self.get_inputs = get_inputs
+        self.model = model
+        self.device = device
+        self.sets: dict[int, HeldSet] = {}
+
+    def __contains__(self, k: int) -> bool:
+        return k in self.sets
+
+    def __getitem__(self, k: int) -> HeldSet:
+        return self.sets[k]
+
+    def fingerprints_of(self, values: list[Any]) -> list[str | None]:
+        """Fingerprints of the tensors among ``values`` (None for other values)."""
+        from cuda_agent.harness.compare import fingerprint
+
+        return [fingerprint(x) if isinstance(x, self.torch.Tensor) else None for x in values]
+
+    def make(self, k: int, seed: int) -> HeldSet:
+        """Set ``k`` from ``seed``: inputs generated on the device, the reference run FIRST on copies of them."""
+        torch = self.torch
+        pristine = generate_inputs(torch, self.get_inputs, seed, self.device)
+        with torch.no_grad():
+            out = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in pristine])
+        expected = list(out) if isinstance(out, (tuple, list)) else [out]
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        held = HeldSet(seed, pristine, [e.detach() if isinstance(e, torch.Tensor) else e for e in expected],
+                       self.fingerprints_of(pristine))
+        self.sets[k] = held
+        return held
+
+    def regenerate(self, k: int) -> None:
+        """Make set ``k``'s inputs again from its seed (the expected outputs are unchanged: same seed, same data)."""
+        self.sets[k].inputs = generate_inputs(self.torch, self.get_inputs, self.sets[k].seed, self.device)
+
+    def changed(self) -> list[int]:
+        """Sets whose pristine inputs no longer match their fingerprints (a candidate wrote through IPC, T5)."""
+        return [k for k, s in self.sets.items() if self.fingerprints_of(s.inputs) != s.fingerprints]
+
+    def drop(self, ks: list[int], release: Callable[[int], None]) -> None:
+        """Forget sets ``ks``; ``release`` frees each device allocation they were exported in."""
+        for k in ks:
+            held = self.sets.pop(k, None)
+            for handle in held.exports if held else ():
+                release(handle)

@@ -1,0 +1,171 @@
+"""One evaluation from start to verdict: a fresh runner and the task's reference process, a session, a strategy,
+the closing checks, and the findings folded into a :class:`~cuda_agent.schemas.CandidateResult`.
+
+Whatever the candidate does (crash, hang, memory blow-up, exception, integrity violation) ends as a status of the
+returned result; only a failure of the harness itself (a reference process that cannot run the task) is
+``error`` with a message saying so. Rejections outrank failures, failures outrank wrong outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from cuda_agent.harness.messages import Violation
+from cuda_agent.harness.reference_sets import ReferenceError_
+from cuda_agent.harness.runner_client import CandidateFailed, RunnerClient
+from cuda_agent.harness.sandbox import CandidateDied
+from cuda_agent.harness.session import Session
+from cuda_agent.schemas.result import CandidateResult, CheckError, Status
+from cuda_agent.schemas.task import TaskManifest
+
+if TYPE_CHECKING:
+    from cuda_agent.harness.evaluator import Evaluator
+
+log = structlog.get_logger(__name__)
+
+#: Device bytes still held by a reference process after a session that make it retire.
+LEAK_LIMIT_BYTES = 1 << 30
+
+Strategy = Callable[[Session, CandidateResult], None]
+
+
+def workspace_digest(root: Path) -> dict[str, str]:
+    """rel path -> sha256 of every file (caches excluded): re-hashed after each run (T23)."""
+    out: dict[str, str] = {}
+    for p in sorted(Path(root).rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def build_key(task: TaskManifest, digest_of_files: dict[str, str], so_path: Path | None) -> str:
+    """Identity of a candidate build: the task, every workspace file (:func:`workspace_digest`), the module's bytes."""
+    h = hashlib.sha256(task.code_hash.encode())
+    for rel, digest in digest_of_files.items():
+        h.update(f"{rel}={digest};".encode())
+    if so_path is not None and Path(so_path).is_file():
+        h.update(hashlib.sha256(Path(so_path).read_bytes()).digest())
+    return h.hexdigest()
+
+
+def run_session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path, so_path: Path | None,
+                body: Strategy, *, seeds: list[int] | None = None, before: dict[str, str] | None = None,
+                timing: bool = False) -> CandidateResult:
+    """One evaluation of ``phase`` (see the module docstring). ``seeds``: the verify sets' seeds (default: fresh
+    secret ones); ``before``: the workspace's :func:`workspace_digest` when the caller has it; ``timing``: ``body``
+    times calls, so the timing sets are made up front with the verify sets."""
+    start = time.monotonic()
+    ctx = evaluator.context(phase)
+    before = before if before is not None else workspace_digest(root)
+    runners = evaluator.runners(phase)
+    result = CandidateResult(task_id=task.id, phase=phase, status=Status.correct,  # type: ignore[arg-type]
+                             isolation=runners.isolation, integrity_weakened=ctx.integrity.weakened())
+    try:
+        ref = evaluator.references.acquire(task)
+    except ReferenceError_ as exc:
+        return fold(evaluator, result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
+    sess: Session | None = None
+    proc = None
+    try:
+        t_acquire = time.perf_counter()
+        proc = runners.acquire()
+        limits = ctx.settings.limits
+        runner = RunnerClient(proc, call_timeout_s=limits.call_timeout_s, load_timeout_s=limits.load_timeout_s,
+                              request_timeout_s=limits.request_timeout_s)
+        sess = Session(ctx, task, runner, ref)
+        sess.tick("acquire", t_acquire)
+        if timing and ctx.kind == "cuda":  # how this runner sized its pre-roll spin (made when it started)
+            sess.diagnostics.runner_spin = runner.ready().spin
+        seeds = seeds or [secrets.randbits(31) for _ in range(ctx.settings.verify.input_sets)]
+        sess.open(root, so_path, seeds, timing=timing)
+        if not sess.violations:
+            body(sess, result)
+        if not sess.violations:
+            sess.close_checks()
+    except CandidateDied as exc:
+        status = Status.timeout if exc.reason == "timeout" else Status.error
+        tail = proc.output_tail() if proc else ""
+        return fold(evaluator, result, start, sess=sess, status=status, message=str(exc), output=tail, root=root,
+                    before=before)
+    except CandidateFailed as exc:
+        tail = proc.output_tail() if proc else ""
+        return fold(evaluator, result, start, sess=sess, status=Status.error, message=str(exc), output=tail,
+                    tb=exc.tb, root=root, before=before)
+    except ReferenceError_ as exc:
+        return fold(evaluator, result, start, sess=sess, status=Status.error, message=f"harness reference failed: {exc}")
+    finally:
+        t_end = time.perf_counter()
+        if sess is not None:
+            evaluator.used_seeds.update(sess.sets.seeds())
+            sess.sets.close_staged()  # fresh sets staged but never handed over (the batch ended early)
+        if proc is not None:
+            runners.release(proc)
+        if sess is not None:
+            t_end = sess.tick("release", t_end)
+            if ref.alive:
+                _drop_sets(evaluator, sess)
+                sess.tick("drop_sets", t_end)
+        evaluator.references.release(ref)
+    return fold(evaluator, result, start, sess=sess, root=root, before=before)
+
+
+def _drop_sets(evaluator: Evaluator, sess: Session) -> None:
+    """Drop the session's sets; retire the reference process if device memory stays pinned."""
+    try:
+        pinned = sess.sets.drop()
+    except ReferenceError_:
+        pinned = 0
+    if pinned > LEAK_LIMIT_BYTES:
+        # A candidate that kept CUDA IPC mappings and died leaves the producer's blocks in limbo.
+        log.warning("reference.recycled", task=sess.task.id, pinned_mb=pinned // 2**20)
+        evaluator.references.retire(sess.task, sess.reference)
+
+
+def fold(evaluator: Evaluator, result: CandidateResult, start: float, *, sess: Session | None = None,
+         status: Status | None = None, message: str = "", output: str = "", tb: str = "", root: Path | None = None,
+         before: dict[str, str] | None = None) -> CandidateResult:
+    """Fold what the session found into ``result`` (rejections outrank failures, failures outrank wrong outputs)."""
+    violations: list[Violation] = list(sess.violations) if sess else []
+    if root is not None and before is not None and workspace_digest(root) != before:
+        violations.append(Violation(rule="T23.outside.workspace_modified",
+                                    message="the candidate changed files in the workspace"))
+    if sess:
+        result.errors = sess.errors
+        result.flags = list(dict.fromkeys(result.flags + sess.flags))
+        result.seeds = sess.sets.seeds()
+        result.diagnostics = sess.diagnostics
+    if output:
+        result.diagnostics.output_tail = output
+    if tb:
+        result.diagnostics.traceback = tb[-3000:]
+    if violations:
+        first = violations[0]
+        result.status = Status.rejected
+        result.rule = first.rule
+        result.message = "; ".join(f"[{v.rule}] {v.message}" for v in violations[:5])
+        result.errors = [CheckError(check=v.rule, message=v.message) for v in violations] + result.errors
+        result.timing = None
+        result.speedup_eager = result.speedup_compile = None
+    elif status is not None:
+        result.status = status
+        result.message = message + (f"\n{tb.strip().splitlines()[-1]}" if tb and tb.strip() else "")
+        result.timing = None
+    elif sess and sess.errors:
+        result.status = Status.incorrect
+        sets = sorted({e.input_set for e in sess.errors if e.input_set is not None})
+        result.message = f"outputs differ from the reference on input set(s) {sets}: " + sess.errors[0].message
+        result.timing = None
+        result.speedup_eager = result.speedup_compile = None
+    else:
+        result.status = Status.correct
+        result.message = f"outputs match the reference on {len(sess.sets) if sess else 0} input sets"
+    result.duration_s = time.monotonic() - start
+    result.provenance = evaluator.provenance()
+    return result

@@ -1,0 +1,171 @@
+"""Timed calls of a session: rotation over input sets, spot checks, fresh sets, and the second look at a gap.
+
+:func:`time_candidate` runs one timed batch under the device's lock: warm-up calls, then calls rotating over the
+session's sets (the same addresses with different data each call), every k-th spot-checked from a secret offset
+(or, for a fixed number of calls with a cap, a random subset), and, at secret positions, calls on sets made for that
+call alone and handed over just before it (harness/fresh_sets.py). :func:`settle_fresh_sets` applies the fresh-set
+rule to the samples: a gap between the fresh calls and their rotated neighbours is looked at again in one more
+batch of the same form before it counts.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from cuda_agent.harness.fresh_sets import NEIGHBOURS, fresh_count, fresh_pairs, fresh_positions, fresh_summary, slower_on_fresh
+from cuda_agent.harness.reference_sets import ReferenceError_
+from cuda_agent.harness.timing_stats import timing_done
+from cuda_agent.schemas.result import FreshSetsInfo
+
+if TYPE_CHECKING:
+    from cuda_agent.harness.session import Session
+
+
+def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, max_checks: int | None = None,
+                   fresh_calls: int | None = None) -> tuple[list[float], float]:
+    """One timed batch rotating over ``ks`` (``calls`` rotated calls, or until the protocol's stopping rule);
+    returns (ms samples, wall ms). Fresh-set calls (default :func:`fresh_count`) are samples too; any not reached
+    before the batch ends are made at its end. Each fresh call's time and its rotated neighbours' go to
+    ``sess.fresh_pairs``."""
+    p = sess.ctx.protocol
+    samples: list[float] = []
+    offset = secrets.randbelow(p.spot_check_every)
+    # A fixed number of calls with a cap: the checked calls are a random subset of all of them (a cap on the
+    # every-k-th rule would check only the first calls, which a kernel could count).
+    drawn = (set(secrets.SystemRandom().sample(range(calls), min(max_checks, calls)))
+             if calls is not None and max_checks is not None else None)
+    if fresh_calls is None:
+        fresh_calls = fresh_count(sess.ctx.integrity.fresh_set_calls, sess.sets.input_bytes())
+    fresh = fresh_sets(sess, fresh_calls)
+    fresh_at = set(fresh_positions(calls if calls is not None else p.min_calls, len(fresh), NEIGHBOURS))
+    checks = 0
+    wall_ms = 0.0
+    sequence: list[tuple[bool, float]] = []  # (on a fresh set, ms) in call order
+
+    def timed(k: int, check: bool, is_fresh: bool) -> None:
+        nonlocal wall_ms
+        t0 = time.perf_counter()
+        ms = sess.call(k, check=check)
+        wall_ms += (time.perf_counter() - t0) * 1e3
+        samples.append(ms)
+        sequence.append((is_fresh, ms))
+
+    with sess.ctx.lock:
+        start = time.monotonic()  # the budget starts once the device is ours
+        for j in range(p.warmup_calls if calls is None else 1):
+            sess.call(ks[j % len(ks)], check=False)
+        j = 0
+        while True:
+            if calls is not None and j >= calls:
+                break
+            if calls is None and timing_done(samples, p, time.monotonic() - start):
+                break
+            if j in fresh_at and fresh:  # before the j-th rotated call, an extra one on a new set
+                timed(hand_over(sess, fresh.pop(0)), True, True)
+                if sess.failed:
+                    break
+            if drawn is not None:
+                check = j in drawn
+            else:
+                check = j % p.spot_check_every == offset and (max_checks is None or checks < max_checks)
+            checks += check
+            sess.diagnostics.spot_checks += int(check)
+            timed(ks[(j + offset) % len(ks)], check, False)
+            j += 1
+            if sess.failed:
+                break
+        while fresh and not sess.failed:
+            timed(hand_over(sess, fresh.pop(0)), True, True)
+    sess.fresh_pairs += fresh_pairs(sequence)
+    return samples, wall_ms
+
+
+def fresh_sets(sess: Session, count: int) -> list[int]:
+    """``count`` sets from fresh secret seeds, made by the reference but not handed over yet (:func:`hand_over`,
+    just before each one's call). Where descriptors are used they are staged now, outside the device lock, in memory
+    files or device allocations no one else can reach; otherwise at hand-over, through files."""
+    t = time.perf_counter()
+    ks = [sess.sets.make(secrets.randbits(31), "fresh", stage=False, transport=sess.output_mode) for _ in range(count)]
+    transport = sess.ctx.transport
+    kind = transport.fresh_set_kind(sess.runner.isolation)
+    for k in ks if kind else ():
+        try:
+            vmm_error = sess.sets.stage_fds(k, kind == "vmm")
+        except ReferenceError_ as exc:
+            if not sess.reference.alive:
+                raise
+            transport.fd_failed("memfd", f"the reference could not stage a set: {exc}")
+            break
+        if vmm_error:
+            transport.fd_failed("vmm", f"the reference could not export device memory: {vmm_error}")
+    sess.tick("fresh_sets", t)
+    return ks
+
+
+def hand_over(sess: Session, k: int) -> int:
+    """Give set ``k`` to the runner now: its descriptors where it was staged in memory files or device allocations,
+    else staged now through the exchange folder's reusable slots (files, or IPC handles); returns ``k``."""
+    t = time.perf_counter()
+    sess.diagnostics.fresh_hand_overs += 1
+    fds = sess.sets.take_fds(k)
+    if fds is not None and _hand_over_fds(sess, k, fds):
+        sess.tick("fresh_hand_over", t)
+        return k
+    sess.sets.stage(k, sess.output_mode, reuse=True)
+    sess.send_inputs(k)
+    sess.tick("fresh_hand_over", t)
+    return k
+
+
+def _hand_over_fds(sess: Session, k: int, fds: list[int]) -> bool:
+    """Pass set ``k``'s descriptors and its description to the runner; False when it could not read them (the
+    caller hands the set over through files)."""
+    from cuda_agent.harness._vmm import close_fds
+    from cuda_agent.harness.wire import Failure
+
+    kind = "vmm" if any(d.vmm for d in sess.sets[k].tensors) else "memfd"
+    try:
+        sess.runner.send_fds(fds)
+        reply = sess.runner.inputs(k, sess.sets[k].tensors)
+    except OSError as exc:
+        reply = Failure(error=f"descriptors not sent: {exc}", fd_error=True)
+    finally:
+        close_fds(fds)
+    if not isinstance(reply, Failure):
+        sess.sets.handed_over(k)
+        sess.ctx.transport.fd_worked(kind)
+        return True
+    sess.diagnostics.fresh_set_fallbacks.append(f"{kind}: {reply.error[:200]}")
+    sess.ctx.transport.fd_failed(kind, f"the runner could not read a set: {reply.error}")
+    return False
+
+
+def settle_fresh_sets(sess: Session, samples: list[float], confirm: Callable[[], list[float]]) -> list[float]:
+    """The candidate's timed samples after the fresh-set rule (harness/fresh_sets.py).
+
+    ``samples`` as they are unless its calls on never-seen sets (of every batch so far) ran slower than the rotated
+    calls just before them by more than ``fresh_set_slack``. Then ``confirm()`` runs one more batch of the same
+    form and its fresh calls decide: slower again, the fresh calls' times of both looks (flag
+    ``fresh_inputs_slower``); not slower, the confirming batch's samples."""
+    first = sess.fresh_pairs
+    if not first:
+        return samples
+    slack = sess.ctx.protocol.fresh_set_slack
+    if not slower_on_fresh(first, slack):
+        sess.diagnostics.fresh_sets = FreshSetsInfo(**fresh_summary(first, "all"))
+        return samples
+    sess.fresh_pairs = []
+    t = time.perf_counter()
+    again = confirm()
+    sess.tick("fresh_confirmation", t)
+    second, sess.fresh_pairs = sess.fresh_pairs, first + sess.fresh_pairs
+    first_look = FreshSetsInfo(**fresh_summary(first, "none"))
+    if second and not slower_on_fresh(second, slack):
+        sess.diagnostics.fresh_sets = FreshSetsInfo(**fresh_summary(second, "confirmation"), first_look=first_look)
+        return again
+    sess.diagnostics.fresh_sets = FreshSetsInfo(**fresh_summary(first + second, "fresh"), first_look=first_look)
+    sess.flags.append("fresh_inputs_slower")
+    return [f for f, _ in first + second]
