@@ -126,24 +126,27 @@ class LenientConfig(BaseModel):
 
 
 def test_plugin_blocks_refuse_unknown_keys_by_default():
-    from cuda_agent.config import PluginConfig
+    def register_rewards(register):
+        register("plain", lambda cfg: cfg, config_model=PlainConfig)
+        register("lenient", lambda cfg: cfg, config_model=LenientConfig)
+
+    pm = PluginManager(load_entrypoints=False, extra_plugins=[("r", plugin("r", register_rewards=register_rewards))])
+    with pytest.raises(ConfigError, match=r"plugins\.plain.*unknown key\(s\) 'treshold'"):
+        pm.registry.build("reward", "plain", {"treshold": 2.0})
+    assert pm.registry.build("reward", "plain", {"threshold": 2.0}).threshold == 2.0
+    assert pm.registry.build("reward", "lenient", {"treshold": 2.0}).threshold == 1.0  # its own stated choice
+
+    from cuda_agent.config import PluginConfig  # the base class docs/plugins.md tells authors to use
 
     class Documented(PluginConfig):
         """Written the way docs/plugins.md says."""
 
         threshold: float = Field(1.0, description="A threshold.")
 
-    def register_rewards(register):
-        register("plain", lambda cfg: cfg, config_model=PlainConfig)
-        register("documented", lambda cfg: cfg, config_model=Documented)
-        register("lenient", lambda cfg: cfg, config_model=LenientConfig)
-
-    pm = PluginManager(load_entrypoints=False, extra_plugins=[("r", plugin("r", register_rewards=register_rewards))])
-    for name in ("plain", "documented"):
-        with pytest.raises(ConfigError, match=rf"plugins\.{name}.*unknown key\(s\) 'treshold'|plugins\.{name}.*treshold"):
-            pm.registry.build("reward", name, {"treshold": 2.0})
-        assert pm.registry.build("reward", name, {"threshold": 2.0}).threshold == 2.0
-    assert pm.registry.build("reward", "lenient", {"treshold": 2.0}).threshold == 1.0  # its own stated choice
+    entry = pm.registry.get("reward", "plain")
+    documented = type(entry)(kind="reward", name="documented", factory=lambda cfg: cfg, plugin="r", config_model=Documented)
+    with pytest.raises(ConfigError, match=r"plugins\.documented.*treshold"):
+        documented.build({"treshold": 2.0})
 
 
 # --------------------------------------------------------------------------- each hook's effect
@@ -189,6 +192,7 @@ def test_an_installed_tool_joins_a_run_only_when_the_config_names_it(task, toy_m
     system prompt hash every result carries changes with the tools offered."""
     from cuda_agent.schemas.trajectory import load_trajectory
 
+    assert "extra_tools" in RunConfig.model_fields  # the opt-in list
     p = plugin("echo_plugin", register_tools=lambda register: register("echo", EchoTool))
     write = [{"tool_calls": [{"name": "write_file", "arguments": {"path": "answer.txt", "content": "42"}},
                              {"name": "toy_verify", "arguments": {}}]}]
@@ -358,6 +362,7 @@ def test_on_train_step_reaches_observers():
 
 
 def test_register_skills_reaches_the_system_prompt(task, toy_module, tmp_path):
+    assert "register_skills" in hookspec_names()
     body = "ACME SKILL: write kernels in the ACME dialect."
     p = plugin("acme_skill", register_skills=lambda register: register("acme", lambda: body, description="ACME"))
 
@@ -403,6 +408,7 @@ def hello_module(tmp_path, monkeypatch):
 
 
 def test_register_commands_adds_a_cli_command(hello_module, capsys):
+    assert "register_commands" in hookspec_names()
     from cuda_agent import cli
 
     assert cli.main(["-p", hello_module, "hello", "--name", "plugin"]) == 7
@@ -418,6 +424,7 @@ def test_register_commands_adds_a_cli_command(hello_module, capsys):
 
 
 def test_doctor_checks_add_rows_to_doctor(hello_module, capsys):
+    assert "doctor_checks" in hookspec_names()
     from cuda_agent import cli
 
     assert cli.main(["-p", hello_module, "doctor", "--json"]) == 0

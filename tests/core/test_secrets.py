@@ -50,14 +50,12 @@ def test_training_configs_keep_their_token_counts(capsys):
 
 
 def test_redaction_is_exact_not_by_substring():
-    from cuda_agent.secrets import redact, redact_spec
+    from cuda_agent.config import redact
 
     data = {"max_tokens": 5, "token_budget": 7, "api_key": KEY, "api_key_env": "OPENAI_API_KEY", "secret_sauce": 1,
             "nested": [{"api_key": KEY}], "policy": f"openai:m?api_key={KEY}&temperature=0.2"}
     assert redact(data) == {"max_tokens": 5, "token_budget": 7, "api_key": "***", "api_key_env": "OPENAI_API_KEY",
                             "secret_sauce": 1, "nested": [{"api_key": "***"}], "policy": "openai:m?api_key=***&temperature=0.2"}
-    assert redact(data, drop=True)["policy"] == "openai:m?temperature=0.2" and "api_key" not in redact(data, drop=True)
-    assert redact_spec("openai:m?api_key=x") == "openai:m?api_key=***"
 
 
 def test_config_hash_excludes_secrets_and_includes_everything_else():
