@@ -9,6 +9,7 @@ policy is built.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,6 +32,13 @@ class HFPolicyConfig(BaseModel):
     seed: int | None = Field(0, description="Sampling seed (offset by the turn index); None = random.")
     stop: list[str] = Field(default_factory=list, description="Extra stop strings (EOS always stops).")
     max_context_tokens: int | None = Field(None, ge=1, description="Episode context limit in tokens; None = none.")
+    batch_across_episodes: bool = Field(
+        False,
+        description="Share one engine among the policies of this process with the same model, device and dtype, and "
+                    "batch the generate calls of concurrent episodes (e.g. cuda-agent eval --concurrency N): a server "
+                    "thread serves every request pending when it is free as one left-padded, KV-cached batch.",
+    )
+    max_batch: int = Field(64, ge=1, description="With batch_across_episodes: rows of one batch at most.")
 
 
 def build_hf_policy(config: HFPolicyConfig) -> Any:
@@ -50,11 +58,34 @@ def build_hf_policy(config: HFPolicyConfig) -> Any:
             f"hf policy: model {config.model!r} is not a save_pretrained folder (no config.json there); "
             "give a local folder, e.g. --policy hf:/models/qwen2.5-coder-7b"
         )
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    engine = HFRolloutEngine(path, tokenizer, device=config.device, dtype=config.dtype, batch_size=1)
     params = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                             top_p=config.top_p, seed=config.seed, stop=config.stop)
+    if config.batch_across_episodes:
+        engine, tokenizer = _shared_engine(str(path.resolve()), config.device, config.dtype, config.max_batch)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        engine = HFRolloutEngine(path, tokenizer, device=config.device, dtype=config.dtype, batch_size=1)
     return EngineTokenPolicy(engine, tokenizer, params, max_context_tokens=config.max_context_tokens)
+
+
+_SHARED: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_engine(model: str, device: str, dtype: str, max_batch: int) -> tuple[Any, Any]:
+    """The process's one batching engine (and tokenizer) for (model, device, dtype), built on first use."""
+    from transformers import AutoTokenizer
+
+    from cuda_agent.training.rollout.batching import BatchingEngine
+    from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+
+    key = (model, device, dtype)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            tokenizer = AutoTokenizer.from_pretrained(model)
+            engine = HFRolloutEngine(model, tokenizer, device=device, dtype=dtype, batch_size=max_batch)
+            _SHARED[key] = (BatchingEngine(engine), tokenizer)
+        return _SHARED[key]
 
 
 @hookimpl

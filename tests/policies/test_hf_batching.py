@@ -83,3 +83,27 @@ def test_a_failing_engine_reaches_every_waiting_caller() -> None:
     batching.close()
     with pytest.raises(RuntimeError, match="closed"):
         batching.generate([[1, 2]], SamplingParams(max_new_tokens=2))
+
+
+def test_hf_policies_batched_across_episodes_share_one_engine(tiny_lm_dir: Path) -> None:
+    """``batch_across_episodes``: concurrent episodes' policies generate through one engine; each keeps its context."""
+    from cuda_agent.plugins.policies.hf import HFPolicyConfig, build_hf_policy
+    from cuda_agent.schemas.messages import Message
+
+    cfg = HFPolicyConfig(model=str(tiny_lm_dir), max_new_tokens=6, batch_across_episodes=True)
+    a, b = build_hf_policy(cfg), build_hf_policy(cfg.model_copy(update={"seed": 5}))
+    assert a.engine is b.engine
+    out: dict[str, object] = {}
+
+    def run(name: str, policy) -> None:
+        msgs = [Message(role="system", content="s"), Message(role="user", content=name)]
+        out[name] = policy.query(msgs, [])
+
+    threads = [threading.Thread(target=run, args=(n, p)) for n, p in (("left", a), ("right", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert a.context_ids != b.context_ids  # each episode's own conversation
+    assert all(out[n].output_ids == ctx[-len(out[n].output_ids):] for n, ctx in (("left", a.context_ids), ("right", b.context_ids)))
+    assert a.engine.stats.rows >= 2
