@@ -300,6 +300,11 @@ def main() -> None:  # noqa: C901 - one linear script
             timings["throughput_s"] = time.time() - t0
 
     timings["wall_s"] = time.time() - t_start
+    tails = []  # what each process printed last: one file comes back from the device
+    for log in sorted(logs.glob("*.log")) if logs.exists() else []:
+        lines = log.read_text(errors="replace").splitlines()
+        tails.append(f"==== {log.name} ({len(lines)} lines, last 150)\n" + "\n".join(x[:400] for x in lines[-150:]))
+    (out / "learning_curve_logs.txt").write_text("\n".join(tails))
     result = build_report(work, seeds, p, summary, timings, [d for d in (args.state, out) if d is not None])
     (out / "learning_curve.json").write_text(json.dumps(result, indent=1, default=str))
     write_png(result, out / "learning_curve.png")
