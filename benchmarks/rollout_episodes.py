@@ -33,8 +33,8 @@ def run_config(data: Path, backend: str, max_turns: int, harness: dict[str, Any]
     from cuda_agent.training.kernel_family.corpus import family_run_settings
 
     cfg = {**family_run_settings(data, backend, max_turns), "policy": "scripted"}
-    if harness and backend == "cuda":
-        cfg["plugins"] = {"cuda": {"harness": harness}}
+    if harness:
+        cfg["plugins"] = {backend: {"harness": harness}}
     return RunConfig.model_validate(cfg)
 
 
@@ -109,11 +109,11 @@ def main() -> None:
     from cuda_agent.training.stages.episodes import load_tasks
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from learning_curve import CUDA_HARNESS
+    from learning_curve import HARNESS
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     tasks = load_tasks([str(args.data / "tasks_train.jsonl")], args.backend)
-    cfg = run_config(args.data, args.backend, args.max_turns, CUDA_HARNESS)
+    cfg = run_config(args.data, args.backend, args.max_turns, HARNESS)
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, seed=0)
     n = max(args.sequential, args.concurrent)
     tasks = (tasks * (n // len(tasks) + 1))[:n]
