@@ -51,7 +51,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                  rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
                  concurrency=24, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560,
                  lengths=None, eval_temperature=1.0,
-                 throughput_args=["--concurrency", "16", "--sequential", "6", "--concurrent", "48", "--build-workers", "8"]),
+                 throughput_args=["--concurrency", "16", "--sequential", "4", "--concurrent", "32", "--build-workers", "8"]),
     "cpu_tiny": dict(backend="cpu", seeds=1, heldout=8, train_tasks=300, per_task=1, vocab=1024,
                      model=dict(hidden=128, layers=3, heads=2, intermediate=384), sft_epochs=6, sft_batch=4, sft_lr=3e-3,
                      rl_steps=1, episodes_per_step=4, vp_episodes=4, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=1,
