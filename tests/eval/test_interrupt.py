@@ -40,7 +40,7 @@ def _scripts(tmp_path: Path) -> tuple[Path, Path]:
 def _command(tasks: Path, scripts: Path, out: Path) -> list[str]:
     return [sys.executable, "-m", "cuda_agent.cli", "eval", "--tasks", str(tasks), "--policy",
             f"scripted:{scripts}/{{task_name}}.yaml", "--backend", "cpu", "--turns", "6", "--out", str(out),
-            "--concurrency", "1", "-o", "eval.hidden=false", "-o", "eval.budget_regrade=false", "--no-plots"]
+            "--concurrency", "1", "-o", "eval.hidden=false", "--no-plots"]
 
 
 def _env() -> dict[str, str]:
