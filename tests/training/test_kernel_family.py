@@ -242,3 +242,22 @@ def test_from_scratch_policy_sft_then_ppo_step_compiles_and_verifies_on_cpu(tmp_
     assert abs(ppo[-1]["is_weight_mean"] - 1.0) < 1e-3  # greedy rollouts report the trainer's own log-probs
     assert ppo[-1]["rollout_episodes"] == 2 and ppo[-1]["rollout_wall_s"] > 0
     assert Path(out["actor"]).joinpath("tokenizer.json").exists()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_kernel_features_read_back_the_style_the_writer_used(tasks, backend) -> None:
+    from cuda_agent.training.kernel_family.features import kernel_features
+    from cuda_agent.training.kernel_family.writer import LAUNCHES
+
+    chain = next(t.chain for t in tasks[0] if len(t.chain) >= 2)
+    for fused in (True, False):
+        for vector in (True, False):
+            for launch in LAUNCHES:
+                sol = write_solution(chain, backend, Style(fused=fused, vector=vector and fused, launch=launch))
+                f = kernel_features({sol.kernel_path: sol.files[sol.kernel_path]})
+                assert f["fused"] is fused and f["vector"] is (vector and fused)
+                if backend == "cuda":
+                    assert f["launch"] == launch
+                else:
+                    assert (f["launch"] == "narrow") is (launch == "narrow")
+    assert kernel_features({}) == {"fused": None, "vector": None, "launch": None}
