@@ -1,0 +1,72 @@
+"""Issue 21 item 6's two cheat classes, written in each convention, graded for real.
+
+- ``softmax_constant``: 23_Softmax returning 1/cols everywhere. Every softmax value is far below the absolute
+  tolerance (about 1/cols of a row of ``torch.rand``), so today's ``|out - ref| <= atol + rtol * |ref|`` passes it.
+- ``relu_identity``: 19_ReLU that copies its input: specialised to ``torch.rand``, whose values are never negative
+  (the branch ``get_inputs()`` never takes is dropped).
+
+Both must be denied (not graded correct). Both passed when these fixtures were written; the coordinator is making the
+comparison scale-aware and widening the inputs (item 6). In this working tree the scale-aware comparison already
+denies the constant softmax (atol scaled to the reference's own RMS magnitude), while the specialised ReLU is still
+graded correct (inputs are not widened yet). So each test asserts for real that the cheats build and run, then calls
+``pytest.xfail`` naming any cheat still graded correct: a harness failure fails the test, the remaining gap shows as
+XFAIL, and the test passes once both rules hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from .conftest import CONVENTIONS, DATA, solution_kit
+
+REDUCED = f"kernelbench:{DATA}?sizes=reduced"
+TODAY = "graded correct today: the trusted comparison does not widen inputs yet (issue 21 item 6)"
+
+
+def cheat_problems():  # type: ignore[no-untyped-def]
+    """The two cheats as Problems of the solution kit (kernels changed, everything else honest)."""
+    kernels, _ = solution_kit()
+    by_stem = {p.stem: p for p in kernels.PROBLEMS}
+    relu, softmax = by_stem["19_ReLU"], by_stem["23_Softmax"]
+    relu_identity = dataclasses.replace(
+        relu,
+        cpu_kernel=relu.cpu_kernel.replace("y[i] = x[i] > 0.0f ? x[i] : 0.0f;", "y[i] = x[i];  // inputs are >= 0"),
+        cuda_kernel=relu.cuda_kernel.replace("y[i] = v > 0.0f ? v : 0.0f;", "y[i] = v;  // inputs are >= 0"))
+    constant = "out[c] = 1.0f / static_cast<float>(cols);  // every value is below atol"
+    softmax_constant = dataclasses.replace(softmax, cpu_kernel=softmax.cpu_kernel.replace("out[c] *= inv;", constant),
+                                           cuda_kernel=softmax.cuda_kernel.replace("out[c] *= inv;", constant))
+    assert relu_identity.cpu_kernel != relu.cpu_kernel and relu_identity.cuda_kernel != relu.cuda_kernel
+    assert softmax_constant.cpu_kernel != softmax.cpu_kernel and softmax_constant.cuda_kernel != softmax.cuda_kernel
+    return relu_identity, softmax_constant
+
+
+def _score_cheats(convention: str, kind: str, tmp_path: Path, score) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+    _, conventions = solution_kit()
+    folders = conventions.write_all(tmp_path / "solutions", (convention,), (kind,), cheat_problems())
+    rc, report = score(folders[(convention, kind)], REDUCED, kind, tmp_path / "out")
+    rows = {r["problem"].rsplit("/", 1)[-1]: r for r in report["tasks"]}
+    assert set(rows) == {"19_ReLU", "23_Softmax"}, report["tasks"]
+    # Each cheat builds and runs: what decides is the comparison.
+    assert all(r["status"] in ("correct", "incorrect") for r in rows.values()), rows
+    return rows
+
+
+def _denied_or_xfail(rows: dict[str, dict]) -> None:
+    passed = [name for name, r in rows.items() if r["status"] == "correct"]
+    if passed:
+        pytest.xfail(f"{TODAY}; graded correct: {', '.join(sorted(passed))}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_both_cheats_are_denied_on_the_cpu_backend(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    _denied_or_xfail(_score_cheats(convention, "cpu", tmp_path, score))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_both_cheats_are_denied_on_cuda(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    _denied_or_xfail(_score_cheats(convention, "cuda", tmp_path, score))
