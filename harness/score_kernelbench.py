@@ -61,11 +61,12 @@ def problem_index(spec: str) -> dict[tuple[int, int], TaskManifest]:
     return {(t.level or 0, problem_number(t.name) or -1): t for t in tasks}
 
 
-def map_solutions(solutions: Path, index: dict[tuple[int, int], TaskManifest]) -> tuple[list[ProblemSolution], list[str]]:
-    """Solutions of a run folder mapped to problems; the names that map to none (with the reason)."""
+def map_solutions(solutions: Path, index: dict[tuple[int, int], TaskManifest]
+                  ) -> tuple[list[ProblemSolution], list[tuple[str, str]]]:
+    """Solutions of a run folder mapped to problems; (name, reason) of those that map to none."""
     by_stem = {t.name: key for key, t in index.items()}
     mapped: list[ProblemSolution] = []
-    unmapped: list[str] = []
+    unmapped: list[tuple[str, str]] = []
     for p in sorted(solutions.iterdir()):
         if p.name.startswith((".", "_")) or not (p.is_dir() or p.suffix == ".py"):
             continue
@@ -75,14 +76,14 @@ def map_solutions(solutions: Path, index: dict[tuple[int, int], TaskManifest]) -
             if (level, problem) in index:
                 mapped.append(ProblemSolution(p.stem, p, level, problem, sample))
             else:
-                unmapped.append(f"{p.name}: no problem {problem} of level {level} in the task source")
+                unmapped.append((p.stem, f"{p.name}: no problem {problem} of level {level} in the task source"))
             continue
         stem = p.stem if p.is_file() else p.name
         if stem in by_stem:
             level, problem = by_stem[stem]
             mapped.append(ProblemSolution(stem, p, level, problem, 0))
         else:
-            unmapped.append(f"{p.name}: neither level_L_problem_P_sample_S_kernel.py nor a problem file's name")
+            unmapped.append((stem, f"{p.name}: neither level_L_problem_P_sample_S_kernel.py nor a problem file's name"))
     mapped.sort(key=lambda s: (s.level, s.problem, s.sample, s.name))
     return mapped, unmapped
 

@@ -24,7 +24,7 @@ class TaskResolver:
             mapped, unmapped = kb.map_solutions(solutions, self.index)
             self.mapped = {m.name: m for m in mapped}
             self.entries = [(m.name, m.path) for m in mapped]
-            self.unmapped = [(why.split(":", 1)[0], why) for why in unmapped]
+            self.unmapped = unmapped
         else:
             self.folder = Path(tasks)
             from cuda_agent.harness.score_cli import discover

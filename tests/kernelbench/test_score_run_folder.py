@@ -24,7 +24,8 @@ def test_run_files_map_to_problems_by_level_and_id(tmp_path: Path) -> None:
     assert [(m.name, m.level, m.problem, m.sample) for m in mapped] == [
         ("level_1_problem_19_sample_0_kernel", 1, 19, 0), ("level_1_problem_19_sample_3_kernel", 1, 19, 3),
         ("23_Softmax", 1, 23, 0), ("level_2_problem_12_sample_0_kernel", 2, 12, 0)]
-    assert sorted(u.split(":")[0] for u in unmapped) == ["level_1_problem_77_sample_0_kernel.py", "notes.py"]
+    assert sorted(name for name, _ in unmapped) == ["level_1_problem_77_sample_0_kernel", "notes"]
+    assert any("no problem 77 of level 1" in why for _, why in unmapped)
     with pytest.raises(ValueError, match="valid: levels, ids, sizes"):
         problem_index(f"kernelbench:{DATA}?level=1")
 
