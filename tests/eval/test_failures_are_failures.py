@@ -72,6 +72,9 @@ def test_a_wrong_tasks_path_leaves_nothing_behind_and_the_corrected_command_runs
     assert not out.exists()
     assert cli.main(eval_args(tasks, out, policy)) == 0
     assert "2 planned, 0 already done, 2 run now" in capsys.readouterr().out
+    # a bare resume uses the saved config: nothing in it was a secret, so nothing stops it
+    assert cli.main(["-p", "eval_toy_backend", "eval", "--out", str(out), "--no-plots"]) == 0
+    assert "2 planned, 2 already done, 0 run now" in capsys.readouterr().out
 
 
 def test_an_unknown_policy_is_refused_before_any_episode(tmp_path, tasks, capsys):
