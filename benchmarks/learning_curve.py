@@ -47,7 +47,7 @@ from _learning_curve_report import build_report, collect_records, write_png  # n
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
-                 model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=32, sft_lr=2e-3,
+                 model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
                  rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
                  concurrency=24, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560,
                  lengths=None, eval_temperature=1.0,
@@ -95,7 +95,8 @@ def sft_stage(p: dict[str, Any], data: Path, **over: Any) -> dict[str, Any]:
     """The ``sft`` stage block (held-out loss from the held-out experts; held-out tasks evaluated at the end)."""
     cfg = {"episodes": [str(data / "expert_train.pt")], "heldout": [str(data / "expert_heldout.pt")],
            "epochs": p["sft_epochs"], "batch_size": p["sft_batch"], "lr": p["sft_lr"], "warmup_steps": 20,
-           "eval_every": 20, "patience": 3, "checkpoint_every": 100000, "eval_tasks": [str(data / "tasks_heldout.jsonl")],
+           "eval_every": p.get("sft_eval_every", 50), "patience": 4, "checkpoint_every": 100000,
+           "eval_tasks": [str(data / "tasks_heldout.jsonl")],
            "max_new_tokens": p["max_new_tokens"], "rollout": rollout_block(p), "temperature": p["eval_temperature"]}
     cfg.update(over)
     return {"name": "sft", "config": cfg}
