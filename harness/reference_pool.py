@@ -126,7 +126,11 @@ class ReferencePool:
         if ref is None:
             ref = self._spawn()
         self._fill_spares()
-        ref.start(task.code, self.init_seed)
+        try:
+            ref.start(task.code, self.init_seed)
+        except BaseException:  # a task whose model cannot be built: its process is not kept
+            ref.close()
+            raise
         return ref
 
     def _fill_spares(self) -> None:

@@ -10,6 +10,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from cuda_agent.harness.experiments import ExperimentSettings
 from cuda_agent.harness.reference_client import ReferenceClient
 from cuda_agent.harness.reference_pool import ReferencePool
@@ -192,3 +194,25 @@ def _alive(pid: int) -> bool:
             return fh.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_task_whose_model_cannot_be_built_fails_once_and_leaves_no_process() -> None:
+    from cuda_agent.harness.reference_sets import ReferenceError_
+
+    started: list[ReferenceClient] = []
+
+    def spawn() -> ReferenceClient:
+        started.append(ReferenceClient("cpu", threads=1))
+        return started[-1]
+
+    pool = ReferencePool(spawn, init_seed=42, warm_limit=4, spares=0)
+    broken = TaskManifest.from_code("tests/broken", "import torch\nclass Model(torch.nn.Module):\n"
+                                    "    def __init__(self):\n        raise ValueError('no model here')\n"
+                                    "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    try:
+        with pytest.raises(ReferenceError_, match="no model here"):
+            pool.acquire(broken)
+        assert not pool.holds(broken)
+        assert started and started[0].proc.wait(300) is not None  # closed, not left waiting for requests
+    finally:
+        pool.close()
