@@ -25,6 +25,9 @@ class Status(str, Enum):
     rejected = "rejected"  # an integrity rule fired; ``rule`` names it
     error = "error"  # the candidate crashed, or the harness could not evaluate it
     timeout = "timeout"
+    #: Not even one input set fits in the device's memory budget beside both processes (interfaces 2.1); the
+    #: message names the bytes needed and available. No reward; counted on its own, never as a harness error.
+    too_large = "too_large"
 
 
 class CheckError(BaseModel):
@@ -54,6 +57,10 @@ class Timing(BaseModel):
     method: str = Field(description="Timing method id, e.g. 'events_l2flush' (ours) or 'profiler_sum' (release).")
     wall_ms: float | None = Field(None, description="Parent's wall clock around the timed batch (cross-check).")
     per_kernel: list[dict[str, Any]] = Field(default_factory=list, description="Per-kernel breakdown (name, ms, calls).")
+    raw_ms: list[float] = Field(
+        default_factory=list,
+        description="Per-call times in call order, kept where a caller asks for them (the suite self-check); empty "
+        "elsewhere (interfaces 2.1).")
 
 
 class Baselines(BaseModel):
@@ -119,6 +126,32 @@ class InputSetsInfo(BaseModel):
     staged: int = Field(0, description="Sets handed over by the trusted side.")
 
 
+class WidenedInfo(BaseModel):
+    """Input sets widened within each input's domain, checked by the grading pass (harness/widening.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    checked: int = Field(0, description="Widened sets the candidate was compared on.")
+    inconclusive: int = Field(0, description="Widened sets given up: the reference was not finite on any widening.")
+    plan: list[str] = Field(default_factory=list, description="How each input was widened.")
+
+
+class MemoryInfo(BaseModel):
+    """How the session's input sets were sized to the device's memory budget (harness/memory_budget.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bytes_per_set: int = Field(description="Inputs plus outputs of one input set.")
+    reference_sets: int = Field(description="Input sets the reference process held at once; others were made again.")
+    runner_sets: int = Field(description="Input sets the runner held at once; others were handed over per call.")
+    fresh_sets: int = Field(description="Fresh sets staged at once for the timed calls.")
+    reserved_bytes: int = Field(description="Bytes the session reserved in the device's budget.")
+    capacity_bytes: int = Field(description="The budget's capacity (a share of the memory free when it was made).")
+    remade_sets: int = Field(0, description="Sets made again from their seeds after being dropped to save memory.")
+    peak_bytes: int | None = Field(
+        None, description="Peak device memory of the reference process plus the runner (CUDA; None elsewhere).")
+
+
 class FreshSetsInfo(BaseModel):
     """The timed calls on input sets made for that call alone (harness/fresh_sets.py, T12)."""
 
@@ -157,6 +190,8 @@ class Diagnostics(BaseModel):
     reverified_sets: int | None = Field(None, description="Sets a profile re-checked (same build just verified).")
     spot_checks: int = Field(0, description="Timed calls whose outputs were compared.")
     fresh_sets: FreshSetsInfo | None = Field(None, description="Fresh-set calls and what the time rests on.")
+    memory: MemoryInfo | None = Field(None, description="Input sets sized to the device's memory budget (2.1).")
+    widened: WidenedInfo | None = Field(None, description="The widened input sets a grading pass checked (2.1).")
     fresh_hand_overs: int = Field(0, description="Fresh sets handed over inside timed batches.")
     fresh_set_fallbacks: list[str] = Field(default_factory=list, description="Descriptor hand-overs that used files.")
     transport: str | None = Field(None, description="How outputs were handed over last: 'ipc', 'vmm' or 'host'.")

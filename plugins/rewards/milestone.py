@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cuda_agent.hookspecs import hookimpl
-from cuda_agent.schemas.result import CandidateResult
+from cuda_agent.schemas.result import CandidateResult, Status
 
 
 class MilestoneConfig(BaseModel):
@@ -24,6 +24,9 @@ class MilestoneConfig(BaseModel):
     correct: float = Field(1.0, description="Correct but not faster than eager.")
     faster_than_eager: float = Field(2.0, description="Correct and faster than eager PyTorch.")
     faster_than_both: float = Field(3.0, description="Correct and faster than both eager and torch.compile.")
+    too_large: float = Field(
+        0.0, description="Reward when the task could not be graded because not even one input set fits in the "
+        "device's memory (status 'too_large'): no signal, since no kernel the policy writes changes that.")
 
     @model_validator(mode="after")
     def _ordered(self) -> MilestoneConfig:
@@ -44,6 +47,8 @@ class MilestoneReward:
     def score(self, graded: CandidateResult, turn_results: Sequence[CandidateResult] = ()) -> float:
         """Milestone value of ``graded`` (``turn_results`` are ignored: only grading counts)."""
         c = self.config
+        if graded.status is Status.too_large:
+            return c.too_large
         if not graded.passed:
             return c.incorrect
         eager = graded.speedup_eager is not None and graded.speedup_eager > c.threshold

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cuda_agent.hookspecs import hookimpl
-from cuda_agent.schemas.result import CandidateResult
+from cuda_agent.schemas.result import CandidateResult, Status
 
 
 class SpeedupConfig(BaseModel):
@@ -25,6 +25,9 @@ class SpeedupConfig(BaseModel):
     clip_min: float = Field(0.5, gt=0, description="Speedups below this are clipped up to it (before the log).")
     clip_max: float = Field(10.0, gt=0, description="Speedups above this are clipped down to it (caps timer outliers).")
     incorrect: float = Field(-1.0, description="Reward for an incorrect (or unevaluable) graded result.")
+    too_large: float = Field(
+        0.0, description="Reward when not even one input set of the task fits in the device's memory (status "
+        "'too_large'): no signal, since no kernel the policy writes changes that.")
 
     @model_validator(mode="after")
     def _consistent(self) -> SpeedupConfig:
@@ -48,6 +51,8 @@ class SpeedupReward:
     def score(self, graded: CandidateResult, turn_results: Sequence[CandidateResult] = ()) -> float:
         """Reward of ``graded``; a correct result without a timing counts as speedup ``clip_min``."""
         c = self.config
+        if graded.status is Status.too_large:
+            return c.too_large
         if not graded.passed:
             return c.incorrect
         value = graded.speedup_compile if c.baseline == "compile" else graded.speedup_eager
