@@ -7,7 +7,8 @@ the data pipeline already uses (``CPU_SIZES`` + :func:`cuda_agent.harness.tasks.
 - a module-level integer (or list/tuple of integers) is a **size** when ``get_inputs()`` or
   ``get_init_inputs()`` reaches it (directly or through other constants) and it is larger than
   :data:`SMALL`; sizes are divided by one power of two per problem, chosen so the largest becomes at
-  most :data:`TARGET`, never below ``min(value, SMALL)``;
+  most :data:`TARGET`, never below ``min(value, SMALL)``, keeping the value's factors of 16 and of the
+  group and head counts (a multiple of ``gcd(value, lcm(16, groups...))``);
 - constants that shape the operator rather than the data are **not scalable** and keep their value,
   each with its reason: names of kernel sizes, strides, paddings, dilations, groups, heads, layers,
   pools, patches, axes (``dim = 1``), eps/slopes/scales, and every value at most :data:`SMALL`
@@ -135,6 +136,17 @@ def _scale(value: Any, factor: int) -> Any:
     return tuple(scaled) if isinstance(value, tuple) else scaled
 
 
+def _keep_factors(full: Any, reduced: Any, unit: int) -> Any:
+    """``reduced`` rounded down to a multiple of ``gcd(full, unit)`` (at least that, at most ``full``)."""
+    if isinstance(full, int):
+        if full <= SMALL:
+            return full
+        m = math.gcd(full, unit)
+        return min(full, max(m, reduced // m * m))
+    items = [_keep_factors(f, r, unit) for f, r in zip(full, reduced, strict=True)]
+    return tuple(items) if isinstance(full, tuple) else items
+
+
 def plan_reduction(code: str, *, target: int = TARGET, keep_spatial: bool = False) -> SizePlan:
     """The reduction of one problem's module-level sizes (see the module doc); ``keep_spatial`` keeps input
     resolutions (``height``, ``width``, ``image_size`` ...), as whole networks (level 3) need."""
@@ -171,15 +183,12 @@ def plan_reduction(code: str, *, target: int = TARGET, keep_spatial: bool = Fals
     if plan.factor == 1:
         return plan
     plan.scaled = {name: _scale(value, plan.factor) for name, value in literal_bases.items()}
-    # A size divisible by a group or head count stays divisible (GroupNorm(num_groups, channels), heads | embed).
+    # A size keeps the small factors a model may rely on: its own share of lcm(16, group and head counts)
+    # (GroupNorm's groups, heads dividing the embedding, ShuffleNet's channels % 4 and mid_channels % groups).
     divisors = [env[n] for n in plan.not_scalable if re.search(r"group|head", n, re.IGNORECASE)
                 and isinstance(env.get(n), int) and not isinstance(env[n], bool) and env[n] > 1]
-    for name, value in plan.scaled.items():
-        if isinstance(value, int) and "batch" not in name.lower():
-            for g in divisors:
-                if literal_bases[name] % g == 0 and value % g:
-                    value = min(literal_bases[name], -(-value // g) * g)
-            plan.scaled[name] = value
+    unit = math.lcm(16, *divisors)
+    plan.scaled = {name: _keep_factors(literal_bases[name], value, unit) for name, value in plan.scaled.items()}
     reduced_env = _environment(pairs, plan.scaled, plan.unresolved)
     plan.cpu_sizes = {name: value for name, value in reduced_env.items()
                       if name in env and value != env[name] and not isinstance(value, str)}
