@@ -11,9 +11,10 @@ components live in ``cuda_agent.plugins``; the trusted execution side in
 __version__ = "0.1.0"
 
 #: Version of the hook specifications. A plugin may declare
-#: ``CUDA_AGENT_HOOKSPEC_VERSION`` at module level; a mismatch in the major
-#: number is refused at load time with both numbers in the error.
-HOOKSPEC_VERSION = "1.0"
+#: ``CUDA_AGENT_HOOKSPEC_VERSION`` at module level; a different major number, or
+#: a newer minor one, is refused at load time with both numbers in the error.
+#: 1.1: ``register_skills``' callback takes ``backend=`` (the backend a skill belongs to).
+HOOKSPEC_VERSION = "1.1"
 
 #: Version of the frozen record interfaces (task manifest, CandidateResult,
 #: trajectory line, tokenization contract). Bumped on any incompatible change;

@@ -128,8 +128,10 @@ def register_loggers(register: RegisterCallback) -> None:
 def register_skills(register: RegisterCallback) -> None:
     """Register skill documents (the system prompt's guide for a backend's kernel language).
 
-    :param register: ``register(name, factory, description=None)``; ``factory()`` returns the document's
-        text (Markdown). A backend names its skill in its ``skill`` attribute.
+    :param register: ``register(name, factory, description=None, backend=None)``; ``factory()`` returns the
+        document's text (Markdown); ``backend`` names the backend the skill belongs to (since hookspec 1.1; None:
+        any backend may name it). A backend names its skill in its ``skill`` attribute, and a backend naming a
+        skill registered for another backend fails the conformance kit.
     :returns: nothing; all implementations are called.
     """
 

@@ -74,6 +74,24 @@ def builtin_plugin_modules(folders: Iterable[str] = BUILTIN_FOLDERS) -> dict[str
     return dict(sorted(found.items()))
 
 
+def hookspec_mismatch(declared: str, provided: str = HOOKSPEC_VERSION) -> str | None:
+    """Why a plugin written for hookspec version ``declared`` cannot load on ``provided`` (None: it can).
+
+    Same MAJOR and a MINOR no newer than the host's loads: a minor version only adds (a hook, an optional
+    argument), so a plugin written for 1.1 may use what a 1.0 host lacks.
+    """
+    try:
+        d_major, d_minor = (int(x) for x in (declared.split(".") + ["0"])[:2])
+        p_major, p_minor = (int(x) for x in (provided.split(".") + ["0"])[:2])
+    except ValueError:
+        return f"'{declared}' is not MAJOR.MINOR"
+    if d_major != p_major:
+        return "major versions differ"
+    if d_minor > p_minor:
+        return "the plugin needs a newer minor version: upgrade cuda-agent"
+    return None
+
+
 class PluginManager:
     """Typed wrapper over :class:`pluggy.PluginManager` with the component registry.
 
@@ -134,11 +152,10 @@ class PluginManager:
     # -- loading -----------------------------------------------------------
     def _register(self, plugin: object, name: str) -> None:
         declared = getattr(plugin, "CUDA_AGENT_HOOKSPEC_VERSION", None)
-        if declared is not None and str(declared).split(".")[0] != HOOKSPEC_VERSION.split(".")[0]:
-            raise PluginError(
-                f"plugin {name!r} was written for hookspec version {declared}, "
-                f"this cuda-agent provides {HOOKSPEC_VERSION} (major versions differ)"
-            )
+        problem = None if declared is None else hookspec_mismatch(str(declared))
+        if problem:
+            raise PluginError(f"plugin {name!r} was written for hookspec version {declared}, "
+                              f"this cuda-agent provides {HOOKSPEC_VERSION} ({problem})")
         try:
             self.pm.register(plugin, name=name)
         except ValueError as exc:
@@ -202,6 +219,21 @@ class PluginManager:
     def skill_text(self, name: str, where: str = "backend.skill") -> str:
         """The text of skill document ``name`` (registered through ``register_skills``)."""
         return str(self.registry.build("skill", name, where=where))
+
+    def skill_problems(self, backend: str, skill: str) -> list[str]:
+        """What is wrong with backend ``backend`` naming skill ``skill`` (empty: nothing).
+
+        The skill must be registered, and when it was registered for a backend (``register(..., backend=...)``),
+        for this one; a skill registered for no backend may serve any.
+        """
+        if skill not in self.registry.names("skill"):
+            return [f"backend {backend!r} names skill {skill!r}, which no plugin registers (register_skills); "
+                    f"registered skills: {', '.join(self.registry.names('skill')) or '(none)'}"]
+        entry = self.registry.get("skill", skill)
+        if entry.backend is not None and entry.backend != backend:
+            return [f"backend {backend!r} names skill {skill!r}, which plugin {entry.plugin!r} registered for backend "
+                    f"{entry.backend!r}"]
+        return []
 
     def doctor_checks(self) -> dict[str, dict[str, Any]]:
         """Every plugin's ``doctor_checks``, merged; a check name reported twice is an error naming both."""

@@ -45,6 +45,7 @@ class RegisterCallback(Protocol):
         *,
         config_model: type[BaseModel] | None = None,
         description: str | None = None,
+        backend: str | None = None,
     ) -> None: ...
 
 
@@ -58,6 +59,9 @@ class Entry:
     plugin: str
     config_model: type[BaseModel] | None = None
     description: str = ""
+    #: For a skill: the backend it belongs to (``register(..., backend="triton")``); None for other kinds, and for
+    #: a skill any backend may name.
+    backend: str | None = None
 
     def build(self, config: dict[str, Any] | BaseModel | None = None) -> Any:
         """Instantiate the component, validating ``config`` with its model.
@@ -140,7 +144,11 @@ class Registry:
             *,
             config_model: type[BaseModel] | None = None,
             description: str | None = None,
+            backend: str | None = None,
         ) -> None:
+            if backend is not None and kind != "skill":
+                raise PluginError(f"plugin {plugin!r} registers {kind} {name!r} with backend={backend!r}; only skills "
+                                  "(register_skills) name the backend they belong to")
             self.add(
                 Entry(
                     kind=kind,
@@ -149,6 +157,7 @@ class Registry:
                     plugin=plugin,
                     config_model=config_model,
                     description=description or _first_doc_line(factory),
+                    backend=backend,
                 )
             )
 
