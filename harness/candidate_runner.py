@@ -47,6 +47,7 @@ class _Runner:
         self.timer: Any = None
         self.runtime: Any = None
         self.guard_before: Any = None
+        self.torch_compute_allowed = False  # set by load: only the suite self-check allows it
         self.timer_before: Any = None
 
     def send(self, reply: Reply | Failure) -> None:
@@ -116,6 +117,7 @@ class _Runner:
         with torch.device(self.device):
             model = cls(*req.init_inputs)
         self.model = model.to(self.device) if isinstance(model, torch.nn.Module) else model
+        self.torch_compute_allowed = req.torch_compute_allowed
         return m.Loaded(violations=self._guard_violations(), seeded=seeded)
 
     def _seeded_sets(self, task_code: str | None, seeds: dict[str, int]) -> dict[str, m.SeededSet]:
@@ -168,6 +170,11 @@ class _Runner:
             return Failure(error=f"{type(exc).__name__}: {exc}"[:500], fd_error=True)
         return m.Received(set=req.set)
 
+    def drop_inputs(self, req: m.DropInputs) -> m.InputsDropped:
+        for k in req.sets:
+            self.data.inputs.pop(k, None)
+        return m.InputsDropped(sets=list(req.sets))
+
     def call(self, req: m.Call) -> m.Called:
         from cuda_agent.harness.compare import fingerprint
 
@@ -190,7 +197,7 @@ class _Runner:
 
         out, ms, host_ms = self.timer.time_call(forward, flush=req.flush, warm=args)
         violations: list[Any] = []
-        if audit:
+        if audit and not self.torch_compute_allowed:  # the suite self-check runs the task's own Model
             violations += runtime.op_audit_violations(ops, "cuda" if self.device.startswith("cuda") else "cpu")
             if kernels and self.so_path is not None:
                 violations += runtime.kernel_origin_violations(kernels, self.so_path)
@@ -240,7 +247,8 @@ class _Runner:
         return m.Calibrated(overhead_ms=calibrated_overhead(self.timer), spin=self.timer.spin_calibration())
 
     def guard(self, req: m.Guard) -> m.Guarded:
-        return m.Guarded(violations=self._guard_violations(), threads=_native_threads())
+        peak = int(self.torch.cuda.max_memory_allocated()) if self.device.startswith("cuda") else None
+        return m.Guarded(violations=self._guard_violations(), threads=_native_threads(), peak_bytes=peak)
 
     def kernels(self, req: m.Kernels) -> m.KernelTimes:
         from cuda_agent.harness.profiling import kernel_breakdown, profiler_sum_ms

@@ -21,17 +21,17 @@ import secrets
 import socket
 import threading
 from pathlib import Path
-from typing import Literal
 
 from cuda_agent.harness._affinity import timing_cpus
 from cuda_agent.harness.baselines import BaselineCache
 from cuda_agent.harness.candidate_pool import CandidatePool
 from cuda_agent.harness.experiments import ExperimentSettings
+from cuda_agent.harness.memory_plan import MemoryPlanner
 from cuda_agent.harness.phases import profile_body, verify_body
 from cuda_agent.harness.reference_client import ReferenceClient
 from cuda_agent.harness.reference_pool import ReferencePool
 from cuda_agent.harness.sandbox import RunnerOptions
-from cuda_agent.harness.sanitizer import sanitizer_gate, sanitizer_path
+from cuda_agent.harness.sanitizer import require_sanitizers, sanitize_graded, sanitizer_gate
 from cuda_agent.harness.session import SessionContext
 from cuda_agent.harness.session_run import Strategy, build_key, run_session, workspace_digest
 from cuda_agent.harness.settings import HarnessSettings, IntegritySettings
@@ -48,15 +48,26 @@ VERIFIED_MEMORY = 64
 class Evaluator:
     """Verifies, profiles and grades candidates of one backend on one device.
 
-    :param kind: 'cpu' or 'cuda'.
+    :param kind: the device kind its candidates run on, one of
+        :data:`~cuda_agent.harness.device_adapter.DEVICE_KINDS` ('cpu', 'cuda').
     :param settings: the public harness settings (defaults when None).
     :param device_index: CUDA device ordinal (ignored on CPU).
     :param experiments: benchmark- and test-only knobs (:class:`~cuda_agent.harness.experiments.ExperimentSettings`).
+    :param backend: the backend's registered name, recorded in every result's provenance (default: ``kind``).
+    :param runner_loader: the backend's RunnerLoader, ``"module:Class"`` (harness/device_adapter.py); None = the
+        built ``cuda_extension`` of the ``cpu``/``cuda`` backends.
     """
 
-    def __init__(self, kind: Literal["cpu", "cuda"], settings: HarnessSettings | None = None, device_index: int = 0,
-                 experiments: ExperimentSettings | None = None) -> None:
+    def __init__(self, kind: str, settings: HarnessSettings | None = None, device_index: int = 0,
+                 experiments: ExperimentSettings | None = None, *, backend: str | None = None,
+                 runner_loader: str | None = None) -> None:
+        from cuda_agent.harness.device_adapter import DEVICE_KINDS
+
+        if kind not in DEVICE_KINDS:
+            raise ValueError(f"Evaluator: device kind {kind!r} is not valid; valid: {', '.join(DEVICE_KINDS)}")
         self.kind = kind
+        self.backend_name = backend or kind
+        self.runner_loader = runner_loader
         self.settings = settings or HarnessSettings()
         self.experiments = experiments or ExperimentSettings()
         self.protocol = resolve_protocol(self.settings.timing.preset, kind, self.experiments.timing)
@@ -65,17 +76,20 @@ class Evaluator:
             raise ValueError("net_overhead needs a pre-roll spin (timer.preroll_us > 0): without one a null call's "
                              "time is the host's launch latency (22-34 us on the H200), over the 20 us limit of a "
                              "cost that is subtracted, so nothing would be netted")
-        if self.settings.integrity.sanitizer != "off":
-            sanitizer_path(self.settings.integrity.sanitizer, kind)  # requested but unavailable: a harness error
+        require_sanitizers(self.settings.integrity, kind)  # requested but unavailable: a harness error
         self.device = "cpu" if kind == "cpu" else f"cuda:{device_index}"
         self.device_index = device_index
         self.lock = TimingLock(f"{kind}{device_index}")
         self.cache = BaselineCache(self.settings.resolved_baseline_cache())
         self.transport = Transport(kind, self.experiments.cuda_transport, self.experiments.fresh_set_transport)
         self._cpus = timing_cpus(self.device, self.experiments.timing_cpus)
+        gib = self.settings.limits.device_memory_gib
+        #: Input sets sized to the device's memory: one budget per device for the whole run (memory_plan.py).
+        self.memory = MemoryPlanner(kind, device_index, int(gib * 2**30) if gib else None)
         self.references = ReferencePool(self._spawn_reference, init_seed=self.experiments.init_seed,
                                         warm_limit=self.experiments.warm_references,
-                                        spares=self.experiments.spares(kind))
+                                        spares=self.experiments.spares(kind), on_start=self._hold_process)
+        self.memory.on_pressure(self.references.close_idle)
         self._pools: dict[str, CandidatePool] = {}
         self._pools_lock = threading.Lock()
         tools_pool = self._pool(self.settings.integrity.isolation)
@@ -98,7 +112,9 @@ class Evaluator:
         """Phase 'grade': the trusted final pass (fresh seeds and process, default integrity, ABAB timing)."""
         from cuda_agent.harness.grading import grade
 
-        return grade(self, task, Path(workspace_root), so_path)
+        result = grade(self, task, Path(workspace_root), so_path)
+        # integrity.grade_sanitizer: memcheck (and racecheck) on one fresh set of a solution that graded correct
+        return sanitize_graded(self, task, Path(workspace_root), so_path, result)
 
     def _evaluate(self, phase: str, task: TaskManifest, root: Path, so_path: Path | None) -> CandidateResult:
         timing = phase == "profile"
@@ -124,9 +140,10 @@ class Evaluator:
 
     def run_session(self, phase: str, task: TaskManifest, root: Path, so_path: Path | None, body: Strategy, *,
                     seeds: list[int] | None = None, before: dict[str, str] | None = None,
-                    timing: bool = False) -> CandidateResult:
+                    timing: bool = False, torch_compute_allowed: bool = False) -> CandidateResult:
         """One evaluation of ``phase`` running strategy ``body`` (:func:`~cuda_agent.harness.session_run.run_session`)."""
-        return run_session(self, phase, task, root, so_path, body, seeds=seeds, before=before, timing=timing)
+        return run_session(self, phase, task, root, so_path, body, seeds=seeds, before=before, timing=timing,
+                           torch_compute_allowed=torch_compute_allowed)
 
     # ------------------------------------------------------------------ parts
     def integrity(self, phase: str) -> IntegritySettings:
@@ -156,7 +173,7 @@ class Evaluator:
                     startup_timeout_s=s.limits.startup_timeout_s, watchdog_interval_s=x.watchdog_interval_s,
                     output_log_limit=x.output_log_limit, cuda_transport=x.cuda_transport, unshare_pid=x.unshare_pid,
                     sandbox_uid=x.sandbox_uid, bwrap_path=x.bwrap_path, cpus=self._cpus,
-                    scratch_dir=s.sandbox.scratch_dir)
+                    scratch_dir=s.sandbox.scratch_dir, loader=self.runner_loader)
                 pool = self._pools[isolation] = CandidatePool(options, self.settings.runners_ahead())
             return pool
 
@@ -167,6 +184,17 @@ class Evaluator:
             clone_inputs=self.protocol.baseline_clone_inputs, net_overhead=self.protocol.net_overhead and self.kind == "cuda",
             compile_threads=self.experiments.reference_compile_threads,
             preimport_compile=self.settings.timing.compile_baseline, cpus=self._cpus)
+
+    def _hold_process(self, task: TaskManifest, ref: ReferenceClient) -> None:
+        """A reference process of ``task`` holds its context and parameters in the budget until it closes."""
+        ref.on_close = self.memory.hold_process(task)
+
+    def self_check(self, task: TaskManifest) -> CandidateResult:
+        """The suite self-check of ``task`` (``cuda-agent tasks check``): its own ``Model`` graded as the
+        candidate, with every check of a grade except the rules against PyTorch compute; never a grade."""
+        from cuda_agent.harness.grading import self_check
+
+        return self_check(self, task)
 
     def warm_reference(self, task: TaskManifest) -> ReferenceClient | None:
         """``task``'s reference process if one is warm and alive now, else None; starts nothing (diagnostics)."""
@@ -179,7 +207,8 @@ class Evaluator:
         try:
             if ref.warmed:
                 return False
-            ref.warm_baselines(self.settings.timing.compile_mode, self.settings.timing.compile_baseline)
+            with self.memory.warm_up(task):  # one set's worth, beside whatever sessions hold
+                ref.warm_baselines(self.settings.timing.compile_mode, self.settings.timing.compile_baseline)
             ref.warmed = True
             return True
         finally:
@@ -203,7 +232,7 @@ class Evaluator:
                     driver = pynvml.nvmlSystemGetDriverVersion()
                 except Exception:  # noqa: BLE001 - no NVML: the driver stays unrecorded
                     pass
-            self._provenance = Provenance(backend=self.kind, device=str(device), driver=str(driver) if driver else None,
+            self._provenance = Provenance(backend=self.backend_name, device=str(device), driver=str(driver) if driver else None,
                                           cuda=torch.version.cuda, torch=torch.__version__,
                                           python=platform.python_version(), package_version=str(version),
                                           host=socket.gethostname())

@@ -19,6 +19,7 @@ from cuda_agent.harness.fresh_sets import fresh_count
 from cuda_agent.harness.phases import apply_speedups
 from cuda_agent.harness.timed_run import settle_fresh_sets, time_candidate
 from cuda_agent.harness.timing_stats import summarize
+from cuda_agent.harness.widening import can_widen, widen_plans
 from cuda_agent.schemas.result import Baselines, CandidateResult
 from cuda_agent.schemas.task import TaskManifest
 
@@ -37,8 +38,11 @@ def fresh_seeds(n: int, avoid: set[int] = frozenset()) -> list[int]:  # type: ig
     return out
 
 
-def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | None) -> CandidateResult:
-    """Re-verify with fresh seeds in a fresh process, then ABAB timing against the baselines."""
+def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | None, *,
+          keep_samples: bool = False, torch_compute_allowed: bool = False) -> CandidateResult:
+    """Re-verify with fresh seeds in a fresh process (and on widened inputs), then ABAB timing against the
+    baselines. ``keep_samples``: keep every per-call time (``Timing.raw_ms``); ``torch_compute_allowed``: only
+    :func:`self_check` sets it."""
     timing_settings = evaluator.settings.timing
     compile_mode = timing_settings.compile_mode
 
@@ -47,6 +51,12 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         sess.verify_sets(sess.sets.indices("verify"))
         if sess.failed:
             return
+        widened = sess.ctx.integrity.widened_sets
+        plans, lines = widen_plans(task)
+        if widened and can_widen(plans):
+            sess.verify_widened(plans, lines, widened)
+            if sess.failed:
+                return
         ks = sess.timing_sets()
         per_round, rounds = protocol.grade_calls(), protocol.grade_rounds
         cand: list[float] = []
@@ -55,6 +65,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         wall = 0.0
         if timing_settings.compile_baseline:  # compile (CPU work) before the timing lock is taken
             t = time.perf_counter()
+            sess.sets.ensure_in_reference(ks[0])
             sess.reference.prepare_baseline("compile", ks[0], compile_mode)
             sess.tick("prepare_baseline", t)
         cap = protocol.grade_spot_checks
@@ -71,10 +82,11 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             wall += wall_ms
             warm = protocol.warmup_calls if r == 0 else 1
             t = time.perf_counter()
+            bks = sess.sets.held_for_baselines(ks)  # the sets the reference holds now (memory-aware sessions)
             with sess.ctx.lock:
-                eager.extend(sess.reference.time_baseline("eager", ks, per_round, warm, compile_mode))
+                eager.extend(sess.reference.time_baseline("eager", bks, per_round, warm, compile_mode))
                 if timing_settings.compile_baseline:
-                    compiled.extend(sess.reference.time_baseline("compile", ks, per_round, warm + (2 if r == 0 else 0),
+                    compiled.extend(sess.reference.time_baseline("compile", bks, per_round, warm + (2 if r == 0 else 0),
                                                                  compile_mode))
             sess.tick("baselines", t)
             return samples
@@ -96,8 +108,28 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             compile_mode=compile_mode,
             ids={"eager": f"graded-{int(time.time())}"},
         )
+        if keep_samples:  # the suite self-check keeps every per-call time of both sides
+            result.timing.raw_ms = list(cand)
+            result.baselines.eager.raw_ms = list(eager)  # type: ignore[union-attr]
+            if result.baselines.compile is not None:
+                result.baselines.compile.raw_ms = list(compiled)
         sess.diagnostics.grade_rounds = rounds
         apply_speedups(sess, result, evaluator.provenance().device)
 
     seeds = fresh_seeds(evaluator.settings.verify.input_sets, set(evaluator.used_seeds))
-    return evaluator.run_session("grade", task, root, so_path, body, seeds=seeds, timing=True)
+    return evaluator.run_session("grade", task, root, so_path, body, seeds=seeds, timing=True,
+                                 torch_compute_allowed=torch_compute_allowed)
+
+
+def self_check(evaluator: Evaluator, task: TaskManifest) -> CandidateResult:
+    """The suite self-check: ``task``'s own ``Model`` as the candidate, graded by :func:`grade` with every check but
+    the runtime rules against PyTorch compute, every per-call time kept. Never a grade: the result's
+    ``integrity_weakened`` says so."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="cuda-agent-self-check-") as tmp:
+        root = Path(tmp)
+        (root / "model_new.py").write_text(task.code.rstrip("\n") + "\n\n\nModelNew = Model  # suite self-check\n")
+        result = grade(evaluator, task, root, None, keep_samples=True, torch_compute_allowed=True)
+    result.integrity_weakened = list(dict.fromkeys([*result.integrity_weakened, "self_check:torch_compute_allowed"]))
+    return result

@@ -10,14 +10,15 @@ device's memory allows.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from cuda_agent.harness._vmm import close_fds
 from cuda_agent.harness.messages import OutputSpec, TensorDesc
 from cuda_agent.harness.reference_messages import MadeSet
 
-Role = Literal["verify", "timing", "fresh"]
+Role = Literal["verify", "timing", "fresh", "widened"]
 State = Literal["made", "staged", "handed_over", "dropped"]
 
 
@@ -34,6 +35,8 @@ class InputSet:
     state: State = "made"
     #: Descriptors of a set staged in memory files or device allocations (ours to close), until it is handed over.
     fds: list[int] = field(default_factory=list)
+    #: A widened set's plans (harness/widening.py): it is made again with them.
+    widen: list[Any] | None = None
 
     @property
     def tensors(self) -> list[TensorDesc]:
@@ -54,12 +57,27 @@ class InputSet:
 class SetStore:
     """The sets of one session and the operations on them (see the module docstring)."""
 
-    def __init__(self, reference: object, exchange: str) -> None:
+    def __init__(self, reference: object, exchange: str, *, reference_sets: int | None = None,
+                 runner_sets: int | None = None) -> None:
         """:param reference: the session's :class:`~cuda_agent.harness.reference_client.ReferenceClient`.
-        :param exchange: the runner's exchange folder (staged files go there)."""
+        :param exchange: the runner's exchange folder (staged files go there).
+        :param reference_sets: sets the reference process may hold at once (None: every set); the least recently
+            used one is dropped to make room and made again from its seed when it is needed.
+        :param runner_sets: sets the runner may hold at once (None: every set); see
+            :meth:`~cuda_agent.harness.session.Session.ensure_in_runner`."""
         self.reference = reference
         self.exchange = exchange
         self.sets: dict[int, InputSet] = {}
+        self.reference_cap = reference_sets
+        self.runner_cap = runner_sets
+        #: Sets the reference process holds / the runner holds, least recently used first.
+        self.in_reference: OrderedDict[int, None] = OrderedDict()
+        self.in_runner: OrderedDict[int, None] = OrderedDict()
+        #: Sets made again from their seeds; dropped sets whose pristine inputs had changed (T5); peak device bytes
+        #: the reference process reported.
+        self.remade = 0
+        self.changed: list[int] = []
+        self.reference_peak_bytes: int | None = None
 
     # ------------------------------------------------------------------ views
     def __contains__(self, k: int) -> bool:
@@ -85,13 +103,84 @@ class SetStore:
         return first.made.input_bytes if first else 0
 
     # ------------------------------------------------------------------ operations
+    def _new_index(self) -> int:
+        counter = getattr(self.reference, "next_set_index", None)  # unique in a process that sessions share
+        return int(counter()) if counter is not None else len(self.sets)
+
     def make(self, seed: int, role: Role, *, stage: bool, transport: str) -> int:
         """A new set from ``seed``, made by the reference (and staged for the runner by ``transport`` when
-        ``stage``); returns its index."""
-        k = len(self.sets)
+        ``stage``); returns its index. The reference's least recently used set is dropped first when it is full."""
+        k = self._new_index()
+        self.make_room_in_reference(keep=())
         made = self.reference.make_set(k, seed, self.exchange, transport, stage)  # type: ignore[attr-defined]
         self.sets[k] = InputSet(k, seed, role, made, "staged" if stage else "made")
+        self.in_reference[k] = None
         return k
+
+    def make_widened(self, seed: int, plans: list[Any]) -> int | None:
+        """A widened set from ``seed`` (harness/widening.py); None when the reference is not finite on it at any
+        widening (inconclusive: nothing is kept)."""
+        k = self._new_index()
+        self.make_room_in_reference(keep=())
+        made = self.reference.make_set(k, seed, self.exchange, "host", False, widen=plans)  # type: ignore[attr-defined]
+        if made.inconclusive:
+            return None
+        self.sets[k] = InputSet(k, seed, "widened", made, "made", widen=plans)
+        self.in_reference[k] = None
+        return k
+
+    # ------------------------------------------------------------------ memory
+    def make_room_in_reference(self, keep: tuple[int, ...] | set[int]) -> None:
+        """Drop the reference's least recently used sets until one more fits its cap (never a set in ``keep``, nor
+        one staged for a hand-over that has not happened yet)."""
+        if self.reference_cap is None:
+            return
+        while len(self.in_reference) >= self.reference_cap:
+            victim = next((k for k in self.in_reference if k not in keep and not self.sets[k].fds), None)
+            if victim is None:
+                return  # every held set is needed now: one over the cap for a moment
+            self._drop_in_reference([victim])
+
+    def _drop_in_reference(self, ks: list[int]) -> int:
+        dropped = self.reference.drop(ks)  # type: ignore[attr-defined]
+        self.changed += [k for k in dropped.changed if k not in self.changed]
+        if dropped.peak_bytes is not None:
+            self.reference_peak_bytes = max(self.reference_peak_bytes or 0, dropped.peak_bytes)
+        for k in ks:
+            self.in_reference.pop(k, None)
+            if k in self.sets and k not in self.in_runner:
+                self.sets[k].state = "dropped"
+        return dropped.pinned_bytes
+
+    def ensure_in_reference(self, k: int, keep: tuple[int, ...] = ()) -> None:
+        """The reference holds set ``k`` (made again from its seed, with the same inputs and expected outputs,
+        when it was dropped to save memory)."""
+        if k in self.in_reference:
+            self.in_reference.move_to_end(k)
+            return
+        self.make_room_in_reference(keep=(k, *keep))
+        s = self.sets[k]
+        made = self.reference.make_set(k, s.seed, self.exchange, "host", False,  # type: ignore[attr-defined]
+                                       widen=s.widen)
+        if made.input_fingerprints != s.fingerprints:
+            from cuda_agent.harness.reference_sets import ReferenceError_
+
+            raise ReferenceError_(f"input set {k} made again from its seed differs from the first time: the task's "
+                                  "get_inputs() is not determined by the seed on this device")
+        s.made = made
+        self.in_reference[k] = None
+        self.remade += 1
+
+    def held_for_baselines(self, ks: list[int]) -> list[int]:
+        """The sets of ``ks`` the reference holds now (at least the first of them, made again if need be): what a
+        baseline rotates over without making sets inside the device's lock."""
+        held = [k for k in ks if k in self.in_reference]
+        if not held and ks:
+            self.ensure_in_reference(ks[0])
+            held = [ks[0]]
+        for k in held:
+            self.in_reference.move_to_end(k)
+        return held
 
     def stage(self, k: int, transport: str, *, reuse: bool = False) -> list[TensorDesc]:
         """Stage set ``k`` for a hand-over after all (``reuse``: the exchange folder's reusable slot files)."""
@@ -122,6 +211,8 @@ class SetStore:
     def handed_over(self, k: int) -> None:
         """The runner holds set ``k`` now."""
         self.sets[k].state = "handed_over"
+        self.in_runner[k] = None
+        self.in_runner.move_to_end(k)
 
     def close_staged(self) -> None:
         """Close the descriptors of sets staged but never handed over (a batch that ended early)."""
@@ -133,7 +224,7 @@ class SetStore:
         """Free sets ``ks`` (default: all) in the reference process; returns the device bytes it still holds beyond
         its model (a leak probe)."""
         ks = list(self.sets) if ks is None else ks
-        pinned = self.reference.drop_sets(ks)  # type: ignore[attr-defined]
+        pinned = self._drop_in_reference(ks)
         for k in ks:
             if k in self.sets:
                 self.sets[k].state = "dropped"
@@ -142,5 +233,8 @@ class SetStore:
     def remake(self, k: int, *, stage: bool, transport: str) -> None:
         """Make dropped set ``k`` again from its seed (same inputs, same expected outputs)."""
         s = self.sets[k]
-        s.made = self.reference.make_set(k, s.seed, self.exchange, transport, stage)  # type: ignore[attr-defined]
+        self.make_room_in_reference(keep=(k,))
+        s.made = self.reference.make_set(k, s.seed, self.exchange, transport, stage,  # type: ignore[attr-defined]
+                                         widen=s.widen)
         s.state = "staged" if stage else "made"
+        self.in_reference[k] = None

@@ -89,31 +89,36 @@ class SetPlan:
     reference_sets: int
     """Sets the reference process keeps (inputs and expected outputs); others are made again from their seeds."""
     runner_sets: int
-    """Pristine sets the candidate runner keeps; 0 = streamed: each call's inputs are handed over just before it."""
+    """Pristine sets the candidate runner keeps (at least 1); a call on another set hands it over just before it."""
     fresh_sets: int
     """Fresh sets staged at once for the timed calls (each handed over and released before the next is staged)."""
     reserved_bytes: int
     """The whole reservation: both processes, the sets they hold, staging and the forwards' temporaries."""
 
+    wanted_sets: int = 0
+    """The sets the session uses (each side holds all of them when it can)."""
+
     @property
-    def streamed(self) -> bool:
-        """The runner holds no set of its own."""
-        return self.runner_sets == 0
+    def constrained(self) -> bool:
+        """A side holds fewer sets than the session uses: sets are dropped and made or handed over again."""
+        return self.reference_sets < self.wanted_sets or self.runner_sets < self.wanted_sets
 
 
 def session_bytes(fp: Footprint, kind: str, reference_sets: int, runner_sets: int, fresh_sets: int) -> int:
     """Bytes one session reserves with these set counts.
 
     Reference process: context, parameters, its sets, one forward's temporaries and outputs (a baseline call),
-    and the candidate's outputs it opens to compare. Runner: context, parameters, its pristine sets, the working
-    copy of one call's inputs, the call's outputs and their exported copy, the candidate's temporaries (taken
-    to be the reference's). Staged fresh sets: their inputs.
+    an exported copy of one set's inputs (a hand-over) and the candidate's outputs it opens to compare. Runner:
+    context, parameters, its pristine sets, the working copy of one call's inputs, the call's outputs and their
+    exported copy, the candidate's temporaries (taken to be the reference's). Staged fresh sets: their inputs and
+    expected outputs in the reference and an exported copy of their inputs.
     """
     overhead = PROCESS_OVERHEAD.get(kind, PROCESS_OVERHEAD["cuda"])
-    reference = overhead + fp.param_bytes + reference_sets * fp.set_bytes + fp.work_bytes + 2 * fp.output_bytes
+    reference = (overhead + fp.param_bytes + reference_sets * fp.set_bytes + fp.work_bytes + 2 * fp.output_bytes
+                 + fp.input_bytes)
     runner = (overhead + fp.param_bytes + runner_sets * fp.input_bytes + fp.input_bytes + 2 * fp.output_bytes
               + fp.work_bytes)
-    return reference + runner + fresh_sets * fp.input_bytes
+    return reference + runner + fresh_sets * (fp.set_bytes + fp.input_bytes)
 
 
 def plan_sets(fp: Footprint, kind: str, capacity: int, *, wanted_sets: int, wanted_fresh: int) -> SetPlan:
@@ -126,14 +131,15 @@ def plan_sets(fp: Footprint, kind: str, capacity: int, *, wanted_sets: int, want
     wanted_sets = max(1, wanted_sets)
     wanted_fresh = max(0, wanted_fresh)
     candidates = [(wanted_sets, wanted_sets, wanted_fresh)]
-    candidates += [(wanted_sets, r, wanted_fresh) for r in range(wanted_sets - 1, -1, -1)]
-    candidates += [(ref, 0, min(wanted_fresh, 1)) for ref in range(wanted_sets, 0, -1)]
-    candidates += [(1, 0, 0)]
+    candidates += [(wanted_sets, r, wanted_fresh) for r in range(wanted_sets - 1, 0, -1)]
+    candidates += [(ref, 1, min(wanted_fresh, 1)) for ref in range(wanted_sets, 0, -1)]
+    candidates += [(1, 1, 0)]
     for ref, run, fresh in candidates:
         need = session_bytes(fp, kind, ref, run, fresh)
         if need <= capacity:
-            return SetPlan(reference_sets=ref, runner_sets=run, fresh_sets=fresh, reserved_bytes=need)
-    raise TooLarge(session_bytes(fp, kind, 1, 0, 0), capacity, "one session of this task")
+            return SetPlan(reference_sets=ref, runner_sets=run, fresh_sets=fresh, reserved_bytes=need,
+                           wanted_sets=wanted_sets)
+    raise TooLarge(session_bytes(fp, kind, 1, 1, 0), capacity, "one session of this task")
 
 
 def measure_free_bytes(kind: str, device_index: int = 0) -> int:
@@ -184,10 +190,24 @@ class MemoryBudget:
         with self._cond:
             return sum(h.nbytes for h in self._holds.values())
 
-    def hold(self, nbytes: int, what: str, *, timeout_s: float | None = None) -> int:
+    def hold(self, nbytes: int, what: str, *, timeout_s: float | None = None, force: bool = False) -> int:
         """Reserve ``nbytes`` until :meth:`release` of the returned id; waits until it fits (raises
-        :class:`TooLarge` at once when it never can, ``TimeoutError`` after ``timeout_s``)."""
+        :class:`TooLarge` at once when it never can, ``TimeoutError`` after ``timeout_s``). ``force``: take it at
+        once, after asking the owners of idle processes to let go, even beyond the capacity (a process that is
+        started anyway: later reservations then wait for it)."""
         nbytes = max(0, int(nbytes))
+        if force:
+            with self._cond:
+                free = self.capacity - sum(h.nbytes for h in self._holds.values())
+            if nbytes > free:
+                for cb in list(self.on_pressure):
+                    cb(nbytes - free)
+            with self._cond:
+                hid = self._next
+                self._next += 1
+                self._holds[hid] = _Hold(nbytes, what)
+                self.peak_reserved = max(self.peak_reserved, sum(h.nbytes for h in self._holds.values()))
+                return hid
         if nbytes > self.capacity:
             raise TooLarge(nbytes, self.capacity, what)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -233,14 +253,15 @@ class MemoryBudget:
             self.release(hid)
 
 
-_BUDGETS: dict[tuple[str, int], MemoryBudget] = {}
+_BUDGETS: dict[tuple[str, int, int | None], MemoryBudget] = {}
 _BUDGETS_LOCK = threading.Lock()
 
 
 def budget_for(kind: str, device_index: int = 0, capacity: int | None = None) -> MemoryBudget:
-    """The process-wide budget of a device (made on first use; ``capacity`` applies only then)."""
+    """The process-wide budget of a device: every evaluator of the run on that device (with the same configured
+    capacity, None = measured at first use) shares it."""
     with _BUDGETS_LOCK:
-        key = (kind, device_index)
+        key = (kind, device_index, capacity)
         if key not in _BUDGETS:
             _BUDGETS[key] = MemoryBudget(kind, capacity, device_index)
         return _BUDGETS[key]

@@ -109,6 +109,8 @@ class Setup(Request):
     Reply: ClassVar[type[Reply]] = Ready
     device: str
     timer: TimerSpec = Field(default_factory=TimerSpec)
+    #: ``"module:Class"`` of the backend's RunnerLoader (harness/device_adapter.py); None = ``cuda_extension``.
+    loader: str | None = None
 
 
 class SeededSet(Message):
@@ -139,6 +141,9 @@ class Load(Request):
     output_specs: list[OutputSpec] = Field(default_factory=list)
     task_code: str | None = None
     seeded_sets: dict[str, int] = Field(default_factory=dict)
+    #: The suite self-check (never a grade): the task's own Model is the candidate, so the runtime rules against
+    #: PyTorch compute (op audit, foreign kernels) are not applied. Every other rule is.
+    torch_compute_allowed: bool = False
 
 
 class Received(Reply):
@@ -154,6 +159,20 @@ class Inputs(Request):
     Reply: ClassVar[type[Reply]] = Received
     set: int
     tensors: list[TensorDesc]
+
+
+class InputsDropped(Reply):
+    """The runner no longer holds these sets."""
+
+    sets: list[int]
+
+
+class DropInputs(Request):
+    """Forget input sets ``sets`` (memory: the trusted side hands a set over again when a call needs it)."""
+
+    op: ClassVar[str] = "drop_inputs"
+    Reply: ClassVar[type[Reply]] = InputsDropped
+    sets: list[int]
 
 
 class Called(Reply):
@@ -198,6 +217,8 @@ class Guarded(Reply):
 
     violations: list[Violation] = Field(default_factory=list)
     threads: int = -1
+    #: The runner's peak device memory through torch's allocator (CUDA; a diagnostic, never a verdict).
+    peak_bytes: int | None = None
 
 
 class Guard(Request):
@@ -246,5 +267,5 @@ class Exit(Request):
 
 
 RUNNER_REQUESTS: dict[str, type[Request]] = {
-    cls.op: cls for cls in (Setup, Load, Inputs, Call, Export, Guard, Kernels, Calibrate, Exit)
+    cls.op: cls for cls in (Setup, Load, Inputs, DropInputs, Call, Export, Guard, Kernels, Calibrate, Exit)
 }

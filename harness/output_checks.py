@@ -57,6 +57,7 @@ def export_and_check(sess: Session, k: int, metas: list[OutputMeta], mode: str) 
 
     from cuda_agent.harness._vmm import close_fds
 
+    sess.sets.ensure_in_reference(k)  # its expected outputs (made again from its seed if it was dropped)
     t = time.perf_counter()
     exported = sess.runner.export(mode)
     if exported.vmm_error and mode == "vmm":  # the runner used files for (some) outputs

@@ -78,7 +78,8 @@ def time_session(evaluator: Evaluator, sess: Session, result: CandidateResult) -
     prov = evaluator.provenance()
     settings = ctx.settings
     result.baselines, cached = cached_baselines(
-        sess.reference, code_hash=sess.task.code_hash, device_name=prov.device, torch_version=prov.torch, sets=ks,
+        sess.reference, code_hash=sess.task.code_hash, device_name=prov.device, torch_version=prov.torch,
+        sets=sess.sets.held_for_baselines(ks),
         protocol=protocol, timing=settings.timing, threads=settings.sandbox.cpu_threads,
         timing_cpus=evaluator.experiments.timing_cpus, lock=ctx.lock, cache=evaluator.cache, method=method)
     sess.tick("baselines", t)

@@ -30,6 +30,8 @@ from cuda_agent.harness.wire import Failure, LineReader, Reply, WireError, decod
 
 #: Exchange folders whose reusable staging slots a reference process keeps mapped (the sessions it serves at once).
 SLOT_WRITERS_KEPT = 4
+#: Device bytes the caching allocator may keep beyond what is allocated after sets are dropped (then emptied).
+RETAINED_LIMIT_BYTES = 1 << 30
 #: Environment variable naming the child's ends of its request and reply pipes and of the descriptor socket.
 CHANNEL_ENV = "CUDA_AGENT_REFERENCE_CHANNEL"
 
@@ -71,9 +73,14 @@ class ReferenceServer:
     def make_set(self, req: m.MakeSet) -> m.MadeSet:
         """Generate set ``req.set`` from its seed, run the reference on copies, describe (and maybe stage) it."""
         torch = self.torch
-        held = self.sets.make(req.set, req.seed)
+        held = self.sets.make(req.set, req.seed, req.widen)
+        if held is None:  # a widened set whose reference output is not finite at any widening
+            return m.MadeSet(set=req.set, tensors=[], input_fingerprints=[], outputs=[], input_bytes=0,
+                             inconclusive=True)
         return m.MadeSet(
             set=req.set,
+            work_bytes=max(0, int(self.sets.work_bytes)),
+            widen_shrink=held.shrink,
             tensors=self._describe(req.set, req.exchange, req.transport, req.stage),
             input_fingerprints=held.fingerprints,
             outputs=[m.OutputSpec(dtype=str(e.dtype).removeprefix("torch."), shape=list(e.shape))
@@ -96,6 +103,8 @@ class ReferenceServer:
         if self.fd_sock is None:
             raise ValueError("this reference server has no descriptor socket (in-process)")
         torch = self.torch
+        # A set handed over again (memory-aware sessions) was exported before: that hand-over is complete.
+        self.sets.release_exports(req.set, lambda handle: self._vmm_driver.release(handle))
         descs = self._describe(req.set, None, "host", stage=False)
         held = self.sets[req.set]
         fds: list[int] = []
@@ -180,14 +189,20 @@ class ReferenceServer:
 
     def drop_sets(self, req: m.DropSets) -> m.Dropped:
         """Free input sets no longer needed; reports device bytes still allocated beyond the model (leak probe)."""
-        self.sets.drop(req.sets, lambda handle: self._vmm_driver.release(handle))
+        changed = self.sets.drop(req.sets, lambda handle: self._vmm_driver.release(handle))
         if self.device.type != "cuda":
-            return m.Dropped(pinned_bytes=0)
+            return m.Dropped(pinned_bytes=0, changed=changed)
         torch = self.torch
         torch.cuda.ipc_collect()  # free blocks whose IPC consumers released them
         if self.baseline_bytes is None:
             self.baseline_bytes = torch.cuda.memory_allocated(self.device)
-        return m.Dropped(pinned_bytes=max(0, torch.cuda.memory_allocated(self.device) - self.baseline_bytes))
+        allocated = torch.cuda.memory_allocated(self.device)
+        if torch.cuda.memory_reserved(self.device) - allocated > RETAINED_LIMIT_BYTES:
+            # Give cached blocks back to the device: other tasks' processes (and the budget's next reservation)
+            # count on the memory a finished session used, and a failed one must not keep it (the OOM cascade).
+            torch.cuda.empty_cache()
+        peak = self.sets.take_peak()
+        return m.Dropped(pinned_bytes=max(0, allocated - self.baseline_bytes), changed=changed, peak_bytes=peak)
 
     def inputs_intact(self, req: m.InputsIntact) -> m.Intact:
         """Sets whose pristine inputs changed since they were made (a candidate wrote through IPC, T5)."""

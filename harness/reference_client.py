@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from cuda_agent.harness import _spawner
@@ -55,6 +56,9 @@ class ReferenceClient:
         self._stop_sent = False
         self._closed = False
         self._lock = threading.RLock()  # one request at a time, whatever thread asks
+        self._set_counter = 0
+        #: Called once when the process is closed (the pool gives its memory-budget hold back here).
+        self.on_close: Callable[[], None] | None = None
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         # Descriptors (memory files, device allocations) travel beside the messages over this socket.
@@ -131,9 +135,18 @@ class ReferenceClient:
                                      net_overhead=self.net_overhead), timeout_s)
         self.init_inputs = reply.init_inputs
 
-    def make_set(self, k: int, seed: int, exchange: str | None, transport: str = "ipc", stage: bool = True) -> m.MadeSet:
-        """Make input set ``k`` from ``seed`` (and stage it for the runner when ``stage``)."""
-        return self.request(m.MakeSet(set=k, seed=seed, exchange=exchange, transport=transport, stage=stage))
+    def next_set_index(self) -> int:
+        """A set index no other session of this process has used (sessions may share a warm process)."""
+        with self._lock:
+            self._set_counter += 1
+            return self._set_counter - 1
+
+    def make_set(self, k: int, seed: int, exchange: str | None, transport: str = "ipc", stage: bool = True,
+                 widen: list[Any] | None = None) -> m.MadeSet:
+        """Make input set ``k`` from ``seed`` (and stage it for the runner when ``stage``); ``widen``: a widened set
+        (its reply says ``inconclusive`` when the reference is not finite at any widening)."""
+        return self.request(m.MakeSet(set=k, seed=seed, exchange=exchange, transport=transport, stage=stage,
+                                      widen=widen))
 
     def stage_set(self, k: int, exchange: str | None, transport: str = "ipc", reuse: bool = False) -> list[m.TensorDesc]:
         """Stage set ``k`` for the runner after all; its tensors' descriptions."""
@@ -152,7 +165,11 @@ class ReferenceClient:
 
     def drop_sets(self, ks: list[int]) -> int:
         """Free sets ``ks``; device bytes still held beyond the model."""
-        return self.request(m.DropSets(sets=list(ks))).pinned_bytes
+        return self.drop(ks).pinned_bytes
+
+    def drop(self, ks: list[int]) -> m.Dropped:
+        """Free sets ``ks``: the leak probe, the dropped sets whose pristine inputs had changed, the peak bytes."""
+        return self.request(m.DropSets(sets=list(ks)))
 
     def inputs_intact(self) -> list[int]:
         """Sets whose pristine inputs changed since they were made."""
@@ -231,6 +248,9 @@ class ReferenceClient:
             except OSError:
                 pass
         self._fd_sock.close()
+        release, self.on_close = self.on_close, None
+        if release is not None:  # its standing hold in the device's memory budget
+            release()
 
 
 def _is_stopping(line: bytes) -> bool:

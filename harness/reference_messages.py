@@ -46,6 +46,12 @@ class MadeSet(Reply):
     input_fingerprints: list[str | None]
     outputs: list[OutputSpec]
     input_bytes: int
+    #: Peak device bytes of the reference forward beyond its inputs and outputs (CUDA; 0 elsewhere).
+    work_bytes: int = 0
+    #: A widened set (``MakeSet.widen``): the share of the full widening whose reference output was finite;
+    #: None for an ordinary set. A widened set that is not finite at any widening is not made (``inconclusive``).
+    widen_shrink: float | None = None
+    inconclusive: bool = False
 
 
 class MakeSet(Request):
@@ -58,6 +64,8 @@ class MakeSet(Request):
     exchange: str | None
     transport: Transport = "ipc"
     stage: bool = True
+    #: Widen the set's floating inputs within their domains (harness/widening.py plans, one per input).
+    widen: list[Any] | None = None
 
 
 class StagedSet(Reply):
@@ -98,6 +106,10 @@ class Dropped(Reply):
     """Device bytes still allocated beyond the model after the drop (a leak probe)."""
 
     pinned_bytes: int
+    #: Dropped sets whose pristine inputs had changed (checked before they were freed: T5).
+    changed: list[int] = Field(default_factory=list)
+    #: Peak device bytes this process allocated since the last drop (CUDA; None elsewhere).
+    peak_bytes: int | None = None
 
 
 class DropSets(Request):

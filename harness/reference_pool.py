@@ -21,10 +21,13 @@ from cuda_agent.schemas.task import TaskManifest
 class ReferencePool:
     """Reference processes of one evaluator (see the module docstring)."""
 
-    def __init__(self, spawn: Callable[[], ReferenceClient], *, init_seed: int, warm_limit: int, spares: int) -> None:
+    def __init__(self, spawn: Callable[[], ReferenceClient], *, init_seed: int, warm_limit: int, spares: int,
+                 on_start: Callable[[TaskManifest, ReferenceClient], None] | None = None) -> None:
         """:param spawn: starts a process without a task (it imports torch meanwhile).
         :param init_seed: seed set before the task's model is built. :param warm_limit: processes kept warm.
-        :param spares: processes kept started ahead of time."""
+        :param spares: processes kept started ahead of time.
+        :param on_start: called before a process gets its task (the evaluator takes its memory-budget hold)."""
+        self._on_start = on_start
         self._spawn = spawn
         self.init_seed = init_seed
         self.warm_limit = warm_limit
@@ -103,6 +106,15 @@ class ReferencePool:
                 self._refs.pop(task.code_hash)
             ref.retired = True
 
+    def close_idle(self, missing: int = 0) -> int:
+        """Close warm processes no session uses, least recently used first (memory pressure: ``missing`` bytes are
+        wanted; every idle one goes, since the pool does not know their sizes). Returns how many were closed."""
+        with self._lock:
+            victims = [ref for ref in self._refs.values() if ref.users == 0]
+            self._refs = {k: r for k, r in self._refs.items() if r.users != 0}
+        close_all(victims)
+        return len(victims)
+
     def close(self) -> None:
         """Stop every process (all asked to exit before any is waited for)."""
         with self._lock:
@@ -126,6 +138,8 @@ class ReferencePool:
         if ref is None:
             ref = self._spawn()
         self._fill_spares()
+        if self._on_start is not None:
+            self._on_start(task, ref)
         try:
             ref.start(task.code, self.init_seed)
         except BaseException:  # a task whose model cannot be built: its process is not kept

@@ -69,6 +69,9 @@ class HeldSet:
     fingerprints: list[str | None]
     #: Device allocations (VMM handles) the set was exported in for a hand-over by descriptor.
     exports: list[int] = field(default_factory=list)
+    #: A widened set: its plans and the share of the full widening it was made with (None: an ordinary set).
+    widen: list[Any] | None = None
+    shrink: float | None = None
 
 
 class HeldSets:
@@ -80,6 +83,19 @@ class HeldSets:
         self.model = model
         self.device = device
         self.sets: dict[int, HeldSet] = {}
+        #: Peak device bytes of one reference forward beyond its inputs and outputs (CUDA; 0 elsewhere).
+        self.work_bytes = 0
+        #: Highest device bytes allocated before the last reset of torch's peak counter (a session's peak is the
+        #: larger of this and the counter; :meth:`take_peak` resets both).
+        self.peak_seen = 0
+
+    def take_peak(self) -> int:
+        """Peak device bytes allocated since the last call (CUDA), then start counting again."""
+        torch = self.torch
+        peak = max(self.peak_seen, int(torch.cuda.max_memory_allocated(self.device)))
+        torch.cuda.reset_peak_memory_stats(self.device)
+        self.peak_seen = 0
+        return peak
 
     def __contains__(self, k: int) -> bool:
         return k in self.sets
@@ -93,31 +109,86 @@ class HeldSets:
 
         return [fingerprint(x) if isinstance(x, self.torch.Tensor) else None for x in values]
 
-    def make(self, k: int, seed: int) -> HeldSet:
-        """Set ``k`` from ``seed``: inputs generated on the device, the reference run FIRST on copies of them."""
+    def make(self, k: int, seed: int, widen: list[Any] | None = None) -> HeldSet | None:
+        """Set ``k`` from ``seed``: inputs generated on the device, the reference run FIRST on copies of them.
+
+        ``widen``: one plan per input (:mod:`~cuda_agent.harness.widening`); the widening is halved until the
+        reference output is finite, and the set is not made (None) when even the mildest widening is not. The
+        peak memory of the forward beyond its inputs and outputs is recorded in ``work_bytes`` (CUDA)."""
         torch = self.torch
         pristine = generate_inputs(torch, self.get_inputs, seed, self.device)
-        with torch.no_grad():
-            out = self.model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in pristine])
-        expected = list(out) if isinstance(out, (tuple, list)) else [out]
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        held = HeldSet(seed, pristine, [e.detach() if isinstance(e, torch.Tensor) else e for e in expected],
-                       self.fingerprints_of(pristine))
+        cuda = self.device.type == "cuda"
+        shrinks: list[float | None] = [None]
+        if widen is not None:
+            from cuda_agent.harness.widening import shrink_steps
+
+            shrinks = list(shrink_steps())
+        for shrink in shrinks:
+            inputs = pristine
+            if shrink is not None:
+                from cuda_agent.harness.widening import widen_inputs
+
+                inputs = widen_inputs(torch, pristine, widen or [], shrink)
+            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            if cuda:
+                torch.cuda.synchronize(self.device)
+                base = torch.cuda.memory_allocated(self.device)
+                self.peak_seen = max(self.peak_seen, torch.cuda.max_memory_allocated(self.device))
+                torch.cuda.reset_peak_memory_stats(self.device)
+            with torch.no_grad():
+                out = self.model(*copies)
+            expected = list(out) if isinstance(out, (tuple, list)) else [out]
+            if cuda:
+                torch.cuda.synchronize(self.device)
+                out_bytes = sum(e.numel() * e.element_size() for e in expected if isinstance(e, torch.Tensor))
+                self.work_bytes = max(self.work_bytes, torch.cuda.max_memory_allocated(self.device) - base - out_bytes)
+            del copies
+            if shrink is None:
+                break
+            from cuda_agent.harness.widening import finite_outputs
+
+            if finite_outputs(torch, expected):
+                break
+        else:
+            return None  # not finite at any widening: inconclusive, nothing kept
+        held = HeldSet(seed, inputs, [e.detach() if isinstance(e, torch.Tensor) else e for e in expected],
+                       self.fingerprints_of(inputs), widen=widen, shrink=shrink)
         self.sets[k] = held
         return held
 
     def regenerate(self, k: int) -> None:
         """Make set ``k``'s inputs again from its seed (the expected outputs are unchanged: same seed, same data)."""
-        self.sets[k].inputs = generate_inputs(self.torch, self.get_inputs, self.sets[k].seed, self.device)
+        held = self.sets[k]
+        inputs = generate_inputs(self.torch, self.get_inputs, held.seed, self.device)
+        if held.widen is not None and held.shrink is not None:
+            from cuda_agent.harness.widening import widen_inputs
+
+            inputs = widen_inputs(self.torch, inputs, held.widen, held.shrink)
+        held.inputs = inputs
 
     def changed(self) -> list[int]:
         """Sets whose pristine inputs no longer match their fingerprints (a candidate wrote through IPC, T5)."""
         return [k for k, s in self.sets.items() if self.fingerprints_of(s.inputs) != s.fingerprints]
 
-    def drop(self, ks: list[int], release: Callable[[int], None]) -> None:
-        """Forget sets ``ks``; ``release`` frees each device allocation they were exported in."""
+    def drop(self, ks: list[int], release: Callable[[int], None]) -> list[int]:
+        """Forget sets ``ks``; ``release`` frees each device allocation they were exported in. Returns those whose
+        pristine inputs had changed (checked before they are freed, so a set dropped to save memory is still
+        checked for T5 as the closing check would have)."""
+        changed = []
         for k in ks:
             held = self.sets.pop(k, None)
-            for handle in held.exports if held else ():
+            if held is None:
+                continue
+            if self.fingerprints_of(held.inputs) != held.fingerprints:
+                changed.append(k)
+            for handle in held.exports:
                 release(handle)
+        return changed
+
+    def release_exports(self, k: int, release: Callable[[int], None]) -> None:
+        """Free the device allocations set ``k`` was exported in before (their hand-overs are complete)."""
+        held = self.sets.get(k)
+        if held is not None:
+            for handle in held.exports:
+                release(handle)
+            held.exports = []

@@ -79,6 +79,10 @@ class RunnerClient:
         """One timed forward on a copy of set ``k``."""
         return self._ask(m.Call(set=k, audit=audit), self.call_timeout_s, f"forward raised on input set {k}")
 
+    def drop_inputs(self, ks: list[int]) -> m.InputsDropped:
+        """Have the runner forget sets ``ks`` (they are handed over again when a call needs them)."""
+        return self._ask(m.DropInputs(sets=list(ks)), self.load_timeout_s, "dropping input sets failed")
+
     def export(self, transport: str) -> m.Exported:
         """Hand the last call's outputs over by ``transport``."""
         return self._ask(m.Export(transport=transport), self.call_timeout_s, "handing over outputs failed")

@@ -69,12 +69,18 @@ def stage_candidate(stage: Path, root: Path, so_path: Path | None) -> tuple[Path
 class Session:
     """One evaluation (see the module docstring)."""
 
-    def __init__(self, ctx: SessionContext, task: TaskManifest, runner: RunnerClient, reference: Any) -> None:
+    def __init__(self, ctx: SessionContext, task: TaskManifest, runner: RunnerClient, reference: Any, *,
+                 reference_sets: int | None = None, runner_sets: int | None = None,
+                 torch_compute_allowed: bool = False) -> None:
+        """``reference_sets`` / ``runner_sets``: how many input sets each process may hold at once (None: all of
+        them; harness/memory_budget.py sizes these for tasks whose sets do not all fit). ``torch_compute_allowed``:
+        the suite self-check, never a grade."""
         self.ctx = ctx
         self.task = task
         self.runner = runner
         self.reference = reference
-        self.sets = SetStore(reference, str(runner.exchange))
+        self.sets = SetStore(reference, str(runner.exchange), reference_sets=reference_sets, runner_sets=runner_sets)
+        self.torch_compute_allowed = torch_compute_allowed
         self.errors: list[CheckError] = []
         self.violations: list[Violation] = []
         self.flags: list[str] = []
@@ -84,6 +90,8 @@ class Session:
         self.fresh_pairs: list[tuple[float, float]] = []
         #: The protocol's own cost per call in this runner (measured only with ``net_overhead``).
         self.overhead_ms = 0.0
+        #: The runner's peak device bytes, as it reported at the closing guard (a diagnostic).
+        self.runner_peak_bytes: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -123,13 +131,17 @@ class Session:
             self.diagnostics.runner_spin_recalibrated = calibrated.spin
             t = self.tick("calibrate", t)
         first = self.sets[self.sets.indices()[0]]
+        # With a runner cap only the first sets are made there up front; the others are handed over when a call
+        # needs them (:meth:`ensure_in_runner`).
+        up_front = self.sets.indices()[: self.sets.runner_cap] if self.sets.runner_cap else self.sets.indices()
         ws_stage, so_stage = stage_candidate(self.runner.stage, root, so_path)
         loaded = self.runner.load(
             workspace=str(ws_stage), so_dir=str(so_stage), require_extension=so_path is not None,
             init_inputs=self.reference.init_inputs or [], init_seed=self.ctx.init_seed,
             exchange=str(self.runner.exchange), output_specs=[o for o in first.outputs if o.shape is not None],
             task_code=self.task.code if seeded else None,
-            seeded_sets={str(k): self.sets[k].seed for k in self.sets.indices()} if seeded else {},
+            seeded_sets={str(k): self.sets[k].seed for k in up_front} if seeded else {},
+            torch_compute_allowed=self.torch_compute_allowed,
         )
         self.violations += loaded.violations
         t = self.tick("load", t)
@@ -139,8 +151,11 @@ class Session:
             if made is not None and made.fingerprints == self.sets[k].fingerprints:
                 self.sets.handed_over(k)
                 continue
+            if k not in up_front:
+                continue
             staged.append(k)
             if seeded:
+                self.sets.ensure_in_reference(k)
                 self.sets.stage(k, self.output_mode)
             self.send_inputs(k)
         self.diagnostics.input_sets = InputSetsInfo(seeded=len(self.sets) - len(staged), staged=len(staged))
@@ -155,8 +170,61 @@ class Session:
 
     def send_inputs(self, k: int) -> None:
         """Give the runner set ``k`` as staged (it keeps it pristine and copies it per call)."""
+        self.make_room_in_runner(keep=(k,))
         self.runner.inputs(k, self.sets[k].tensors)
         self.sets.handed_over(k)
+
+    # ------------------------------------------------------------------ memory-aware sets
+    @property
+    def constrained(self) -> bool:
+        """Either process holds fewer sets than the session uses (harness/memory_budget.py)."""
+        return self.sets.runner_cap is not None or self.sets.reference_cap is not None
+
+    def make_room_in_runner(self, keep: tuple[int, ...] = ()) -> None:
+        """Have the runner forget its least recently used sets until one more fits its cap."""
+        cap = self.sets.runner_cap
+        if cap is None:
+            return
+        while len(self.sets.in_runner) >= cap:
+            victim = next((k for k in self.sets.in_runner if k not in keep), None)
+            if victim is None:
+                return
+            self.runner.drop_inputs([victim])
+            self.sets.in_runner.pop(victim, None)
+
+    def ensure_in_runner(self, k: int) -> None:
+        """The runner holds set ``k``: handed over now when it was dropped (or never sent) to save memory, by
+        descriptor where the transport allows (one device copy on CUDA), else through the reusable slot files."""
+        if k in self.sets.in_runner:
+            self.sets.in_runner.move_to_end(k)
+            return
+        t = time.perf_counter()
+        self.sets.ensure_in_reference(k)
+        self.make_room_in_runner(keep=(k,))
+        kind = self.ctx.transport.fresh_set_kind(self.runner.isolation)
+        if kind:
+            from cuda_agent.harness.timed_run import hand_over_fds
+
+            vmm_error = self.sets.stage_fds(k, kind == "vmm")
+            if vmm_error:
+                self.ctx.transport.fd_failed("vmm", f"the reference could not export device memory: {vmm_error}")
+            fds = self.sets.take_fds(k)
+            if fds is not None and hand_over_fds(self, k, fds):
+                self.tick("set_hand_over", t)
+                return
+        self.sets.stage(k, self.output_mode, reuse=True)
+        self.send_inputs(k)
+        self.tick("set_hand_over", t)
+
+    def release(self, k: int) -> None:
+        """Free set ``k`` on both sides now (a fresh set after its call, in a memory-aware session)."""
+        if not self.constrained:
+            return
+        if k in self.sets.in_runner:
+            self.runner.drop_inputs([k])
+            self.sets.in_runner.pop(k, None)
+        if k in self.sets.in_reference:
+            self.sets.drop([k])
 
     def add_sets(self, count: int, role: Role = "timing") -> list[int]:
         """Make ``count`` more sets from fresh secret seeds and hand them over."""
@@ -173,6 +241,7 @@ class Session:
     def call(self, k: int, *, check: bool, audit: bool = False) -> float:
         """One forward on set ``k`` under the timing protocol, its outputs checked when asked. Returns ms (net of
         the protocol's own cost with ``net_overhead``; the wall-clock cross-check is made on the raw figure)."""
+        self.ensure_in_runner(k)
         wall0 = time.perf_counter()
         called = self.runner.call(k, audit=audit)
         wall_ms = (time.perf_counter() - wall0) * 1e3
@@ -193,18 +262,48 @@ class Session:
 
     def timing_sets(self) -> list[int]:
         """Sets rotated through timed calls: the verify and timing sets (made now when the session was opened
-        without ``timing``)."""
+        without ``timing``). Where the runner holds fewer sets than that, the rotation keeps to the sets it holds
+        (padded to :data:`MIN_ROTATION_SETS` from the others), so timed calls do not wait for hand-overs."""
         ks = self.sets.indices("verify") + self.sets.indices("timing")
         if not self.sets.indices("timing"):
             ks += self.add_sets(self.extra_timing_sets())
+        cap = self.sets.runner_cap
+        if cap is not None and cap < len(ks):
+            held = [k for k in self.sets.in_runner if k in ks]
+            ks = held[-cap:] + [k for k in ks if k not in held]
+            ks = ks[: max(cap, MIN_ROTATION_SETS)]
         return ks
+
+    def verify_widened(self, plans: list[Any], lines: list[str], count: int) -> None:
+        """Check ``count`` sets whose floating inputs are widened within their domains (T18); a widened set whose
+        reference output is not finite at any widening is inconclusive, never a failure."""
+        from cuda_agent.schemas.result import WidenedInfo
+
+        info = self.diagnostics.widened = WidenedInfo(plan=list(lines))
+        t = time.perf_counter()
+        for _ in range(count):
+            k = self.sets.make_widened(secrets.randbits(31), plans)
+            if k is None:
+                info.inconclusive += 1
+                continue
+            errors_before = len(self.errors)
+            self.call(k, check=True)
+            info.checked += 1
+            for e in self.errors[errors_before:]:
+                e.message = f"on inputs widened within their domain ({'; '.join(lines)}): {e.message}"
+            self.release(k)
+            if self.failed:
+                break
+        self.tick("widened_sets", t)
 
     # ------------------------------------------------------------------ closing
     def close_checks(self) -> None:
         """After the calls: guard snapshot, pristine inputs intact (T5/T10/T16)."""
         t = time.perf_counter()
-        self.violations += self.runner.guard().violations
-        changed = self.reference.inputs_intact()
+        guarded = self.runner.guard()
+        self.violations += guarded.violations
+        self.runner_peak_bytes = guarded.peak_bytes
+        changed = sorted(set(self.reference.inputs_intact()) | set(self.sets.changed))
         if changed:
             self.violations.append(Violation(rule="T5.outside.pristine_inputs_changed",
                                              message=f"the trusted copies of input sets {changed} changed"))

@@ -13,16 +13,17 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from cuda_agent.harness.memory_budget import SetPlan, TooLarge
 from cuda_agent.harness.messages import Violation
 from cuda_agent.harness.reference_sets import ReferenceError_
 from cuda_agent.harness.runner_client import CandidateFailed, RunnerClient
 from cuda_agent.harness.sandbox import CandidateDied
-from cuda_agent.harness.session import Session
-from cuda_agent.schemas.result import CandidateResult, CheckError, Status
+from cuda_agent.harness.session import Session, SessionContext
+from cuda_agent.schemas.result import CandidateResult, CheckError, MemoryInfo, Status
 from cuda_agent.schemas.task import TaskManifest
 
 if TYPE_CHECKING:
@@ -55,18 +56,56 @@ def build_key(task: TaskManifest, digest_of_files: dict[str, str], so_path: Path
     return h.hexdigest()
 
 
+def wanted_sets(ctx: SessionContext, task: TaskManifest, n_verify: int, *, timing: bool, phase: str) -> tuple[int, int]:
+    """(input sets, fresh sets) a session of ``phase`` uses: the verify sets, the timing sets it rotates over, the
+    widened sets of a grading pass; the fresh sets of its timed calls."""
+    from cuda_agent.harness.fresh_sets import fresh_count
+    from cuda_agent.harness.memory_plan import task_footprint
+    from cuda_agent.harness.session import BIG_WORKING_SET, MIN_ROTATION_SETS
+
+    fp = task_footprint(task)
+    input_bytes = fp.input_bytes if fp else 0
+    sets = n_verify
+    if timing:
+        sets += ctx.protocol.rotation_sets if input_bytes <= BIG_WORKING_SET else max(0, MIN_ROTATION_SETS - n_verify)
+    if phase == "grade":
+        sets += ctx.integrity.widened_sets
+    fresh = fresh_count(ctx.integrity.fresh_set_calls, input_bytes) if timing else 0
+    return sets, fresh
+
+
 def run_session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path, so_path: Path | None,
                 body: Strategy, *, seeds: list[int] | None = None, before: dict[str, str] | None = None,
-                timing: bool = False) -> CandidateResult:
+                timing: bool = False, torch_compute_allowed: bool = False) -> CandidateResult:
     """One evaluation of ``phase`` (see the module docstring). ``seeds``: the verify sets' seeds (default: fresh
     secret ones); ``before``: the workspace's :func:`workspace_digest` when the caller has it; ``timing``: ``body``
-    times calls, so the timing sets are made up front with the verify sets."""
+    times calls, so the timing sets are made up front with the verify sets. The session's input sets are sized
+    to the device's memory budget first (:mod:`~cuda_agent.harness.memory_plan`); a task that cannot fit even one
+    set is ``too_large``. ``torch_compute_allowed``: the suite self-check (never a grade)."""
     start = time.monotonic()
     ctx = evaluator.context(phase)
     before = before if before is not None else workspace_digest(root)
     runners = evaluator.runners(phase)
     result = CandidateResult(task_id=task.id, phase=phase, status=Status.correct,  # type: ignore[arg-type]
                              isolation=runners.isolation, integrity_weakened=ctx.integrity.weakened())
+    seeds = seeds or [secrets.randbits(31) for _ in range(ctx.settings.verify.input_sets)]
+    n_sets, n_fresh = wanted_sets(ctx, task, len(seeds), timing=timing, phase=phase)
+    try:
+        plan = evaluator.memory.plan(task, wanted_sets=n_sets, wanted_fresh=n_fresh)
+    except TooLarge as exc:
+        return fold(evaluator, result, start, status=Status.too_large, message=str(exc))
+    try:
+        with evaluator.memory.session(task, plan):
+            return _run(evaluator, ctx, runners, result, start, phase, task, root, so_path, body, seeds, before,
+                        timing, plan, torch_compute_allowed)
+    except TimeoutError as exc:  # the budget never had room: other sessions held it all along
+        return fold(evaluator, result, start, status=Status.error, message=f"harness: {exc}")
+
+
+def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: CandidateResult, start: float, phase: str,
+         task: TaskManifest, root: Path, so_path: Path | None, body: Strategy, seeds: list[int],
+         before: dict[str, str], timing: bool, plan: SetPlan | None, torch_compute_allowed: bool) -> CandidateResult:
+    """:func:`run_session` inside its memory reservation."""
     try:
         ref = evaluator.references.acquire(task)
     except ReferenceError_ as exc:
@@ -79,12 +118,14 @@ def run_session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path
         limits = ctx.settings.limits
         runner = RunnerClient(proc, call_timeout_s=limits.call_timeout_s, load_timeout_s=limits.load_timeout_s,
                               request_timeout_s=limits.request_timeout_s)
-        sess = Session(ctx, task, runner, ref)
+        caps = plan is not None and plan.constrained
+        sess = Session(ctx, task, runner, ref, reference_sets=plan.reference_sets if caps else None,
+                       runner_sets=plan.runner_sets if caps else None, torch_compute_allowed=torch_compute_allowed)
         sess.tick("acquire", t_acquire)
         if timing and ctx.kind == "cuda":  # how this runner sized its pre-roll spin (made when it started)
             sess.diagnostics.runner_spin = runner.ready().spin
-        seeds = seeds or [secrets.randbits(31) for _ in range(ctx.settings.verify.input_sets)]
         sess.open(root, so_path, seeds, timing=timing)
+        _note_memory(evaluator, sess, plan)
         if not sess.violations:
             body(sess, result)
         if not sess.violations:
@@ -99,6 +140,8 @@ def run_session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path
         return fold(evaluator, result, start, sess=sess, status=Status.error, message=str(exc), output=tail,
                     tb=exc.tb, root=root, before=before)
     except ReferenceError_ as exc:
+        # A reference process that failed a request (a CUDA error, an out-of-memory) is never used again.
+        evaluator.references.retire(task, ref)
         return fold(evaluator, result, start, sess=sess, status=Status.error, message=f"harness reference failed: {exc}")
     finally:
         t_end = time.perf_counter()
@@ -112,8 +155,22 @@ def run_session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path
             if ref.alive:
                 _drop_sets(evaluator, sess)
                 sess.tick("drop_sets", t_end)
+            _note_memory(evaluator, sess, plan)
         evaluator.references.release(ref)
     return fold(evaluator, result, start, sess=sess, root=root, before=before)
+
+
+def _note_memory(evaluator: Evaluator, sess: Session, plan: SetPlan | None) -> None:
+    """Record the session's memory plan and peaks; teach the planner the temporaries the reference measured."""
+    made = [sess.sets[k].made for k in sess.sets.indices()]
+    work = max((x.work_bytes for x in made), default=0)
+    evaluator.memory.note_work(sess.task, work)
+    fp = evaluator.memory.footprint(sess.task)
+    if plan is None or fp is None:
+        return
+    peaks = [p for p in (sess.sets.reference_peak_bytes, sess.runner_peak_bytes) if p is not None]
+    sess.diagnostics.memory = MemoryInfo(**evaluator.memory.describe(plan, sess.sets.remade,
+                                                                     sum(peaks) if peaks else None, fp))
 
 
 def _drop_sets(evaluator: Evaluator, sess: Session) -> None:

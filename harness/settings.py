@@ -106,6 +106,10 @@ class LimitSettings(_Block):
     load_timeout_s: float = Field(300.0, gt=0, description="Seconds to make the input sets and load the candidate.")
     call_timeout_s: float = Field(60.0, gt=0, description="Seconds one forward call may take.")
     request_timeout_s: float = Field(600.0, gt=0, description="Seconds one profiling request may take.")
+    device_memory_gib: float | None = Field(
+        None, gt=0, description="Memory tasks may reserve on each device (GPU memory on CUDA, RAM on CPU), one budget "
+        "shared by every task in flight; a task whose sets do not all fit holds fewer and makes the others again "
+        "from their seeds. None = 85% of what is free when the first task starts (harness/memory_budget.py).")
 
 
 #: For each integrity field, whether a value is weaker than another (used to stamp and to pick for grading).
@@ -126,9 +130,19 @@ class IntegritySettings(_Block):
     speed_of_light: bool = Field(True, description="Flag and cap times below the device's FLOP/byte floor (T22).")
     wall_clock_slack: float = Field(
         0.98, gt=0, le=1, description="The parent's wall clock must cover this fraction of the reported time (T8).")
+    widened_sets: int = Field(
+        2, ge=0, le=16, description="Input sets whose floating inputs are widened within their domains (signs, a "
+        "wider spread) that the grading pass checks besides the ordinary ones (T18: a kernel specialised to the "
+        "task's input distribution fails). 0 = off (weaker).")
     sanitizer: Literal["off", "memcheck", "racecheck", "initcheck"] = Field(
         "off", description="Run one verify pass under compute-sanitizer with this tool (CUDA; slow). A tool that is "
         "not installed is an error.")
+    grade_sanitizer: Literal["off", "memcheck", "memcheck+racecheck"] = Field(
+        "off", description="The trusted grading pass (and score) also runs one input set of every graded solution "
+        "under compute-sanitizer: memcheck, and racecheck where it applies (kernels with shared memory). A finding "
+        "fails grading with rule T21.sanitizer.<tool> and the first report; findings inside torch or vendor-library "
+        "kernels are ignored only through harness/sanitizer.py's LIBRARY_KERNELS filter. CUDA devices; a sanitizer "
+        "that cannot run is a harness error.")
 
     def weakened(self) -> list[str]:
         """``field=value`` of every control set weaker than its default (empty: none)."""
@@ -138,6 +152,8 @@ class IntegritySettings(_Block):
             out.append(f"isolation={self.isolation}")
         if self.fresh_set_calls < d.fresh_set_calls:
             out.append(f"fresh_set_calls={self.fresh_set_calls}")
+        if self.widened_sets < d.widened_sets:
+            out.append(f"widened_sets={self.widened_sets}")
         for flag in ("determinism_check", "speed_of_light"):
             if not getattr(self, flag):
                 out.append(f"{flag}=false")
@@ -152,6 +168,7 @@ class IntegritySettings(_Block):
         return IntegritySettings(
             isolation=max(self.isolation, d.isolation, key=_ISOLATION_STRENGTH.__getitem__),
             fresh_set_calls=max(self.fresh_set_calls, d.fresh_set_calls),
+            widened_sets=max(self.widened_sets, d.widened_sets),
             determinism_check=True, speed_of_light=True,
             wall_clock_slack=max(self.wall_clock_slack, d.wall_clock_slack), sanitizer="off",
         )

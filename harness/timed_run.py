@@ -64,9 +64,11 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
             if calls is None and timing_done(samples, p, time.monotonic() - start):
                 break
             if j in fresh_at and fresh:  # before the j-th rotated call, an extra one on a new set
-                timed(hand_over(sess, fresh.pop(0)), True, True)
+                fk = hand_over(sess, fresh.pop(0))
+                timed(fk, True, True)
                 if sess.failed:
                     break
+                sess.release(fk)  # memory-aware sessions free it on both sides at once
             if drawn is not None:
                 check = j in drawn
             else:
@@ -78,7 +80,10 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
             if sess.failed:
                 break
         while fresh and not sess.failed:
-            timed(hand_over(sess, fresh.pop(0)), True, True)
+            fk = hand_over(sess, fresh.pop(0))
+            timed(fk, True, True)
+            if not sess.failed:
+                sess.release(fk)
     sess.fresh_pairs += fresh_pairs(sequence)
     return samples, wall_ms
 
@@ -110,8 +115,9 @@ def hand_over(sess: Session, k: int) -> int:
     else staged now through the exchange folder's reusable slots (files, or IPC handles); returns ``k``."""
     t = time.perf_counter()
     sess.diagnostics.fresh_hand_overs += 1
+    sess.make_room_in_runner(keep=(k,))
     fds = sess.sets.take_fds(k)
-    if fds is not None and _hand_over_fds(sess, k, fds):
+    if fds is not None and hand_over_fds(sess, k, fds):
         sess.tick("fresh_hand_over", t)
         return k
     sess.sets.stage(k, sess.output_mode, reuse=True)
@@ -120,7 +126,7 @@ def hand_over(sess: Session, k: int) -> int:
     return k
 
 
-def _hand_over_fds(sess: Session, k: int, fds: list[int]) -> bool:
+def hand_over_fds(sess: Session, k: int, fds: list[int]) -> bool:
     """Pass set ``k``'s descriptors and its description to the runner; False when it could not read them (the
     caller hands the set over through files)."""
     from cuda_agent.harness._vmm import close_fds

@@ -17,18 +17,18 @@ def test_a_small_task_holds_every_set_on_both_sides() -> None:
     small = Footprint(input_bytes=8 * MiB, output_bytes=8 * MiB)
     plan = plan_sets(small, "cuda", 120 * GiB, wanted_sets=9, wanted_fresh=4)
     assert (plan.reference_sets, plan.runner_sets, plan.fresh_sets) == (9, 9, 4)
-    assert not plan.streamed
+    assert not plan.constrained
     assert plan.reserved_bytes == session_bytes(small, "cuda", 9, 9, 4)
 
 
-def test_a_big_task_streams_and_holds_fewer_sets_but_fits() -> None:
+def test_a_big_task_holds_fewer_sets_but_fits() -> None:
     capacity = int(0.85 * 140 * GiB)
     plan = plan_sets(RELU, "cuda", capacity, wanted_sets=9, wanted_fresh=4)
-    assert plan.streamed  # the runner gives up its own copies first
+    assert plan.constrained and plan.runner_sets == 1  # the runner gives up its own copies first
     assert 1 <= plan.reference_sets < 9
     assert plan.reserved_bytes <= capacity
     # one more set on the reference side would not have fitted
-    assert session_bytes(RELU, "cuda", plan.reference_sets + 1, 0, plan.fresh_sets) > capacity
+    assert session_bytes(RELU, "cuda", plan.reference_sets + 1, 1, plan.fresh_sets) > capacity
 
 
 def test_a_task_that_cannot_fit_one_set_is_too_large_with_both_figures() -> None:

@@ -1,0 +1,223 @@
+"""``cuda-agent tasks check``: the self-check of a whole task suite.
+
+Each task's own ``Model`` is graded as the candidate, through the same sandboxed runner, trusted comparison and
+interleaved timing as any solution (:meth:`~cuda_agent.harness.evaluator.Evaluator.self_check`); only the integrity
+rules that forbid PyTorch compute in the candidate are off, and every row says so. What it shows:
+
+- whether the harness can run the task at all on this machine (memory, probe, timeouts): the status and reason;
+- the task's footprint: bytes per input set, how many sets each process held, the device memory reserved;
+- the self-speedup vs eager, which must be about 1.0: the candidate's times come from the runner's own timed calls
+  and the baseline's from the reference process's, in alternating rounds; a task far from 1.0 points at a timing or
+  data-path difference between the two processes, on real work. The raw samples of both are kept;
+- the eager/compile ratio (reported, not targeted).
+
+It runs tasks concurrently (one device slot's evaluator shared, its memory budget and timing lock deciding what
+runs when), resumes from ``rows.jsonl`` (one line per finished task: the whole resume state, a few KiB per task),
+shows a progress bar, and writes ``report.json``, ``report.md`` and ``self_speedup.png``. A self-check is not a
+grade: nothing here is a reward.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, Field
+
+from cuda_agent.harness.evaluation.config import EvalConfig
+from cuda_agent.harness.evaluation.preflight import check_backend_usable, list_tasks, probe_task
+from cuda_agent.plugin_manager import PluginManager
+from cuda_agent.schemas.result import CandidateResult, Status
+from cuda_agent.schemas.task import TaskManifest
+
+log = structlog.get_logger(__name__)
+
+#: A self-speedup vs eager inside this band is "about 1.0" (the issue's +-5% band per task).
+BAND = 0.05
+ROWS = "rows.jsonl"
+#: What every row says about the integrity rules, so no one mistakes a self-check for a grade.
+INTEGRITY_NOTE = ("self-check: the task's own Model ran as the candidate; the rules against PyTorch compute "
+                  "(T1 static, binary and runtime op audit, T3 aliasing) were skipped, every other check applied")
+
+
+class CheckRow(BaseModel):
+    """One task of a self-check."""
+
+    task_id: str = Field(description="TaskManifest.id.")
+    level: int | None = Field(None, description="KernelBench level, when known.")
+    status: str = Field(description="The self-check's status: a CandidateResult status, or 'too_large'.")
+    reason: str = Field("", description="Why, when the status is not 'correct'.")
+    bytes_per_set: int | None = Field(None, description="Inputs plus outputs of one input set.")
+    reference_sets: int | None = Field(None, description="Input sets the reference process held at once.")
+    runner_sets: int | None = Field(None, description="Input sets the runner held at once.")
+    reserved_bytes: int | None = Field(None, description="Device memory the session reserved in the budget.")
+    peak_bytes: int | None = Field(None, description="Peak device memory of the reference process and runner together.")
+    phase_s: dict[str, float] = Field(default_factory=dict, description="Seconds per evaluator phase.")
+    seconds: float = Field(0.0, description="Wall seconds of this task (probe included).")
+    speedup_eager: float | None = Field(None, description="Eager median / candidate median (should be ~1.0).")
+    speedup_compile: float | None = Field(None, description="torch.compile median / candidate median.")
+    eager_over_compile: float | None = Field(None, description="Eager median / compile median (reported only).")
+    samples_ms: dict[str, list[float]] = Field(
+        default_factory=dict, description="Raw per-call times: 'candidate' (the runner's), 'eager', 'compile'.")
+    note: str = Field(INTEGRITY_NOTE, description="What this row is (never a grade).")
+
+
+def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float) -> CheckRow:
+    """A row from a self-check's result."""
+    d = result.diagnostics
+    mem = getattr(d, "memory", None)
+    row = CheckRow(task_id=task.id, level=task.level, status=result.status.value, seconds=round(seconds, 3),
+                   reason="" if result.status is Status.correct else result.message[:2000],
+                   phase_s=dict(d.phase_s), speedup_eager=result.speedup_eager, speedup_compile=result.speedup_compile)
+    if mem is not None:
+        row.bytes_per_set = mem.bytes_per_set
+        row.reference_sets = mem.reference_sets
+        row.runner_sets = mem.runner_sets
+        row.reserved_bytes = mem.reserved_bytes
+        row.peak_bytes = mem.peak_bytes
+    if result.timing is not None:
+        row.samples_ms["candidate"] = list(result.timing.raw_ms)
+    b = result.baselines
+    if b is not None:
+        if b.eager is not None:
+            row.samples_ms["eager"] = list(b.eager.raw_ms)
+        if b.compile is not None:
+            row.samples_ms["compile"] = list(b.compile.raw_ms)
+        if b.eager is not None and b.compile is not None and b.compile.median_ms > 0:
+            row.eager_over_compile = b.eager.median_ms / b.compile.median_ms
+    return row
+
+
+def row_from_probe_error(task: TaskManifest, seconds: float) -> CheckRow:
+    """A row for a task whose probe failed (too large for this machine, or a broken task)."""
+    error = str(task.meta.get("probe_error", ""))
+    status = "too_large" if "[too_large]" in error else "error"
+    return CheckRow(task_id=task.id, level=task.level, status=status, reason=error[:2000], seconds=round(seconds, 3))
+
+
+def done_rows(out_dir: Path) -> dict[str, CheckRow]:
+    """Rows already written (the resume state); a torn last line (a kill mid-write) is ignored."""
+    path = out_dir / ROWS
+    rows: dict[str, CheckRow] = {}
+    if not path.is_file():
+        return rows
+    for line in path.read_text().splitlines():
+        try:
+            row = CheckRow.model_validate_json(line)
+        except ValueError:
+            continue
+        rows[row.task_id] = row
+    return rows
+
+
+class SuiteCheck:
+    """Runs the self-check of every task of ``config.eval.tasks`` into ``out_dir``, resumably."""
+
+    def __init__(self, config: EvalConfig, out_dir: Path, pm: PluginManager,
+                 stop: threading.Event | None = None, retry: bool = False) -> None:
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.pm = pm
+        self.stop = stop or threading.Event()
+        self.retry = retry
+        self._write_lock = threading.Lock()
+
+    def run(self) -> dict[str, Any]:
+        """Check every unfinished task; returns the report (also written to ``out_dir``)."""
+        tasks = list_tasks(self.config, self.pm)
+        check_backend_usable(self.config, self.pm)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._check_resume(tasks)
+        rows = done_rows(self.out_dir)
+        if self.retry:
+            rows = {k: r for k, r in rows.items() if r.status not in ("error", "timeout")}
+        todo = [t for t in tasks if t.id not in rows]
+        log.info("tasks check planned", tasks=len(tasks), done=len(tasks) - len(todo), out=str(self.out_dir))
+        if todo and not self.stop.is_set():
+            backend = self.pm.registry.build("backend", self.config.backend,
+                                             self.config.plugins.get(self.config.backend), where="backend")
+            try:
+                self._run_all(todo, backend, rows, total=len(tasks))
+            finally:
+                backend.close()
+        from cuda_agent.harness.suite_report import write_report
+
+        return write_report(self.out_dir, [rows[t.id] for t in tasks if t.id in rows], planned=len(tasks),
+                            backend=self.config.backend, tasks_spec=self.config.eval.tasks or "")
+
+    def _check_resume(self, tasks: list[TaskManifest]) -> None:
+        """The folder's saved plan must be this one (same tasks spec and backend); saved otherwise."""
+        plan = {"tasks": self.config.eval.tasks, "backend": self.config.backend, "task_ids": [t.id for t in tasks]}
+        path = self.out_dir / "plan.json"
+        if path.is_file():
+            saved = json.loads(path.read_text())
+            if saved != plan:
+                from cuda_agent.errors import ConfigError
+
+                raise ConfigError(f"{self.out_dir} holds a self-check of another plan (tasks {saved.get('tasks')!r}, "
+                                  f"backend {saved.get('backend')!r}): use another --out, or the same arguments")
+        else:
+            path.write_text(json.dumps(plan, indent=1))
+
+    def _run_all(self, todo: list[TaskManifest], backend: Any, rows: dict[str, CheckRow], total: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        columns = (TextColumn("[bold]tasks check"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[status]}"), TimeElapsedColumn())
+        ex = ThreadPoolExecutor(max_workers=self.config.eval.concurrency, thread_name_prefix="check")
+        try:
+            with Progress(*columns, disable=not self.config.eval.progress, transient=False) as progress:
+                bar = progress.add_task("check", total=total, completed=total - len(todo), status="")
+                futures: dict[Future, TaskManifest] = {ex.submit(self.check_one, t, backend): t for t in todo}
+                pending = set(futures)
+                while pending:
+                    done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        row = fut.result()
+                        if row is not None:
+                            rows[row.task_id] = row
+                            progress.update(bar, advance=1, status=f"{row.task_id}: {row.status}")
+                    if self.stop.is_set():
+                        for fut in pending:
+                            fut.cancel()
+        finally:
+            ex.shutdown(wait=True, cancel_futures=True)
+
+    def check_one(self, task: TaskManifest, backend: Any) -> CheckRow | None:
+        """Probe and self-check one task, write its row; None when stopped before it ran."""
+        if self.stop.is_set():
+            return None
+        t0 = time.monotonic()
+        probed = probe_task(task, self.config.backend)
+        if "probe_error" in probed.meta:
+            row = row_from_probe_error(probed, time.monotonic() - t0)
+        else:
+            try:
+                result = backend.evaluator().self_check(backend.task_for(probed))
+            except Exception as exc:  # noqa: BLE001 - one task's harness failure is that task's row
+                log.error("self-check failed", task=task.id, error=str(exc))
+                row = CheckRow(task_id=task.id, level=task.level, status="error",
+                               reason=f"harness: {type(exc).__name__}: {exc}"[:2000],
+                               seconds=round(time.monotonic() - t0, 3))
+            else:
+                row = row_from_result(probed, result, time.monotonic() - t0)
+        with self._write_lock, (self.out_dir / ROWS).open("a") as fh:
+            fh.write(row.model_dump_json() + "\n")
+        return row
+
+
+def within_band(speedup: float | None, band: float = BAND) -> bool:
+    """The self-speedup is within ``band`` of 1.0."""
+    return speedup is not None and math.isfinite(speedup) and abs(speedup - 1.0) <= band
+
+
+def median_or_none(values: list[float]) -> float | None:
+    """The median, or None for no values."""
+    return statistics.median(values) if values else None

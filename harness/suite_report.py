@@ -1,0 +1,104 @@
+"""Reports of ``cuda-agent tasks check``: ``report.json``, ``report.md`` and ``self_speedup.png``."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.harness.suite_check import BAND, INTEGRITY_NOTE, CheckRow, within_band
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f}"
+
+
+def _r(x: float | None, digits: int = 3) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
+    """Pass rate, status counts and the self-speedup figures over ``rows``."""
+    by_status = Counter(r.status for r in rows)
+    eager = [r.speedup_eager for r in rows if r.status == "correct" and r.speedup_eager is not None]
+    ratio = [r.eager_over_compile for r in rows if r.eager_over_compile is not None]
+    return {
+        "planned": planned,
+        "checked": len(rows),
+        "by_status": dict(sorted(by_status.items())),
+        "pass_rate": _r(by_status.get("correct", 0) / len(rows), 4) if rows else None,
+        "median_self_speedup_eager": _r(statistics.median(eager), 4) if eager else None,
+        "within_band_share": _r(sum(within_band(s) for s in eager) / len(eager), 4) if eager else None,
+        "band": BAND,
+        "median_eager_over_compile": _r(statistics.median(ratio), 4) if ratio else None,
+        "outside_band": [r.task_id for r in rows if r.status == "correct" and not within_band(r.speedup_eager)],
+        "not_passing": {r.task_id: f"{r.status}: {r.reason[:300]}" for r in rows if r.status != "correct"},
+        "seconds": round(sum(r.seconds for r in rows), 1),
+    }
+
+
+def write_report(out_dir: Path, rows: list[CheckRow], *, planned: int, backend: str, tasks_spec: str) -> dict[str, Any]:
+    """Write the three reports; returns what ``report.json`` holds."""
+    out_dir = Path(out_dir)
+    report = {"backend": backend, "tasks": tasks_spec, "note": INTEGRITY_NOTE, "summary": summarize(rows, planned),
+              "rows": [r.model_dump(mode="json") for r in rows]}
+    (out_dir / "report.json").write_text(json.dumps(report, indent=1))
+    (out_dir / "report.md").write_text(markdown(report, rows))
+    report["plot"] = plot_histogram(out_dir / "self_speedup.png", rows)
+    return report
+
+
+def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
+    """The Markdown report: summary, then one table row per task (outliers and failures first)."""
+    s = report["summary"]
+    lines = [f"# Self-check of `{report['tasks']}` on `{report['backend']}`", "", f"> {report['note']}", "",
+             f"- checked: {s['checked']} of {s['planned']}; by status: "
+             + ", ".join(f"{k} {v}" for k, v in s["by_status"].items()),
+             f"- pass rate: {s['pass_rate']}",
+             f"- median self-speedup vs eager: {s['median_self_speedup_eager']} (should be ~1.00); within "
+             f"+-{int(BAND * 100)}%: {s['within_band_share']}",
+             f"- median eager/compile ratio (reported, not targeted): {s['median_eager_over_compile']}",
+             f"- task seconds in all: {s['seconds']}", ""]
+    if s["not_passing"]:
+        lines += ["## Not passing", ""] + [f"- `{k}`: {v}" for k, v in s["not_passing"].items()] + [""]
+    lines += ["## Tasks", "", "| task | status | GiB/set | sets ref/runner | self vs eager | self vs compile | "
+              "eager/compile | s |", "|---|---|---|---|---|---|---|---|"]
+
+    def order(r: CheckRow) -> tuple[int, float]:
+        off = abs((r.speedup_eager or 1.0) - 1.0)
+        return (0 if r.status != "correct" else 1 if off > BAND else 2, -off)
+
+    for r in sorted(rows, key=order):
+        sets = "-" if r.reference_sets is None else f"{r.reference_sets}/{r.runner_sets}"
+        fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+        lines.append(f"| {r.task_id} | {r.status} | {_gib(r.bytes_per_set)} | {sets} | {fmt(r.speedup_eager)} | "
+                     f"{fmt(r.speedup_compile)} | {fmt(r.eager_over_compile)} | {r.seconds:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_histogram(path: Path, rows: list[CheckRow]) -> str | None:
+    """A histogram of the self-speedups vs eager with the +-band marked; None when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    values = [r.speedup_eager for r in rows if r.status == "correct" and r.speedup_eager is not None]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if values:
+        lo, hi = min(min(values), 1 - 2 * BAND), max(max(values), 1 + 2 * BAND)
+        ax.hist(values, bins=40, range=(lo, hi), color="#4477aa", edgecolor="white")
+    ax.axvline(1.0, color="black", linewidth=1)
+    for edge in (1 - BAND, 1 + BAND):
+        ax.axvline(edge, color="#cc3311", linestyle="--", linewidth=1)
+    ax.set_xlabel("self-speedup vs eager (the task's own Model as the candidate)")
+    ax.set_ylabel("tasks")
+    ax.set_title(f"{len(values)} tasks; dashed: +-{int(BAND * 100)}%")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)

@@ -1,0 +1,69 @@
+"""Command ``tasks``: ``tasks check SPEC``, the self-check of a task suite (:mod:`cuda_agent.harness.suite_check`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.hookspecs import hookimpl
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``tasks`` with its ``check`` subcommand."""
+    from cuda_agent.cli import add_config_options
+
+    p = subparsers.add_parser("tasks", help="Work with task suites: 'tasks check SPEC' self-checks every task.")
+    sub = p.add_subparsers(dest="tasks_command", required=True)
+    c = sub.add_parser(
+        "check", help="Grade each task's own Model as the candidate (sandbox, comparison, timing): the first thing "
+        "to run on a new GPU or a new task set.")
+    c.add_argument("spec", help="Task source spec, e.g. kernelbench:/data/KB?levels=1,2,3 or folder:examples/tasks.")
+    c.add_argument("--backend", help="Backend name ('cpu', 'cuda'); default: the config's.")
+    c.add_argument("--out", required=True, type=Path, help="Output folder (re-run the same command to resume).")
+    c.add_argument("--concurrency", type=int, help="Tasks in flight (eval.concurrency).")
+    c.add_argument("--limit", type=int, help="At most this many tasks (eval.limit).")
+    c.add_argument("--retry-errors", action="store_true", help="On resume, check tasks that ended in error again.")
+    add_config_options(c)
+    c.set_defaults(func=handle_check)
+
+
+def handle_check(args: argparse.Namespace) -> int:
+    """Run (or resume) the self-check; exit 0 when every task passed, 1 otherwise, 130 on Ctrl-C."""
+    from cuda_agent.cli import make_plugin_manager
+    from cuda_agent.config import load_config
+    from cuda_agent.errors import CudaAgentError
+    from cuda_agent.harness.evaluation.config import EvalConfig
+    from cuda_agent.harness.suite_check import SuiteCheck
+    from cuda_agent.interrupts import INTERRUPTED_STATUS, StopSignal
+
+    overrides = list(args.override) + [f"eval.tasks={json.dumps(args.spec)}"]
+    for flag, key in (("backend", "backend"), ("concurrency", "eval.concurrency"), ("limit", "eval.limit")):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides.append(f"{key}={value}")
+    try:
+        config = load_config(EvalConfig, args.config, overrides)
+        with StopSignal(message="interrupt: queued tasks cancelled; running ones finish; the same command resumes; "
+                                "Ctrl-C again to stop at once") as stop:
+            report = SuiteCheck(config, args.out, make_plugin_manager(args, config), stop=stop,
+                                retry=args.retry_errors).run()
+    except CudaAgentError as exc:
+        print(f"cuda-agent tasks check: {exc}", file=sys.stderr)
+        return 2
+    s = report["summary"]
+    counts = ", ".join(f"{v} {k}" for k, v in s["by_status"].items()) or "nothing"
+    print(f"checked {s['checked']} of {s['planned']} task(s) on {report['backend']}: {counts}; median self-speedup "
+          f"vs eager {s['median_self_speedup_eager']}, within +-5%: {s['within_band_share']}; "
+          f"report: {Path(args.out) / 'report.md'}")
+    if stop.is_set() and s["checked"] < s["planned"]:
+        return INTERRUPTED_STATUS
+    return 0 if s["by_status"].get("correct", 0) == s["planned"] else 1
+
+
+@hookimpl
+def register_commands(register) -> None:
+    """Register ``tasks``."""
+    register("tasks", add_parser, description="Task suites: 'tasks check SPEC' self-checks every task.")

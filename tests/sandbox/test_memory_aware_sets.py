@@ -1,0 +1,120 @@
+"""Memory-aware input sets on real processes: sets sized to the device's budget, made again from their seeds,
+tasks that wait their turn, tasks too large to run at all, and widened sets in the grading pass (issue 21)."""
+
+from __future__ import annotations
+
+import threading
+import textwrap
+
+import pytest
+
+from cuda_agent.harness.memory_budget import MiB
+from cuda_agent.harness.tasks import load_task_code
+from cuda_agent.schemas.result import Status
+
+#: A ReLU whose sets are 16 MiB in, 16 MiB out: big enough that a small budget holds only two of them.
+BIG_RELU = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, x):
+            return torch.relu(x)
+
+
+    def get_inputs():
+        return [torch.rand(64, 65536)]
+
+
+    def get_init_inputs():
+        return []
+    """
+)
+
+#: y = 1.0 * x: right on torch.rand inputs (never negative), wrong anywhere else (T18).
+SPECIALISED_RELU = """
+import torch
+import torch.nn as nn
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        cuda_extension.scale_forward(x, out, 1.0)
+        return out
+"""
+
+#: 1.05 GiB: two sets on the reference side, one on the runner's (see test_memory_budget for the arithmetic).
+SMALL_BUDGET_GIB = 1.05
+
+
+@pytest.fixture(scope="module")
+def big_relu():  # type: ignore[no-untyped-def]
+    return load_task_code(BIG_RELU, "tests/big_relu", device="cpu", isolation="process")
+
+
+def test_an_honest_kernel_grades_correct_with_fewer_sets_held_than_it_uses(make_evaluator, make_ws, kit, honest_relu,
+                                                                           big_relu) -> None:  # type: ignore[no-untyped-def]
+    ev = make_evaluator(limits={"device_memory_gib": SMALL_BUDGET_GIB})
+    try:
+        r = ev.grade(big_relu, make_ws(honest_relu, BIG_RELU), kit)
+    finally:
+        ev.close()
+    assert r.status is Status.correct, r.summary_for_agent()
+    mem = r.diagnostics.memory
+    assert mem is not None and mem.reference_sets == 2 and mem.runner_sets == 1
+    assert mem.remade_sets > 0  # dropped sets were made again from their seeds, identical (else an error)
+    assert mem.reserved_bytes <= mem.capacity_bytes
+    assert r.diagnostics.widened is not None and r.diagnostics.widened.checked == 2
+    assert r.timing is not None and r.speedup_eager is not None
+
+
+def test_a_kernel_specialised_to_the_input_distribution_fails_grading(make_evaluator, make_ws, kit, big_relu) -> None:  # type: ignore[no-untyped-def]
+    ev = make_evaluator()
+    try:
+        verified = ev.verify(big_relu, make_ws(SPECIALISED_RELU, BIG_RELU), kit)
+        graded = ev.grade(big_relu, make_ws(SPECIALISED_RELU, BIG_RELU), kit)
+    finally:
+        ev.close()
+    assert verified.status is Status.correct  # the task's own inputs are never negative
+    assert graded.status is Status.incorrect
+    assert "widened" in graded.message and "[-4, 4)" in graded.message
+
+
+def test_a_task_that_cannot_fit_one_set_is_too_large_not_an_error(make_evaluator, make_ws, kit, honest_relu,
+                                                                  big_relu) -> None:  # type: ignore[no-untyped-def]
+    ev = make_evaluator(limits={"device_memory_gib": 0.5})
+    try:
+        r = ev.grade(big_relu, make_ws(honest_relu, BIG_RELU), kit)
+    finally:
+        ev.close()
+    assert r.status is Status.too_large
+    assert "needs" in r.message and "but only 512 MiB of device memory can be reserved" in r.message
+    assert not r.passed
+
+
+def test_concurrent_tasks_whose_footprints_exceed_the_budget_all_finish(make_evaluator, make_ws, kit, honest_relu,
+                                                                        big_relu) -> None:  # type: ignore[no-untyped-def]
+    ev = make_evaluator(limits={"device_memory_gib": SMALL_BUDGET_GIB})
+    results = []
+    workspaces = [make_ws(honest_relu, BIG_RELU) for _ in range(4)]
+
+    def one(ws) -> None:  # type: ignore[no-untyped-def]
+        results.append(ev.verify(big_relu, ws, kit))
+
+    threads = [threading.Thread(target=one, args=(ws,)) for ws in workspaces]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=900)
+        budget = ev.memory.budget
+    finally:
+        ev.close()
+    assert len(results) == 4 and all(r.status is Status.correct for r in results), [r.message for r in results]
+    assert budget.peak_reserved <= budget.capacity  # never more reserved at once than there is
+    assert budget.peak_reserved > 700 * MiB  # and the sessions did reserve (each about 670 MiB + the process)
+    assert budget.reserved == 0  # every reference process closed, every session released
