@@ -10,6 +10,9 @@ Evaluating candidates:
     :class:`Evaluator` (verify, profile, grade one built candidate), :class:`HarnessSettings` and its blocks
     (:class:`VerifySettings`, :class:`TimingSettings`, :class:`SandboxSettings`, :class:`LimitSettings`,
     :class:`IntegritySettings`), :class:`ExperimentSettings` (benchmarks and tests only), :func:`usable_cpus`.
+Backends (docs/backends.md):
+    :class:`DeviceAdapter` and :class:`RunnerLoader` (the device-adapter protocol), :class:`DeviceBackend` (a whole
+    backend over an adapter), :class:`BackendConfig` (its ``plugins.<backend>`` block), :data:`DEVICE_KINDS`.
 Sandboxes for other processes (the data pipeline's execution probe):
     :class:`BwrapSpec`, :class:`Isolation`, :func:`resolve_isolation`, :class:`IsolationUnavailable`,
     :data:`UNPRIVILEGED_UID`, :func:`spawn_process` (start a long-lived process from the harness's spawner thread).
@@ -33,6 +36,11 @@ _PUBLIC: dict[str, tuple[str, str]] = {
     "IntegritySettings": ("settings", "IntegritySettings"),
     "usable_cpus": ("settings", "usable_cpus"),
     "ExperimentSettings": ("experiments", "ExperimentSettings"),
+    "DeviceAdapter": ("device_adapter", "DeviceAdapter"),
+    "RunnerLoader": ("device_adapter", "RunnerLoader"),
+    "DEVICE_KINDS": ("device_adapter", "DEVICE_KINDS"),
+    "DeviceBackend": ("device_backend", "DeviceBackend"),
+    "BackendConfig": ("device_backend", "BackendConfig"),
     "BwrapSpec": ("_bwrap", "BwrapSpec"),
     "Isolation": ("_bwrap", "Isolation"),
     "IsolationUnavailable": ("_bwrap", "IsolationUnavailable"),

@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from cuda_agent.harness.sandbox import CandidateProcess, RunnerOptions, resolve_isolation
@@ -57,12 +58,15 @@ class CandidatePool:
         self._lock = threading.Lock()
         self.fill()
 
-    def _start_one(self, wrapper: list[str] | None = None) -> CandidateProcess:
+    def _start_one(self, wrapper: list[str] | Callable[[Path], list[str]] | None = None) -> CandidateProcess:
         exchange = Path(tempfile.mkdtemp(prefix="cuda-agent-x-", dir=self._base))
+        if callable(wrapper):  # the wrapper's command names files in the runner's exchange folder (a report)
+            wrapper = wrapper(exchange)
         return CandidateProcess(exchange, self.options, self._isolation, wrapper)
 
-    def start_wrapped(self, wrapper: list[str]) -> CandidateProcess:
-        """A runner started now under ``wrapper`` (e.g. compute-sanitizer), outside the pool."""
+    def start_wrapped(self, wrapper: list[str] | Callable[[Path], list[str]]) -> CandidateProcess:
+        """A runner started now under ``wrapper`` (e.g. compute-sanitizer, ncu), outside the pool; a callable
+        wrapper is given the runner's exchange folder (writable inside the sandbox) and returns the command."""
         proc = self._start_one(wrapper)
         proc.wait_ready()
         return proc

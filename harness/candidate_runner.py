@@ -47,6 +47,8 @@ class _Runner:
         self.timer: Any = None
         self.runtime: Any = None
         self.guard_before: Any = None
+        self.loader: Any = None  # the backend's RunnerLoader (harness/device_adapter.py), made by start()
+        self.workspace: Path | None = None
         self.torch_compute_allowed = False  # set by load: only the suite self-check allows it
         self.timer_before: Any = None
 
@@ -66,6 +68,12 @@ class _Runner:
             torch.cuda.synchronize()
         x = torch.ones(1 << 16)  # intra-op/OpenMP worker threads now, so the thread count is stable before load
         (x * 2).sum()
+        from cuda_agent.harness.device_adapter import load_runner_loader
+
+        # The backend's language runtime is made ready before the guard's snapshot: what it does to the process
+        # (environment, imports, threads) is not the candidate's doing.
+        self.loader = load_runner_loader(self.setup.loader)
+        self.loader.prepare(self.device)
         # Never a retake of the candidate's call: it would run again on the same data; a guarded part of the
         # timer's state, so the candidate cannot switch it on.
         self.timer = DeviceTimer.from_spec(self.device, self.setup.timer, retakes=False)
@@ -93,14 +101,10 @@ class _Runner:
         self.data.exchange = Path(req.exchange)
         self.data.output_specs = req.output_specs
         seeded = self._seeded_sets(req.task_code, req.seeded_sets)
-        sys.path.insert(0, req.so_dir)
-        self.so_path = next(iter(sorted(Path(req.so_dir).glob("cuda_extension*.so"))), None)
-        sys.path.insert(1, req.workspace)
-        try:
-            import cuda_extension  # noqa: F401  (the candidate's binary, built by the harness)
-        except Exception as exc:
-            if req.require_extension:
-                raise RuntimeError(f"importing cuda_extension from {req.so_dir} failed: {exc}") from exc
+        self.workspace = Path(req.workspace)
+        sys.path.insert(0, req.workspace)
+        # The backend's built artefacts (the loader puts them first on sys.path), then model_new.py below.
+        self.so_path = self.loader.load(self.workspace, Path(req.so_dir), req.require_extension)
         import importlib.util
 
         path = Path(req.workspace) / "model_new.py"
@@ -199,8 +203,8 @@ class _Runner:
         violations: list[Any] = []
         if audit and not self.torch_compute_allowed:  # the suite self-check runs the task's own Model
             violations += runtime.op_audit_violations(ops, "cuda" if self.device.startswith("cuda") else "cpu")
-            if kernels and self.so_path is not None:
-                violations += runtime.kernel_origin_violations(kernels, self.so_path)
+            if kernels and self.workspace is not None:
+                violations += self.loader.kernel_origin_violations(kernels, self.workspace, self.so_path)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         ranges = [_storage_range(a) for a in args if type(a) is torch.Tensor]
         metas = [self._describe_output(j, o, ranges) for j, o in enumerate(outs)]

@@ -70,6 +70,8 @@ class RunnerOptions:
     bwrap_path: str | None = None
     cpus: frozenset[int] | None = None
     scratch_dir: Path | None = None
+    #: The backend's RunnerLoader (``"module:Class"``, harness/device_adapter.py); None = ``cuda_extension``.
+    loader: str | None = None
 
 
 def resolve_isolation(options: RunnerOptions) -> Isolation:
@@ -176,7 +178,7 @@ class CandidateProcess:
         self._watch.start()
         self._ready: Ready | None = None
         try:  # the runner reads it as it starts: the pipe holds it until then
-            write_all(self._req_w, encode(Setup(device=self.device, timer=options.timer)))
+            write_all(self._req_w, encode(Setup(device=self.device, timer=options.timer, loader=options.loader)))
         except OSError:
             pass  # a runner that died at once is reported by wait_ready
 

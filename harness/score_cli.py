@@ -239,6 +239,9 @@ def _grade_workspace(src: Path, ws_root: Path, task: Any, backend: Any) -> Candi
 def _grade_single_file(src: Path, ws_root: Path, task: Any, backend: Any) -> CandidateResult:
     """A KernelBench single file: static checks of its inline sources and forward, then it builds
     itself (load_inline) inside the sandboxed runner and is graded with the runtime checks."""
+    grade = getattr(backend, "grade_single_file", None)
+    if grade is not None:  # a DeviceBackend: the single-file form of its own language (docs/backends.md)
+        return grade(src, ws_root, task)
     from cuda_agent.harness.single_file_integrity import check_single_file
 
     started = time.monotonic()

@@ -79,7 +79,7 @@ class Provenance(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    backend: str = Field("", description="Backend name ('cuda', 'cpu').")
+    backend: str = Field("", description="Registered backend name ('cuda', 'cpu', 'triton'); before 3.0 the device kind.")
     device: str = Field("", description="Device name, e.g. 'NVIDIA H200' or the CPU model.")
     driver: str | None = Field(None, description="GPU driver version.")
     cuda: str | None = Field(None, description="CUDA version torch was built with / nvcc version.")
@@ -175,6 +175,12 @@ class SanitizerInfo(BaseModel):
     exit_code: int | None = Field(None, description="Exit code of the sanitized runner (None: it had to be killed).")
     output_tail: str = Field("", description="The end of the sanitizer's report.")
     error: str | None = Field(None, description="Why the sanitized run ended early, if it did.")
+    phase: str = Field("verify", description="The evaluation it ran in: 'verify' (integrity.sanitizer) or 'grade' "
+                       "(integrity.grade_sanitizer; interfaces 3.0).")
+    findings: int = Field(0, description="Findings that count (outside the library filter).")
+    ignored: list[str] = Field(default_factory=list, description="Kernels whose findings the library filter ignored "
+                               "(torch, vendor libraries: harness/sanitizer.py LIBRARY_KERNELS).")
+    first_report: str = Field("", description="The first finding that counts, as the sanitizer printed it.")
 
 
 class Diagnostics(BaseModel):

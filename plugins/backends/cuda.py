@@ -1,4 +1,4 @@
-"""The ``cuda`` backend: nvcc-built kernels on an NVIDIA GPU.
+"""The ``cuda`` backend: nvcc-built kernels on an NVIDIA GPU (a device adapter, docs/backends.md).
 
 Workspaces hold ``kernels/<name>.cu`` + ``kernels/<name>_binding.cpp``.
 The arch comes from the device through NVML (``sm_90a`` on H200/H100, so
@@ -12,8 +12,9 @@ import subprocess
 from typing import Any
 
 from cuda_agent.harness import device_arch, find_nvcc
+from cuda_agent.harness.device_backend import BackendConfig, DeviceBackend
 from cuda_agent.hookspecs import hookimpl
-from cuda_agent.plugins.backends._common import KernelBackend, KernelBackendConfig, host_facts
+from cuda_agent.plugins.backends._common import ExtensionAdapter, host_facts
 
 
 def _nvml_facts(index: int) -> dict[str, Any]:
@@ -56,34 +57,35 @@ def nvcc_version(nvcc: str) -> str | None:
     return None
 
 
-class CudaBackend(KernelBackend):
-    """CUDA kernels built with nvcc, evaluated on one GPU."""
+class CudaAdapter(ExtensionAdapter):
+    """CUDA C++ built with nvcc into ``cuda_extension``, run on one NVIDIA GPU."""
 
     name = "cuda"
     skill = "cuda"
-    kind = "cuda"
+    device_kind = "cuda"
+    language = "CUDA C++"
 
-    def availability(self) -> tuple[bool, str]:
+    def availability(self, config: BackendConfig) -> tuple[bool, str]:
         """Needs nvcc and a visible NVIDIA GPU (NVML)."""
         nvcc = find_nvcc()
         if nvcc is None:
             return False, "nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda)"
         try:
-            facts = _nvml_facts(self.config.device_index)
+            facts = _nvml_facts(config.device_index)
         except Exception as exc:
             return False, f"no NVIDIA GPU visible through NVML ({type(exc).__name__}: {exc})"
         return True, f"{facts['device']} (sm {facts['capability']}), nvcc {nvcc_version(nvcc)}"
 
-    def device_facts(self) -> dict[str, Any]:
+    def device_facts(self, config: BackendConfig) -> dict[str, Any]:
         """GPU name, capability, driver, memory (NVML), nvcc and torch's CUDA version."""
-        facts: dict[str, Any] = {"backend": "cuda"}
+        facts: dict[str, Any] = {}
         try:
-            facts.update(_nvml_facts(self.config.device_index))
+            facts.update(_nvml_facts(config.device_index))
         except Exception as exc:
             facts["device_error"] = f"{type(exc).__name__}: {exc}"
         nvcc = find_nvcc()
         facts["nvcc"] = nvcc_version(nvcc) if nvcc else None
-        facts["arch"] = self.config.arch or device_arch(self.config.device_index)
+        facts["arch"] = config.arch or device_arch(config.device_index)
         import torch
 
         facts["cuda"] = torch.version.cuda
@@ -91,7 +93,13 @@ class CudaBackend(KernelBackend):
         return facts
 
 
+class CudaBackend(DeviceBackend):
+    """CUDA kernels built with nvcc, evaluated on one GPU."""
+
+    adapter = CudaAdapter()
+
+
 @hookimpl
 def register_backends(register) -> None:
     """Register backend ``cuda``."""
-    register("cuda", CudaBackend, config_model=KernelBackendConfig, description="CUDA kernels on an NVIDIA GPU")
+    register("cuda", CudaBackend, config_model=BackendConfig, description="CUDA kernels on an NVIDIA GPU")
