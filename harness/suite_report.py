@@ -97,6 +97,9 @@ def plot_histogram(path: Path, rows: list[CheckRow]) -> str | None:
         ax.axvline(edge, color="#cc3311", linestyle="--", linewidth=1)
     ax.set_xlabel("self-speedup vs eager (the task's own Model as the candidate)")
     ax.set_ylabel("tasks")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"{len(values)} tasks; dashed: +-{int(BAND * 100)}%")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
