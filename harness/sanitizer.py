@@ -47,6 +47,7 @@ REPORT_LIMIT = 1 << 20
 _PREFIX = re.compile(r"^=+ ?")
 _FRAME = re.compile(r"\bat (?:0x[0-9a-fA-F]+ in )?(?:[^\s:()]+:\d+:)?(?P<fn>[^\s].*?)(?:\+0x[0-9a-fA-F]+)?"
                     r"(?:\s*\[\d+ hazards?\])?$")
+_HOST_LINES = ("Saved host backtrace", "Host Frame")
 _NOT_FINDINGS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY", "Target application",
                  "Saved host backtrace", "Host Frame", "No hazards", "Note:")
 
@@ -126,7 +127,8 @@ def parse_report(text: str, own_kernels: tuple[str, ...] = ()) -> Report:
     for rec in records:
         if rec[0].startswith(_NOT_FINDINGS):
             continue
-        kernel = next((m.group("fn").strip() for ln in rec for m in [_FRAME.search(ln.strip())] if m), None)
+        frames = (ln.strip() for ln in rec if not ln.strip().startswith(_HOST_LINES))
+        kernel = next((m.group("fn").strip() for ln in frames for m in [_FRAME.search(ln)] if m), None)
         base = base_kernel_name(kernel) if kernel else ""
         if kernel and base.split("::")[-1] not in own and any(lib in kernel for lib in LIBRARY_KERNELS):
             if base not in report.ignored:

@@ -195,10 +195,18 @@ def score_solutions(
 
 def _score_one(name: str, path: Path, resolve: Any, out: Path, backend: Any, reward: Any,
                config: RunConfig) -> dict[str, Any]:
+    from cuda_agent.harness.tasks import TaskProbeError
+
     try:
         task, extra = resolve.task(name)
     except ValueError as exc:
         return _row(name, None, status="error", message=str(exc))
+    except TaskProbeError as exc:
+        if exc.kind != "too_large":
+            raise
+        # Not even one input set fits this machine: its own status (no reward), never a harness error.
+        graded = CandidateResult(task_id=f"tasks/{name}", phase="grade", status=Status.too_large, message=str(exc))
+        return {**_row(name, graded, reward=reward.score(graded)), **resolve.kernelbench_fields(name)}
     except Exception as exc:  # noqa: BLE001
         return {**_row(name, None, status="error", message=f"the task of {path.name} could not be loaded: {exc}"),
                 **resolve.kernelbench_fields(name)}
