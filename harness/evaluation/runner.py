@@ -42,6 +42,7 @@ from cuda_agent.harness.evaluation.trusted_passes import TrustedPasses
 from cuda_agent.interrupts import GRACE_S, EpisodeInterrupted, StopRequest
 from cuda_agent.plugin_manager import PluginManager
 from cuda_agent.provenance import plugin_versions
+from cuda_agent.schemas.result import CandidateResult, Status
 from cuda_agent.schemas.task import TaskManifest
 from cuda_agent.schemas.trajectory import EndRecord
 
@@ -306,7 +307,13 @@ class EvalRunner:
     def _episode(self, plan: EpisodePlan, ep_dir: Path, backend: Any, record: EvalRecord) -> None:
         """The agent loop, then the trusted passes, filling ``record``."""
         if "probe_error" in plan.task.meta:
-            raise RuntimeError(f"task probe failed: {plan.task.meta['probe_error']}")
+            error = str(plan.task.meta["probe_error"])
+            if "[too_large]" in error:  # not the policy's doing, nor a harness error: counted on its own
+                record.regrades = {mode: CandidateResult(task_id=plan.task.id, phase="grade", status=Status.too_large,
+                                                         message=error[:2000])
+                                   for mode in self.config.eval.selections}
+                return
+            raise RuntimeError(f"task probe failed: {error}")
         extra = {"stop": self.stop} if self._passes_stop else {}
         end = self.episode_fn(plan.task, config=self.config.run_config(plan.seed_index, plan.task),
                               plugin_manager=self.pm, out_dir=ep_dir, backend=backend, **extra)
