@@ -11,8 +11,9 @@ rules that forbid PyTorch compute in the candidate are off, and every row says s
   data-path difference between the two processes, on real work. The raw samples of both are kept;
 - the eager/compile ratio (reported, not targeted).
 
-It runs tasks concurrently (one device slot's evaluator shared, its memory budget and timing lock deciding what
-runs when), resumes from ``rows.jsonl`` (one line per finished task: the whole resume state, a few KiB per task),
+It runs tasks concurrently where that cannot disturb a measurement: probes, reference processes and torch.compile
+warm-ups overlap, while the graded part of each task has the device to itself (as eval's scheduler does), its
+input sets sized by the device's memory budget; resumes from ``rows.jsonl`` (one line per finished task: the whole resume state, a few KiB per task),
 shows a progress bar, and writes ``report.json``, ``report.md`` and ``self_speedup.png``. A self-check is not a
 grade: nothing here is a reward.
 """
@@ -128,6 +129,7 @@ class SuiteCheck:
         self.stop = stop or threading.Event()
         self.retry = retry
         self._write_lock = threading.Lock()
+        self._device = threading.Lock()
 
     def run(self) -> dict[str, Any]:
         """Check every unfinished task; returns the report (also written to ``out_dir``)."""
@@ -200,7 +202,12 @@ class SuiteCheck:
             row = row_from_probe_error(probed, time.monotonic() - t0)
         else:
             try:
-                result = backend.evaluator().self_check(backend.task_for(probed))
+                task_now = backend.task_for(probed)
+                warm = getattr(backend, "warm", None)
+                if warm is not None:  # reference process and torch.compile now, beside other tasks' device work
+                    warm(task_now)
+                with self._device:  # one task on the device at a time: nothing runs beside a timed call
+                    result = backend.evaluator().self_check(task_now)
             except Exception as exc:  # noqa: BLE001 - one task's harness failure is that task's row
                 log.error("self-check failed", task=task.id, error=str(exc))
                 row = CheckRow(task_id=task.id, level=task.level, status="error",
