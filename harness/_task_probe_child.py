@@ -100,6 +100,10 @@ def probe(request: dict, out) -> None:
     rng = torch.random.get_rng_state()
     footprint = _meta_footprint(module, init_inputs, torch)
     torch.random.set_rng_state(rng)  # the real run sees the generator as if the meta run had not happened
+    if request.get("meta_only"):  # the parent sizes the task before it lets the real run allocate
+        out.write(json.dumps({"ok": True, "meta_only": True, "footprint": footprint}) + "\n")
+        out.flush()
+        return None
     limit = request.get("memory_limit_bytes")
     if limit and footprint.get("method") == "meta":
         # Building the model, one input set and two forwards' outputs: what this probe is about to allocate.

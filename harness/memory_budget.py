@@ -183,6 +183,8 @@ class MemoryBudget:
         self.on_pressure: list[Callable[[int], int]] = []
         #: Highest total ever reserved at once (for tests and reports).
         self.peak_reserved = 0
+        #: Reservations waiting for memory now.
+        self.waiting = 0
 
     @property
     def reserved(self) -> int:
@@ -211,8 +213,14 @@ class MemoryBudget:
         if nbytes > self.capacity:
             raise TooLarge(nbytes, self.capacity, what)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        asked = False
         with self._cond:
+            return self._hold_when_free(nbytes, what, deadline, timeout_s)
+
+    def _hold_when_free(self, nbytes: int, what: str, deadline: float | None, timeout_s: float | None) -> int:
+        """:meth:`hold`'s wait (the condition's lock is held)."""
+        asked = False
+        waiting = False
+        try:
             while True:
                 free = self.capacity - sum(h.nbytes for h in self._holds.values())
                 if nbytes <= free:
@@ -234,8 +242,14 @@ class MemoryBudget:
                 wait = 5.0 if deadline is None else min(5.0, deadline - time.monotonic())
                 if wait <= 0:
                     raise TimeoutError(f"{what}: {fmt_bytes(nbytes)} did not become free within {timeout_s:.0f} s")
+                if not waiting:
+                    waiting = True
+                    self.waiting += 1
                 self._cond.wait(timeout=wait)
                 asked = False  # something was released, or a quiet period passed: ask the owners again
+        finally:
+            if waiting:
+                self.waiting -= 1
 
     def release(self, hold_id: int) -> None:
         """Give back a hold (unknown ids are ignored: releasing twice is harmless)."""

@@ -80,3 +80,29 @@ def test_the_meta_run_does_not_change_what_the_real_run_draws() -> None:
     x = module.get_inputs()[0]
     assert facts["inputs"][0]["min"] == float(x.min()) and facts["inputs"][0]["max"] == float(x.max())
     assert facts["outputs"][0]["max"] == pytest.approx(float(model(x).max()), rel=1e-6)
+
+
+def test_a_probe_waits_for_its_footprint_in_the_devices_budget() -> None:
+    """Probes started side by side each reserve their task's one-set footprint first (sized on the meta device):
+    one that does not fit waits until memory is given back, instead of allocating beside the others."""
+    import threading
+
+    from cuda_agent.harness.memory_budget import budget_for
+
+    budget = budget_for("cpu", 0)  # the budget probes on the CPU reserve in
+    blocker = budget.hold(budget.capacity - budget.reserved - 2**20, "someone else's session")  # all but 1 MiB
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(run_probe(SMALL_LINEAR.replace("8, 64", "4096, 64"),
+                                                                     device="cpu", isolation="process")))
+    try:
+        thread.start()
+        for _ in range(600):  # until the probe is waiting for memory (its meta-only request answered first)
+            if budget.waiting:
+                break
+            thread.join(timeout=0.1)
+        assert budget.waiting == 1 and thread.is_alive() and not result
+    finally:
+        budget.release(blocker)
+    thread.join(timeout=300)
+    assert result["ok"] and result["inputs"][0]["shape"] == [4096, 64]
+    assert budget.waiting == 0

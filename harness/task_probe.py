@@ -1,0 +1,209 @@
+"""Running a task once in a sandboxed subprocess (the probe) and what can go wrong there.
+
+:func:`run_probe` sizes one input set on the meta device first (a child request that allocates nothing), reserves
+that footprint in the device's memory budget (:mod:`~cuda_agent.harness.memory_budget`, the one every evaluator of
+the run shares), and only then runs the task for real: probes of big tasks started side by side wait their turn
+instead of each reading the same free memory and running out together. A task whose one set cannot fit even alone
+fails at once as ``too_large``, naming the bytes needed and available. :mod:`cuda_agent.harness.tasks` builds the
+manifest from the facts.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+from typing import Any, Literal
+
+from cuda_agent.errors import CudaAgentError
+
+#: Longest a probe waits for memory other probes and sessions hold.
+PROBE_WAIT_S = 1800.0
+from cuda_agent.harness._probe_server import probe_command, served_probe
+
+
+class TaskProbeError(CudaAgentError):
+    """A task file could not be loaded: missing definitions, an exception, a timeout.
+
+    ``kind`` is one of: ``syntax_error``, ``import_error``, ``missing_definition``,
+    ``init_inputs_error``, ``model_error``, ``inputs_error``, ``forward_error``,
+    ``timeout``, ``crash``, ``bad_cpu_sizes``, ``too_large`` (one input set does not fit in memory).
+    """
+
+    def __init__(self, kind: str, message: str, source: str = "") -> None:
+        where = f" ({source})" if source else ""
+        super().__init__(f"bad task{where}: [{kind}] {message}")
+        self.kind = kind
+        #: Figures behind the failure (``too_large``: ``needed_bytes``, ``available_bytes``, ``device``).
+        self.details: dict[str, Any] = {}
+
+
+# --------------------------------------------------------------------------- probe
+def _probe_device(device: str) -> str:
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover
+        return "cpu"
+
+
+def run_probe(
+    code: str,
+    *,
+    device: str = "cpu",
+    seed: int = 0,
+    timeout_s: float = 120.0,
+    startup_timeout_s: float = 180.0,
+    isolation: Literal["auto", "bwrap", "process"] = "auto",
+    source: str = "",
+    memory_limit_bytes: int | None = None,
+) -> dict[str, Any]:
+    """Run the task module once in a sandboxed subprocess; return the child's facts.
+
+    Memory: by default the task is sized on the meta device first (a request that allocates nothing), that size is
+    reserved in the device's budget for the real run, and a task that cannot fit even alone raises ``too_large``
+    naming both figures. ``memory_limit_bytes`` instead gives the child a fixed limit (its own meta-device gate; no
+    budget).
+
+    ``timeout_s`` counts from the moment torch is imported in the child (so a
+    slow interpreter start does not eat the task's budget). A warm probe server
+    (:mod:`~cuda_agent.harness._probe_server`: torch imported once, a forked
+    child per task, the same sandbox) answers when it can; otherwise a fresh
+    process runs the task.
+    """
+    budget = _budget(device) if memory_limit_bytes is None else None
+    if budget is None:
+        limit = memory_limit_bytes if memory_limit_bytes is not None else probe_memory_limit(device)
+        return _probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source,
+                      {"memory_limit_bytes": limit} if limit else {})
+    sized = _probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source, {"meta_only": True})
+    fp = sized.get("footprint") or {}
+    need = 0
+    if fp.get("method") == "meta":  # one set, two forwards' outputs, the parameters: what the real run allocates
+        need = int(fp["param_bytes"]) + int(fp["input_bytes"]) + 2 * int(fp["output_bytes"])
+    if need > budget.capacity:
+        error = TaskProbeError("too_large", f"the task needs {need / 2**30:.1f} GiB on {device} for one input set "
+                               f"(inputs {fp['input_bytes'] / 2**30:.2f} GiB, outputs {fp['output_bytes'] / 2**30:.2f} "
+                               f"GiB, parameters {fp['param_bytes'] / 2**30:.2f} GiB) but {budget.capacity / 2**30:.1f} "
+                               "GiB is available", source)
+        error.details = {"needed_bytes": need, "available_bytes": budget.capacity, "device": device}
+        raise error
+    with budget.reserve(need, f"probe of {source or 'a task'}", timeout_s=PROBE_WAIT_S):
+        return _probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source, {})
+
+
+def _budget(device: str) -> Any:
+    """The memory budget probes on ``device`` reserve in (the run's default one for that device), or None where
+    free memory cannot be read (no NVML: the probe's own meta-device gate against the memory free then applies)."""
+    from cuda_agent.harness.memory_budget import budget_for
+
+    kind, _, index = device.partition(":")
+    try:
+        return budget_for("cuda" if kind == "cuda" else "cpu", int(index or 0))
+    except Exception:  # noqa: BLE001 - NVML missing or the device unreadable
+        return None
+
+
+def _probe(code: str, device: str, seed: int, timeout_s: float, startup_timeout_s: float, isolation: str,
+           source: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """One probe request (warm server, else a fresh process); the facts, or :class:`TaskProbeError`."""
+    answer = served_probe(code, device=device, seed=seed, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s,
+                          isolation=isolation, extra=extra)
+    facts, stderr_tail = answer or _one_shot_probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source,
+                                                   extra)
+    if facts.get("ok"):
+        return facts
+    kind = facts.get("kind", "error")
+    if kind == "too_large":
+        error = TaskProbeError(kind, facts.get("message", "the task does not fit in memory"), source)
+        error.details = {k: facts[k] for k in ("needed_bytes", "available_bytes", "device") if k in facts}
+        raise error
+    if kind == "timeout":
+        raise TaskProbeError("timeout", f"running the task (import, Model(*get_init_inputs()), get_inputs(), "
+                             f"forward: {timeout_s:.0f} s) took longer than the limit", source)
+    if kind == "crash" and "message" not in facts:
+        raise TaskProbeError("crash", f"the task process died (exit code {facts.get('exit_code')}) without a "
+                             f"result: {stderr_tail}", source)
+    raise TaskProbeError(kind, facts.get("message", "unknown failure"), source)
+
+
+def probe_memory_limit(device: str) -> int | None:
+    """Bytes a probe may allocate on ``device``: a share of the memory free now (see
+    :mod:`~cuda_agent.harness.memory_budget`), or None when it cannot be read."""
+    from cuda_agent.harness.memory_budget import USABLE_SHARE, measure_free_bytes
+
+    kind, _, index = device.partition(":")
+    try:
+        return int(USABLE_SHARE * measure_free_bytes("cuda" if kind == "cuda" else "cpu", int(index or 0)))
+    except Exception:  # noqa: BLE001 - no NVML here: the probe runs unguarded, as before
+        return None
+
+
+def _one_shot_probe(
+    code: str, device: str, seed: int, timeout_s: float, startup_timeout_s: float, isolation: str, source: str,
+    extra: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """(answer, stderr tail) of the task run in a fresh sandboxed process (answers as a probe server's)."""
+    proc = subprocess.Popen(
+        probe_command(isolation, device.startswith("cuda")),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    stderr_chunks: list[str] = []
+
+    def pump_err() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if sum(map(len, stderr_chunks)) < 20000:
+                stderr_chunks.append(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    threading.Thread(target=pump_err, daemon=True).start()
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps({**(extra or {}), "code": code, "device": device, "seed": seed}))
+    proc.stdin.close()
+
+    def next_line(seconds: float) -> str | None:
+        try:
+            return lines.get(timeout=seconds)
+        except queue.Empty:
+            proc.kill()
+            proc.wait()
+            raise TimeoutError from None
+
+    try:
+        try:
+            first = next_line(startup_timeout_s)
+        except TimeoutError:
+            raise TaskProbeError("timeout", f"starting the probe (import torch, {startup_timeout_s:.0f} s) took "
+                                 "longer than the limit", source) from None
+        if first is None or first.strip() != "READY":
+            proc.wait()
+            raise TaskProbeError("crash", f"the probe process died at start: {''.join(stderr_chunks)[-2000:]}", source)
+        try:
+            result = next_line(timeout_s)
+        except TimeoutError:
+            return {"ok": False, "kind": "timeout"}, ""
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if result is None:
+        return {"ok": False, "kind": "crash", "exit_code": proc.returncode}, "".join(stderr_chunks)[-2000:]
+    return json.loads(result), ""
