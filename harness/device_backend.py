@@ -202,8 +202,11 @@ class DeviceBackend:
         violations = self.adapter.check_sources(root) + self.adapter.check_binary(outcome)
         if violations:
             return violation_result(task, phase, violations, started), None
-        message = (f"compiled: {outcome.steps} translation unit(s) rebuilt in {outcome.duration_s:.2f} s"
-                   + (f" for {outcome.arch}" if outcome.arch else "") + ("\n" + outcome.log if outcome.log else ""))
+        if outcome.so_path is None:  # nothing built ahead (a JIT language): what the adapter's check said
+            message = f"checked in {outcome.duration_s:.2f} s" + (f": {outcome.log}" if outcome.log else "")
+        else:
+            message = (f"compiled: {outcome.steps} translation unit(s) rebuilt in {outcome.duration_s:.2f} s"
+                       + (f" for {outcome.arch}" if outcome.arch else "") + ("\n" + outcome.log if outcome.log else ""))
         return CandidateResult(task_id=task.id, phase=phase, status=Status.correct, message=message,  # type: ignore[arg-type]
                                duration_s=time.perf_counter() - started, isolation=outcome.isolation,
                                diagnostics=diagnostics), outcome

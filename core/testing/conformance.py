@@ -1,4 +1,4 @@
-"""Conformance checks for plugin authors: tools, rewards and backends.
+"""Conformance checks for plugin authors: tools and rewards (backends and skills: :mod:`cuda_agent.testing.backends`).
 
 Each ``check_*`` raises :class:`ConformanceError` (an ``AssertionError``, so
 pytest shows it as a test failure) listing every problem found, and returns
@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cuda_agent.errors import WorkspaceError
-from cuda_agent.protocols import Backend, Reward, Tool, ToolContext, ToolOutput, Workspace, tool_schema
+from cuda_agent.protocols import Backend, Reward, Tool, ToolContext, ToolOutput, tool_schema
 from cuda_agent.schemas.result import Baselines, CandidateResult, Status, Timing
 from cuda_agent.schemas.task import TaskManifest
 
@@ -184,78 +184,15 @@ def _trial_run(tool: Any, args: dict[str, Any], task: TaskManifest | None, files
         return output
 
 
-# --------------------------------------------------------------------------- backends
-def check_backend(backend: Any, task: TaskManifest, solution: Mapping[str, str] | None = None,
-                  root: Path | None = None) -> CandidateResult | None:
-    """A backend reports availability, lays out a workspace, and compiles an honest solution.
-
-    :param solution: relative path -> content of an honest solution; compiled when the backend is available.
-    :param root: where to lay out the workspace (default: a temp folder).
-    :returns: the compile result, when one ran.
-    """
-    problems: list[str] = []
-    for attr in ("name", "skill", "kernel_suffix"):
-        if not isinstance(getattr(backend, attr, None), str):
-            problems.append(f"attribute {attr!r} must be a string")
-    if not isinstance(backend, Backend):
-        problems.append("does not implement cuda_agent.protocols.Backend (availability, device_facts, "
-                        "prepare_workspace, compile, verify, profile, grade, close)")
-    _fail_if(problems, "backend")
-    available = backend.availability()
-    if not (isinstance(available, tuple) and len(available) == 2 and isinstance(available[0], bool)
-            and isinstance(available[1], str)):
-        _fail_if([f"availability() must return (bool, reason), got {available!r}"], f"backend {backend.name!r}")
-    from cuda_agent.errors import ConfigError
-    from cuda_agent.plugin_manager import PluginManager
-
-    try:
-        PluginManager().skill_text(backend.skill)
-    except ConfigError as exc:
-        problems.append(f"skill {backend.skill!r} is not a registered skill document (register_skills): {exc}")
-    if not isinstance(backend.device_facts(), dict):
-        problems.append("device_facts() must return a dict")
-    with tempfile.TemporaryDirectory(prefix="cuda-agent-backend-") as tmp:
-        ws_root = Path(root) if root is not None else Path(tmp) / "workspace"
-        ws = backend.prepare_workspace(task, ws_root)
-        files = ws.list()
-        if "model.py" not in files:
-            problems.append(f"prepare_workspace did not create model.py (files: {files})")
-        elif not ws.is_protected("model.py"):
-            problems.append("model.py must be protected")
-        if ws.verify_protected():
-            problems.append(f"protected files changed right after layout: {ws.verify_protected()}")
-        if not isinstance(ws, Workspace):
-            problems.append("prepare_workspace must return a cuda_agent.protocols.Workspace (root, store, read, write, "
-                            "list, is_protected, snapshot, restore, verify_protected)")
-        snapshot = str(ws.snapshot())
-        if not snapshot.startswith("sha256:"):
-            problems.append("workspace.snapshot() must return 'sha256:...'")
-        else:
-            restored = type(ws).restore(snapshot, ws.store, Path(tmp) / "restored")
-            if restored.list() != files:
-                problems.append(f"restore(snapshot) gave files {restored.list()}, the workspace had {files}")
-        result = None
-        if solution is not None and available[0]:
-            for rel, text in solution.items():
-                ws.write(rel, text)
-            result = backend.compile(ws, task)
-            if not isinstance(result, CandidateResult) or result.phase != "compile":
-                problems.append(f"compile() must return a CandidateResult with phase 'compile', got {result!r:.200}")
-            elif result.status in (Status.compile_error, Status.rejected, Status.error, Status.timeout):
-                problems.append(f"compile of the honest solution failed: {result.status.value} {result.rule or ''} "
-                                f"{result.message[:500]}")
-        backend.close()
-    _fail_if(problems, f"backend {backend.name!r}")
-    return result
-
-
 def assert_conforms(component: Any, kind: str, **kwargs: Any) -> Any:
-    """Dispatch to ``check_<kind>`` (kind: 'tool', 'reward', 'backend')."""
-    checks = {"tool": check_tool, "reward": check_reward, "backend": check_backend}
+    """Dispatch to ``check_<kind>`` (kind: 'tool', 'reward', 'backend', 'skill')."""
+    from cuda_agent.testing.backends import check_backend, check_skill
+
+    checks = {"tool": check_tool, "reward": check_reward, "backend": check_backend, "skill": check_skill}
     if kind not in checks:
         raise ValueError(f"unknown kind {kind!r}; valid: {', '.join(checks)}")
     return checks[kind](component, **kwargs)
 
 
-__all__: Sequence[str] = ["ConformanceError", "assert_conforms", "check_backend", "check_reward", "check_tool",
-                          "make_result", "milestone_ladder"]
+__all__: Sequence[str] = ["ConformanceError", "assert_conforms", "check_reward", "check_tool", "make_result",
+                          "milestone_ladder"]
