@@ -48,15 +48,36 @@ def _shortcuts(preroll_us: float | None, min_timing_s: float | None, net_overhea
 
 
 def _task(name: str, kind: str):
-    from cuda_agent.harness.tasks import load_task_file
+    from cuda_agent.harness.tasks import load_task_code, load_task_file
 
+    if name.startswith("kernelbench:"):  # one KernelBench problem, at its full size on cuda (reduced on cpu)
+        from urllib.parse import parse_qs, urlsplit
+
+        from cuda_agent.harness.evaluation.task_sources import iter_kernelbench
+
+        spec = urlsplit(name.removeprefix("kernelbench:"))
+        q = {k: v[0] for k, v in parse_qs(spec.query).items()}
+        found = list(iter_kernelbench(Path(spec.path), q.get("levels", "1,2,3"), q.get("ids"),
+                                      "reduced" if kind == "cpu" else q.get("sizes", "full")))
+        if len(found) != 1:
+            raise SystemExit(f"--task {name} names {len(found)} problems; give one (levels=L&ids=N)")
+        t = found[0]
+        probed = load_task_code(t.code, t.id, source=t.source, level=t.level, device="cuda" if kind == "cuda" else "cpu")
+        return probed.model_copy(update={"name": t.name, "meta": {**t.meta, **probed.meta}})
     path = REPO / "examples" / "tasks" / f"{name}.py"
     return load_task_file(path, id=f"examples/{name}", sizes="cpu" if kind == "cpu" else "full", device="cuda" if kind == "cuda" else "cpu")
 
 
+def _solution(name: str, kind: str, task) -> Path:  # type: ignore[no-untyped-def]
+    """The honest solution of an example task, or of a KernelBench problem (the registry convention's)."""
+    if name.startswith("kernelbench:"):
+        return REPO / "examples" / "solutions" / "kernelbench" / "registry" / kind / task.name
+    return REPO / "examples" / "solutions" / kind / name
+
+
 def _workspace(backend, task, name: str, kind: str, root: Path):
     ws = backend.prepare_workspace(task, root)
-    sol = REPO / "examples" / "solutions" / kind / name
+    sol = _solution(name, kind, task)
     for p in sorted(sol.rglob("*")):
         if p.is_file():
             ws.write(str(p.relative_to(sol)), p.read_text())
@@ -170,7 +191,9 @@ def timing_spread(backend, kind: str, tasks: list[str], times: int, base: Path, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backend", choices=["cpu", "cuda"], default="cuda")
-    parser.add_argument("--task", default="swish", choices=TASKS)
+    parser.add_argument("--task", default="swish",
+                        help=f"An example task ({', '.join(TASKS)}) or one KernelBench problem, e.g. "
+                        "'kernelbench:.kernelbench?levels=1&ids=19' (its registry-convention honest solution).")
     parser.add_argument("--repeats", type=int, default=5, help="Turns per edit kind (ours).")
     parser.add_argument("--reference-repeats", type=int, default=2, help="Turns of the reference method.")
     parser.add_argument("--spread-times", type=int, default=5, help="Profiles per task for the spread figure.")
@@ -206,10 +229,13 @@ def main() -> int:
     try:
         task = _task(args.task, args.backend)
         ws = _workspace(backend, task, args.task, args.backend, base / "ours")
+        if args.task not in TASKS and not args.task.startswith("kernelbench:"):
+            raise SystemExit(f"--task {args.task!r}: valid are {', '.join(TASKS)} or kernelbench:PATH?levels=L&ids=N")
         suffix = ".cu" if args.backend == "cuda" else ".cpp"
-        report["ours"] = our_turns(
-            backend, task, ws, f"kernels/{args.task}{suffix}", f"kernels/{args.task}_binding.cpp", args.repeats
-        )
+        sol = _solution(args.task, args.backend, task)
+        kernel = next(p for p in sorted((sol / "kernels").glob(f"*{suffix}")) if not p.stem.endswith("_binding"))
+        binding = next(iter(sorted((sol / "kernels").glob("*_binding.cpp"))))
+        report["ours"] = our_turns(backend, task, ws, f"kernels/{kernel.name}", f"kernels/{binding.name}", args.repeats)
         save()
         if not args.skip_reference:
             device = "cuda" if args.backend == "cuda" else "cpu"
