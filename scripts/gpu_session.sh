@@ -78,6 +78,21 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                    --policy 'scripted:examples/trajectories/{task_name}_cuda.yaml' --backend cuda --turns 8 \
                    --seeds "${EVAL_CLI_SEEDS:-2}" --concurrency "${EVAL_CLI_CONCURRENCY:-8}" --out "$RES/eval_cli" --no-plots \
                    -o eval.progress=false ${EVAL_CLI_ARGS:-} ;;
+    kb_check)    # the KernelBench self-check, resumable across calls: KB_STATE (carried folder) holds rows.jsonl/plan.json
+                 local st=${KB_STATE:-.gpu-state/kb_check}; mkdir -p "$RES/kb_check"
+                 [ -d "$st" ] && cp "$st"/rows.jsonl "$st"/plan.json "$RES/kb_check/" 2>/dev/null
+                 part "$s" "kb_check$tag" "${KB_CHECK_CAP_S:-400}" timeout -s INT -k 40 "${KB_CHECK_CAP_S:-400}" \
+                   cuda-agent tasks check "kernelbench:.kernelbench?levels=${KB_LEVELS:-1,2,3}${KB_IDS:+&ids=$KB_IDS}" \
+                   --backend cuda --out "$RES/kb_check" --concurrency "${KB_CONCURRENCY:-8}" -o eval.progress=false ${KB_CHECK_ARGS:-}
+                 cp "$RES/kb_check/rows.jsonl" "$RES/kb_check/plan.json" "$OUT/" 2>/dev/null ;;
+    kb_score)    # honest KernelBench solutions at full size in each convention (run folder, no renaming)
+                 # (level1/19_ReLU and 23_Softmax: 6 GiB inputs, the two problems that could not be graded before)
+                 for conv in ${KB_CONVENTIONS:-single_file registry release}; do
+                   local only="--only 19_ReLU --only 23_Softmax"
+                   [ "$conv" = single_file ] && only="--only level_1_problem_19_sample_0_kernel --only level_1_problem_23_sample_0_kernel"
+                   part "$s" "kb_score_$conv$tag" "${KB_SCORE_CAP_S:-200}" cuda-agent score "examples/solutions/kernelbench/$conv/cuda" \
+                     --tasks "kernelbench:.kernelbench?ids=19,23&levels=1" --backend cuda --out "$RES/kb_score_$conv" $only
+                 done ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
     train[A-Z]|train) # train, trainA, trainB ...: args from TRAIN_ARGS, TRAIN_ARGS_A, TRAIN_ARGS_B ... (one JSON each)
                  local sfx=${what#train} var=TRAIN_ARGS; [ -n "$sfx" ] && var="TRAIN_ARGS_$sfx"
