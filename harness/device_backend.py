@@ -290,6 +290,25 @@ class DeviceBackend:
 
         return grade_single_file(self, Path(source), Path(root), self.task_for(task))
 
+    def counters(self, workspace: Workspace, task: TaskManifest, *, time_limit_s: float, max_kernels: int = 4) -> Any:
+        """Nsight Compute counters of the candidate's own kernels on one input set
+        (:func:`~cuda_agent.harness.ncu_profile.profile_counters`): a list of kernels, or the build's failure
+        result when the workspace does not build. Raises :class:`~cuda_agent.harness.ncu_profile.NcuRefused`."""
+        from cuda_agent.harness.ncu_profile import NcuRefused, profile_counters
+
+        if self.kind != "cuda":  # before any build: nothing to profile here
+            raise NcuRefused(f"ncu reads NVIDIA GPU counters; backend {self.name!r} runs its kernels on {self.kind}")
+        prepared = self.build_for("verify", workspace, task)
+        try:
+            if prepared.outcome is None:
+                return prepared.compiled
+            root = Path(workspace.root)
+            names = self.adapter.kernel_names(root, prepared.outcome)
+            return profile_counters(self.evaluator(), prepared.task, root, prepared.outcome.so_path, names,
+                                    time_limit_s=time_limit_s, max_kernels=max_kernels)
+        finally:
+            prepared.close()
+
     def last_build(self, root: Path) -> BuildOutcome | None:
         """The last successful build of workspace ``root`` (None if none or the last failed)."""
         return self._builds.get(Path(root))

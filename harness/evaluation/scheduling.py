@@ -218,5 +218,15 @@ class ScheduledBackend:
         """The from-scratch rebuild in the build pool, then the grading pass under the device's timing lock."""
         return self._timed("grade", workspace, task)
 
+    def counters(self, workspace: Any, task: TaskManifest, **options: Any) -> Any:
+        """Hardware counters (the ``ncu`` tool) on the slot's device, as one device call."""
+        inner = getattr(self._slot.backend, "counters", None)
+        if inner is None:
+            from cuda_agent.harness.ncu_profile import NcuRefused
+
+            raise NcuRefused(f"backend {self.name!r} cannot profile hardware counters")
+        with self._pool.on_device(self._slot, self.usage):
+            return inner(workspace, task, **options)
+
     def close(self) -> None:
         """No-op: the pool closes the shared backend."""

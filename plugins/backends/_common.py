@@ -73,12 +73,16 @@ class ExtensionAdapter:
         return check_single_file(source, filename)
 
     def kernel_names(self, root: Path, outcome: BuildOutcome | None) -> list[str]:
-        """Functions the built module defines (its kernels among them; demangled)."""
-        if outcome is None or outcome.so_path is None:
+        """The ``__global__`` functions of the built module (demangled), found through the host stubs nvcc emits
+        for each (``__device_stub__<mangled kernel>``); [] on the CPU or when the module has none."""
+        if self.device_kind != "cuda" or outcome is None or outcome.so_path is None:
             return []
-        from cuda_agent.harness.integrity.binary import defined_symbols
+        from cuda_agent.harness.integrity.binary import defined_symbols, demangle
 
-        return defined_symbols(outcome.so_path)
+        # 'void __device_stub__Z12swish_kernelPKfPfl(float const*, float*, long)' (and its '::__handle' statics)
+        stubs = {n.split("__device_stub__", 1)[1].split("(", 1)[0] for n in defined_symbols(outcome.so_path)
+                 if "__device_stub__" in n and "::" not in n.split(")")[-1]}
+        return demangle(sorted("_" + s if s.startswith("Z") else s for s in stubs))
 
 
 def host_facts() -> dict[str, Any]:
