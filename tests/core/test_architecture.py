@@ -251,15 +251,18 @@ def test_no_import_cycles():
 
 def test_interfaces_document_every_field():
     from cuda_agent.protocols import FilterVerdict, Generation, SamplingParams, ToolOutput
-    from cuda_agent.schemas import (Baselines, CandidateResult, CheckError, EndRecord, HeaderRecord, InputDomain, Message,
-                                    PolicyOutput, PrecisionContract, Provenance, TaskManifest, TensorSpec, Timing,
-                                    ToolCall, ToolSchema, TurnRecord, TurnTokens)
+    from cuda_agent.schemas import (Baselines, BuildInfo, CandidateResult, CheckError, Diagnostics, EndRecord,
+                                    FreshSetsInfo, HeaderRecord, InputDomain, InputSetsInfo, MemoryInfo, Message,
+                                    PolicyOutput, PrecisionContract, Provenance, SanitizerInfo, SpinCalibration,
+                                    TaskManifest, TensorSpec, Timing, ToolCall, ToolSchema, TurnRecord, TurnTokens,
+                                    WidenedInfo)
     from cuda_agent.schemas.trajectory import Observation
 
     doc = (ROOT / "docs" / "interfaces.md").read_text()
     missing = []
     for model in (TaskManifest, TensorSpec, InputDomain, PrecisionContract, CandidateResult, CheckError, Timing, Baselines,
-                  Provenance, HeaderRecord, TurnRecord, TurnTokens, Observation, EndRecord, ToolCall, ToolSchema, Message,
+                  Provenance, Diagnostics, SpinCalibration, BuildInfo, InputSetsInfo, FreshSetsInfo, MemoryInfo,
+                  WidenedInfo, SanitizerInfo, HeaderRecord, TurnRecord, TurnTokens, Observation, EndRecord, ToolCall, ToolSchema, Message,
                   PolicyOutput, ToolOutput, SamplingParams, Generation, FilterVerdict):
         section = re.search(rf"#### {model.__name__}\n(.*?)(?=\n#|\Z)", doc, re.S)
         if section is None:
