@@ -63,6 +63,9 @@ def register_command(subparsers: Any) -> None:
     p.add_argument("--backend", default=None, help="Backend name ('cpu', 'cuda', ...); default: the config's.")
     p.add_argument("--out", type=Path, required=True, help="Output folder for report.json and report.md.")
     p.add_argument("--only", action="append", default=[], metavar="NAME", help="Score only these solution names.")
+    p.add_argument("--sanitizer", choices=["off", "memcheck", "memcheck+racecheck"], default=None,
+                   help="Run compute-sanitizer on one input set of every solution that grades correct (integrity."
+                        "grade_sanitizer of the backend's harness block); a finding fails it. Default: the config's.")
     add_config_options(p)
     p.set_defaults(func=handle)
 
@@ -75,6 +78,9 @@ def handle(args: argparse.Namespace) -> int:
 
     overrides = list(args.override) + ([f"backend={args.backend}"] if args.backend else [])
     config = load_config(RunConfig, args.config, overrides)
+    if args.sanitizer is not None:  # the backend's block: plugins.<backend>.harness.integrity.grade_sanitizer
+        overrides.append(f"plugins.{config.backend}.harness.integrity.grade_sanitizer={args.sanitizer}")
+        config = load_config(RunConfig, args.config, overrides)
     pm = make_plugin_manager(args, config)
     try:
         preflight(args.solutions, args.tasks, config, pm, args.only)
@@ -109,6 +115,14 @@ def preflight(solutions: Path, tasks: str, config: RunConfig, plugin_manager: An
         backend.close()
     if not usable:
         raise ValueError(f"backend {config.backend!r} is not usable here: {why}")
+    harness = getattr(getattr(backend, "config", None), "harness", None)
+    if harness is not None:  # a sanitizer asked for that cannot run: refused before anything runs
+        from cuda_agent.harness.sanitizer import SanitizerUnavailable, require_sanitizers
+
+        try:
+            require_sanitizers(harness.integrity, backend.kind)
+        except SanitizerUnavailable as exc:
+            raise ValueError(str(exc)) from exc
     if kb.is_kernelbench_spec(tasks):
         names = [s.name for s in kb.map_solutions(Path(solutions), kb.problem_index(tasks))[0]]
     elif not Path(tasks).is_dir():

@@ -105,7 +105,8 @@ def check_skill(backend: Any, plugin_manager: Any = None) -> str:
 
 def check_backend(backend: Any, task: TaskManifest, solution: Mapping[str, str] | None = None,
                   root: Path | None = None, *, evaluate: bool = False,
-                  cheats: Mapping[str, Mapping[str, str]] | None = None) -> CandidateResult | None:
+                  cheats: Mapping[str, Mapping[str, str]] | None = None,
+                  plugin_manager: Any = None) -> CandidateResult | None:
     """A backend reports availability, lays out a workspace, and compiles an honest solution; with ``evaluate``
     its ``verify`` passes the honest solution and fails every cheat.
 
@@ -113,6 +114,7 @@ def check_backend(backend: Any, task: TaskManifest, solution: Mapping[str, str] 
     :param root: where to lay out the workspace (default: a temp folder).
     :param evaluate: also ``verify`` the honest solution (must be correct) and each of ``cheats`` (must not be).
     :param cheats: name -> files of a dishonest solution of ``task`` (a fixture per threat class).
+    :param plugin_manager: where the backend's skill is looked up (default: a fresh one loading installed plugins).
     :returns: the honest solution's last result (verify's with ``evaluate``), when one ran.
     """
     problems: list[str] = []
@@ -133,7 +135,7 @@ def check_backend(backend: Any, task: TaskManifest, solution: Mapping[str, str] 
     from cuda_agent.plugin_manager import PluginManager
 
     try:
-        PluginManager().skill_text(backend.skill)
+        (plugin_manager or PluginManager()).skill_text(backend.skill)
     except ConfigError as exc:
         problems.append(f"skill {backend.skill!r} is not a registered skill document (register_skills): {exc}")
     if not isinstance(backend.device_facts(), dict):

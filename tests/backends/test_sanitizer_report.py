@@ -100,3 +100,17 @@ def test_asking_for_a_sanitizer_that_cannot_run_is_a_harness_error(monkeypatch):
     with pytest.raises(SanitizerUnavailable, match="compute-sanitizer is not on PATH"):
         require_sanitizers(IntegritySettings(grade_sanitizer="memcheck+racecheck"), "cuda")
     require_sanitizers(IntegritySettings(), "cpu")  # nothing asked: nothing to refuse
+
+
+def test_score_refuses_a_sanitizer_that_cannot_run_before_anything_runs(tmp_path, capsys):
+    from pathlib import Path
+
+    from cuda_agent.cli import main
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "score"
+    rc = main(["score", str(repo / "examples" / "solutions" / "cpu"), "--tasks", str(repo / "examples" / "tasks"),
+               "--backend", "cpu", "--sanitizer", "memcheck", "--out", str(out)])
+    assert rc == 2 and not out.exists()
+    assert "sanitizer 'memcheck' needs the cuda backend, or another whose kernels run on a CUDA device" in \
+        capsys.readouterr().err

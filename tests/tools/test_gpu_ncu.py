@@ -1,0 +1,47 @@
+"""The ``ncu`` tool on the H200 (``pytest -m gpu tests/tools/test_gpu_ncu.py -s``): counters of two example
+kernels reach the model as a short summary with every named field, within the token budget; or, where the
+sandbox's user may not read counters, a clear refusal. Prints the outputs (for the closing note)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness.ncu_profile import count_tokens, ncu_path
+from cuda_agent.plugin_manager import PluginManager
+from cuda_agent.protocols import ToolContext
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+FIELDS = ("limited by", "SM ", "DRAM ", "L2 ", "L1 ", "occupancy achieved", "registers/thread", "B shared/block")
+
+
+@pytest.mark.parametrize("name", ["swish", "row_sum"])
+def test_ncu_summarises_the_kernels_of_an_example(tmp_path, name):
+    import torch
+
+    from cuda_agent.harness.tasks import load_task_file
+
+    if not torch.cuda.is_available() or ncu_path() is None:
+        pytest.skip("needs a CUDA GPU and Nsight Compute")
+    pm = PluginManager()
+    tool = pm.registry.build("tool", "ncu")
+    backend = pm.registry.build("backend", "cuda")
+    try:
+        task = load_task_file(REPO / "examples" / "tasks" / f"{name}.py")
+        ws = backend.prepare_workspace(task, tmp_path / "ws")
+        shutil.copytree(REPO / "examples" / "solutions" / "cuda" / name, ws.root, dirs_exist_ok=True)
+        started = time.perf_counter()
+        out = tool.run(tool.Args(), ToolContext(workspace=ws, task=task, backend=backend, run_dir=tmp_path, turn=1))
+        seconds = time.perf_counter() - started
+    finally:
+        backend.close()
+    print(f"\n--- ncu on {name} ({seconds:.1f} s, {count_tokens(out.content)} tokens) ---\n{out.content}")
+    if out.is_error:
+        assert out.content.startswith("ncu refused: ") and "ERR_NVGPUCTRPERM" in out.content, out.content
+        pytest.skip("counters are restricted to administrators on this machine: " + out.content)
+    assert f"{name}_kernel" in out.content and all(f in out.content for f in FIELDS), out.content
+    assert "top stalls" in out.content and count_tokens(out.content) <= tool.config.max_tokens
