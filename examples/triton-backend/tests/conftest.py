@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("triton")
 pytest.importorskip("triton_backend")
-sys.path.insert(0, str(Path(__file__).parent))  # the fixture tables (cheats.py, support.py), under importlib mode
+sys.path.insert(0, str(Path(__file__).parent))  # the fixture tables (triton_cheats.py, triton_support.py), under importlib mode
 
-from support import TASKS  # noqa: E402
+from triton_support import TASKS  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ cheat fixture failing verify (on a machine without a GPU: Triton's interpreter).
 from __future__ import annotations
 
 import pytest
-from cheats import RUNTIME
-from support import honest
+from triton_cheats import RUNTIME
+from triton_support import honest
 
 from cuda_agent import HOOKSPEC_VERSION
 from cuda_agent.plugin_manager import PluginManager, hookspec_mismatch

@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 import yaml
-from cheats import GRADING, RELU_TASK, RUNTIME
-from support import EXAMPLE_TASKS, PACKAGE, TASKS, honest
+from triton_cheats import GRADING, RELU_TASK, RUNTIME
+from triton_support import EXAMPLE_TASKS, PACKAGE, TASKS, honest
 
 from cuda_agent.cli import main as cli_main
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from cheats import RUNTIME
-from support import EXAMPLE_TASKS, PACKAGE, REPO, TASKS
+from triton_cheats import RUNTIME
+from triton_support import EXAMPLE_TASKS, PACKAGE, REPO, TASKS
 
 from cuda_agent.cli import main as cli_main
 

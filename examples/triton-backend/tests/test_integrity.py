@@ -4,8 +4,8 @@ with the rule of that class, and the rewrite keeps line numbers."""
 from __future__ import annotations
 
 import pytest
-from cheats import CAUGHT_BY_RULE_OF, GRADING, HONEST, NOT_APPLICABLE, RUNTIME, STATIC
-from support import EXAMPLE_TASKS, honest
+from triton_cheats import CAUGHT_BY_RULE_OF, GRADING, HONEST, NOT_APPLICABLE, RUNTIME, STATIC
+from triton_support import EXAMPLE_TASKS, honest
 
 from cuda_agent.harness.integrity import RULES, threat_class
 from triton_backend.integrity import check_triton_source, kernel_names
@@ -60,7 +60,7 @@ def test_kernel_names():
 def test_scripted_trajectories_write_the_honest_solutions(name):
     import yaml
 
-    from support import PACKAGE
+    from triton_support import PACKAGE
 
     actions = yaml.safe_load((PACKAGE / "trajectories" / f"{name}.yaml").read_text())["actions"]
     writes = [c["arguments"] for a in actions for c in a["tool_calls"] if c["name"] == "write_file"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from cheats import HONEST
+from triton_cheats import HONEST
 
 from triton_backend.runner import TritonLoader
 
