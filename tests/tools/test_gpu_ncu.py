@@ -45,3 +45,31 @@ def test_ncu_summarises_the_kernels_of_an_example(tmp_path, name):
         pytest.skip("counters are restricted to administrators on this machine: " + out.content)
     assert f"{name}_kernel" in out.content and all(f in out.content for f in FIELDS), out.content
     assert "top stalls" in out.content and count_tokens(out.content) <= tool.config.max_tokens
+
+
+def test_ncu_time_on_kernelbench_relu_at_full_size(tmp_path):
+    """The measurement behind ``plugins.ncu.time_limit_s``: the tool on KernelBench level1/19_ReLU at full size
+    (6.4 GB of input, 6.4 GB written per replay pass) with a 600 s limit; prints the seconds it took."""
+    import torch
+
+    from cuda_agent.harness.tasks import load_task_file
+
+    if not torch.cuda.is_available() or ncu_path() is None:
+        pytest.skip("needs a CUDA GPU and Nsight Compute")
+    problem = REPO / "tests" / "kernelbench" / "data" / "KernelBench" / "level1" / "19_ReLU.py"
+    pm = PluginManager()
+    tool = pm.registry.build("tool", "ncu", {"time_limit_s": 600})
+    backend = pm.registry.build("backend", "cuda")
+    try:
+        task = load_task_file(problem)
+        ws = backend.prepare_workspace(task, tmp_path / "ws")
+        shutil.copytree(REPO / "examples" / "solutions" / "kernelbench" / "registry" / "cuda" / "19_ReLU", ws.root,
+                        dirs_exist_ok=True)
+        started = time.perf_counter()
+        out = tool.run(tool.Args(), ToolContext(workspace=ws, task=task, backend=backend, run_dir=tmp_path, turn=1))
+        seconds = time.perf_counter() - started
+    finally:
+        backend.close()
+    print(f"\n--- ncu on level1/19_ReLU at full size: {seconds:.1f} s (set plugins.ncu.time_limit_s above it) ---\n"
+          f"{out.content}")
+    assert not out.is_error or "ERR_NVGPUCTRPERM" in out.content, out.content
