@@ -41,6 +41,8 @@ MiB = 2**20
 #: Bytes a process costs before it holds any tensor: the CUDA context and torch's own state (CUDA), or the
 #: interpreter with torch imported (CPU). Measured: 0.5-0.6 GiB per CUDA process on the H200, 0.3 GiB of RSS here.
 PROCESS_OVERHEAD = {"cuda": 768 * MiB, "cpu": 384 * MiB}
+#: Sets both sides keep when they can (the timed calls rotate over them without hand-overs or sets made again).
+ROTATION_PAIR = 2
 #: Share of the memory free at the first measurement that tasks may reserve: the rest absorbs allocator
 #: fragmentation, cuBLAS/cuDNN workspaces and torch.compile's temporaries that no footprint names.
 USABLE_SHARE = 0.85
@@ -124,15 +126,19 @@ def session_bytes(fp: Footprint, kind: str, reference_sets: int, runner_sets: in
 def plan_sets(fp: Footprint, kind: str, capacity: int, *, wanted_sets: int, wanted_fresh: int) -> SetPlan:
     """The largest plan that fits ``capacity``: every wanted set on both sides when it fits, else fewer.
 
-    The runner gives up its own copies first (a hand-over per call costs a device copy), then the reference
-    holds fewer sets (a dropped set is made again from its seed: ``get_inputs`` on the device and one forward),
-    then fewer fresh sets are staged at once. Raises :class:`TooLarge` when even one set per side does not fit.
+    The runner gives up its own copies first, down to two (the timed calls then rotate over two sets both sides
+    hold: no hand-over and no set made again inside a timed batch), then the reference holds fewer sets, down to
+    two (a dropped set is made again from its seed: ``get_inputs`` on the device and one forward), then fewer fresh
+    sets are staged at once, and last one set per side (a hand-over before every timed call). Raises
+    :class:`TooLarge` when even one set per side does not fit.
     """
-    wanted_sets = max(1, wanted_sets)
-    wanted_fresh = max(0, wanted_fresh)
-    candidates = [(wanted_sets, wanted_sets, wanted_fresh)]
-    candidates += [(wanted_sets, r, wanted_fresh) for r in range(wanted_sets - 1, 0, -1)]
-    candidates += [(ref, 1, min(wanted_fresh, 1)) for ref in range(wanted_sets, 0, -1)]
+    w = max(1, wanted_sets)
+    f = max(0, wanted_fresh)
+    pair = min(w, ROTATION_PAIR)
+    candidates = [(w, w, f)]
+    candidates += [(w, r, f) for r in range(w - 1, pair - 1, -1)]
+    candidates += [(ref, pair, fresh) for fresh in (f, min(f, 1)) for ref in range(w - 1, pair - 1, -1)]
+    candidates += [(ref, 1, min(f, 1)) for ref in range(w, 0, -1)]
     candidates += [(1, 1, 0)]
     for ref, run, fresh in candidates:
         need = session_bytes(fp, kind, ref, run, fresh)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import math
 import shutil
 import time
@@ -185,6 +186,7 @@ def score_solutions(
                     row = _row(name, None, status="error", message=f"harness error while scoring: {type(exc).__name__}: {exc}")
                 row["duration_s"] = round(time.monotonic() - started, 3)
                 rows.append(row)
+                print(f"scored {name}: {row['status']} in {row['duration_s']:.1f} s", file=sys.stderr, flush=True)
                 progress.advance(bar)
     finally:
         try:

@@ -267,11 +267,13 @@ class Session:
         ks = self.sets.indices("verify") + self.sets.indices("timing")
         if not self.sets.indices("timing"):
             ks += self.add_sets(self.extra_timing_sets())
-        cap = self.sets.runner_cap
-        if cap is not None and cap < len(ks):
-            held = [k for k in self.sets.in_runner if k in ks]
-            ks = held[-cap:] + [k for k in ks if k not in held]
-            ks = ks[: max(cap, MIN_ROTATION_SETS)]
+        if self.constrained:
+            # Rotate over the sets both processes hold (at least one): a timed call then waits for no hand-over and
+            # no set made again. Fewer distinct sets than MIN_ROTATION_SETS is sound here because every batch also
+            # makes calls on fresh sets, compared with their rotated neighbours (harness/fresh_sets.py).
+            cap = min(self.sets.runner_cap or len(ks), self.sets.reference_cap or len(ks))
+            both = [k for k in self.sets.in_runner if k in ks and k in self.sets.in_reference]
+            ks = (both[-cap:] or ks[:1]) if cap < len(ks) else ks
         return ks
 
     def verify_widened(self, plans: list[Any], lines: list[str], count: int) -> None:

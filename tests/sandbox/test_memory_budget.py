@@ -24,11 +24,18 @@ def test_a_small_task_holds_every_set_on_both_sides() -> None:
 def test_a_big_task_holds_fewer_sets_but_fits() -> None:
     capacity = int(0.85 * 140 * GiB)
     plan = plan_sets(RELU, "cuda", capacity, wanted_sets=9, wanted_fresh=4)
-    assert plan.constrained and plan.runner_sets == 1  # the runner gives up its own copies first
-    assert 1 <= plan.reference_sets < 9
+    # The runner gives up its own copies first, down to the two the timed calls rotate over; then the reference.
+    assert plan.constrained and plan.runner_sets == 2
+    assert 2 <= plan.reference_sets < 9 and plan.fresh_sets == 1
     assert plan.reserved_bytes <= capacity
     # one more set on the reference side would not have fitted
-    assert session_bytes(RELU, "cuda", plan.reference_sets + 1, 1, plan.fresh_sets) > capacity
+    assert session_bytes(RELU, "cuda", plan.reference_sets + 1, 2, plan.fresh_sets) > capacity
+
+
+def test_when_two_sets_per_side_do_not_fit_the_runner_holds_one() -> None:
+    capacity = session_bytes(RELU, "cuda", 2, 2, 0) - 1
+    plan = plan_sets(RELU, "cuda", capacity, wanted_sets=9, wanted_fresh=4)
+    assert plan.runner_sets == 1 and plan.reserved_bytes <= capacity
 
 
 def test_a_task_that_cannot_fit_one_set_is_too_large_with_both_figures() -> None:
