@@ -117,6 +117,12 @@ class DeviceBackend:
     def __init__(self, config: BackendConfig | None = None) -> None:
         if self.adapter is None:
             raise TypeError(f"{type(self).__name__} sets no adapter; subclass DeviceBackend with `adapter = MyAdapter()`")
+        from cuda_agent.harness.device_adapter import adapter_problems
+
+        problems = adapter_problems(self.adapter)
+        if problems:
+            raise TypeError(f"{type(self).__name__}.adapter is not a DeviceAdapter (docs/backends.md): "
+                            + "; ".join(problems))
         self.config = config or BackendConfig()
         #: Benchmark- and test-only knobs of this backend's evaluator (never part of a run config); set before the
         #: first evaluation.

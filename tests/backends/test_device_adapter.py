@@ -95,3 +95,14 @@ def test_runner_loader_resolution():
 def test_a_device_backend_without_an_adapter_says_how_to_make_one():
     with pytest.raises(TypeError, match="sets no adapter; subclass DeviceBackend with `adapter = MyAdapter\\(\\)`"):
         DeviceBackend()
+
+
+def test_a_device_backend_refuses_an_adapter_that_breaks_the_protocol():
+    class Half:
+        name, skill, kernel_suffix, language, device_kind, runner_loader = "half", "half", ".x", "X", "cuda", None
+
+    class HalfBackend(DeviceBackend):
+        adapter = Half()
+
+    with pytest.raises(TypeError, match="HalfBackend.adapter is not a DeviceAdapter.*method availability\\(\\) is missing"):
+        HalfBackend()
