@@ -17,7 +17,8 @@ def softmax_kernel(x_ptr, out_ptr, n_cols, stride_row, BLOCK: tl.constexpr):
         cols = start + tl.arange(0, BLOCK)
         x = tl.load(base + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
         m_new = tl.maximum(m, x)
-        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+        safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # lanes past the row's end: -inf - -inf is NaN
+        s = s * tl.exp(m - safe) + tl.exp(x - safe)
         m = m_new
     row_max = tl.max(m, axis=0)
     total = tl.sum(s * tl.exp(m - row_max), axis=0)

@@ -86,3 +86,16 @@ def test_score_accepts_kernelbench_triton_single_files(tmp_path):
     assert rc == 1 and rows["row_sum"]["status"] == "correct" and rows["row_sum"]["kind"] == "single_file"
     assert rows["swish"]["status"] == "rejected" and rows["swish"]["rule"].startswith("T19.")
     assert report["summary"]["backend"] == "triton"
+
+
+def test_score_accepts_a_kernelbench_run_folder_at_reduced_sizes(tmp_path):
+    from triton_support import REPO
+
+    out = tmp_path / "kb"
+    rc = cli_main(["score", str(PACKAGE / "kernelbench"), "--tasks", f"kernelbench:{REPO / 'tests' / 'kernelbench' / 'data'}"
+                   "?sizes=reduced", "--backend", "triton", "--out", str(out), "--only", "level_1_problem_19_sample_0_kernel",
+                   "--only", "level_1_problem_23_sample_0_kernel", *QUICK])
+    report = json.loads((out / "report.json").read_text())
+    assert rc == 0, [(r["task"], r["status"], r["message"][:300]) for r in report["tasks"]]
+    assert report["summary"]["kernelbench"]["fast_p"]["fast_0"] == 1.0
+    assert all(r["kernelbench"]["sizes"] == "reduced" for r in report["tasks"])
