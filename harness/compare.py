@@ -28,17 +28,20 @@ _CHUNK = 1 << 24
 
 
 def reference_rms(expected: Any) -> float:
-    """Root mean square of the finite elements of ``expected`` (0.0 when none is finite), chunk by chunk."""
+    """Root mean square of the finite elements of ``expected`` (0.0 when none is finite), chunk by chunk, with one
+    device synchronisation at the end."""
     import torch
 
     flat = expected.detach().reshape(-1)
-    total = 0.0
-    count = 0
+    if flat.numel() == 0:
+        return 0.0
+    sums, counts = [], []
     for start in range(0, flat.numel(), _CHUNK):
-        e = flat[start : start + _CHUNK].to(torch.float64)
+        e = flat[start : start + _CHUNK]
         finite = torch.isfinite(e)
-        total += float(torch.where(finite, e * e, torch.zeros_like(e)).sum().item())
-        count += int(finite.sum().item())
+        sums.append(torch.linalg.vector_norm(torch.where(finite, e, torch.zeros_like(e)), dtype=torch.float64) ** 2)
+        counts.append(finite.sum())
+    total, count = float(torch.stack(sums).sum().item()), int(torch.stack(counts).sum().item())
     return math.sqrt(total / count) if count else 0.0
 
 
@@ -70,13 +73,40 @@ def fingerprint(t: Any) -> str:
     raw = flat.view(torch.uint8) if flat.dtype != torch.bool else flat.to(torch.uint8)
     if raw.device.type == "cpu":
         return head + hashlib.sha256(raw.numpy()).hexdigest()[:32]  # buffer protocol: no copy
-    words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+    return head + f"{device_checksum(raw):016x}"
+
+
+#: Odd position weights of one full chunk, per device (64 MiB of int32 on the device, made once per process).
+_WEIGHTS: dict[str, Any] = {}
+
+
+def _odd_weights(n: int, device: Any) -> Any:
+    """``2 * (i % 65521) + 1`` for ``i < n`` as int32 on ``device``: odd, so multiplying a word by its weight is a
+    bijection modulo 2**32 and no single changed word (a flipped sign bit included) can vanish from the sum."""
+    import torch
+
+    if n < _CHUNK:
+        return (torch.arange(n, device=device, dtype=torch.int32) % 65521) * 2 + 1
+    key = str(device)
+    if key not in _WEIGHTS:
+        _WEIGHTS[key] = (torch.arange(_CHUNK, device=device, dtype=torch.int32) % 65521) * 2 + 1
+    return _WEIGHTS[key]
+
+
+def device_checksum(raw: Any) -> int:
+    """A position-weighted 64-bit checksum of the bytes of ``raw`` (a flat uint8 tensor), computed where they live:
+    each 32-bit word times an odd weight of its position in its chunk (wrapping modulo 2**32), summed per chunk in
+    64 bits, the chunk sums weighted by an odd multiple of their index. Three passes over the data per chunk and
+    one device synchronisation: on the H200 a 6 GiB tensor is summed in milliseconds (the int64 version took tens)."""
+    import torch
+
+    aligned = raw.numel() % 4 == 0 and raw.storage_offset() % 4 == 0
+    words = raw.view(torch.int32) if aligned else raw.to(torch.int32)
     total = torch.zeros((), dtype=torch.int64, device=raw.device)
-    for start in range(0, words.numel(), _CHUNK):
-        chunk = words[start : start + _CHUNK].to(torch.int64)
-        weights = torch.arange(start, start + chunk.numel(), device=raw.device, dtype=torch.int64) % 65521 + 1
-        total += (chunk * weights).sum()
-    return head + f"{int(total.item()) & 0xFFFFFFFFFFFFFFFF:016x}"
+    for c, start in enumerate(range(0, words.numel(), _CHUNK)):
+        part = words[start : start + _CHUNK]
+        total += (part * _odd_weights(part.numel(), raw.device)).sum(dtype=torch.int64) * (2 * c + 1)
+    return int(total.item()) & 0xFFFFFFFFFFFFFFFF
 
 
 def dtype_name(t: Any) -> str:
@@ -94,7 +124,6 @@ def compare_output(
     always produce NaN; we do not reward it). Floating outputs are held to
     ``effective_atol(atol, rtol, rms(expected)) + rtol * |expected|``.
     """
-    import torch
 
     where = dict(input_set=input_set, output=index)
     if actual.dtype != expected.dtype:
@@ -187,39 +216,67 @@ def compare_output(
     return errors
 
 
-def _float_stats(e_flat: Any, a_flat: Any, atol: float, rtol: float) -> dict[str, Any]:
-    """NaN count, out-of-tolerance count and the worst element, chunk by chunk (bounded temporaries)."""
+def _compute_dtype(*tensors: Any) -> Any:
+    """float64 where an operand is float64 (or complex), else float32: the tolerance test of float32, float16 and
+    bfloat16 outputs is exact enough in float32 and moves half the bytes."""
     import torch
 
-    n_nan = n_bad = 0
+    wide = any(t.dtype in (torch.float64, torch.complex128, torch.complex64) for t in tensors)
+    return torch.float64 if wide else torch.float32
+
+
+def _chunk_verdict(e: Any, a: Any, atol: float, rtol: float) -> tuple[Any, Any, Any]:
+    """(NaN mask of the candidate, per-element error, out-of-tolerance mask) of one chunk, in its compute dtype."""
+    import torch
+
+    nan = torch.isnan(a)
+    finite_e = torch.isfinite(e)
+    # Infinities must match exactly; finite values within atol + rtol*|expected|; NaN always fails.
+    err = torch.where(finite_e, (a - e).abs(), torch.where(a == e, 0.0, float("inf")))
+    err = torch.where(nan, float("inf"), err)
+    bad = err > torch.where(finite_e, atol + rtol * e.abs(), torch.zeros_like(e))
+    return nan, err, bad
+
+
+def _float_stats(e_flat: Any, a_flat: Any, atol: float, rtol: float) -> dict[str, Any]:
+    """NaN count, out-of-tolerance count and the worst element, chunk by chunk (bounded temporaries). A first pass
+    only counts (one device synchronisation in all); the chunks with a mismatch are looked at again for the report."""
+    import torch
+
+    dtype = _compute_dtype(e_flat, a_flat)
+    nans, bads = [], []
+    starts = list(range(0, a_flat.numel(), _CHUNK))
+    for start in starts:
+        nan, _, bad = _chunk_verdict(e_flat[start : start + _CHUNK].to(dtype), a_flat[start : start + _CHUNK].to(dtype),
+                                     atol, rtol)
+        nans.append(nan.sum())
+        bads.append(bad.sum())
+    nan_counts = torch.stack(nans).tolist()
+    bad_counts = torch.stack(bads).tolist()
+    n_nan, n_bad = int(sum(nan_counts)), int(sum(bad_counts))
     first_nan = worst = -1
     max_abs = max_rel = 0.0
     worst_err = -1.0
-    for start in range(0, a_flat.numel(), _CHUNK):
-        a = a_flat[start : start + _CHUNK].to(torch.float64)
+    for start, c_nan, c_bad in zip(starts, nan_counts, bad_counts):
+        if not (c_nan or c_bad):
+            continue
         e = e_flat[start : start + _CHUNK].to(torch.float64)
-        nan = torch.isnan(a)
-        c_nan = int(nan.sum().item())
+        a = a_flat[start : start + _CHUNK].to(torch.float64)
+        nan, err, bad = _chunk_verdict(e, a, atol, rtol)
         if c_nan and first_nan < 0:
             first_nan = start + int(torch.nonzero(nan)[0].item())
-        n_nan += c_nan
+        if not c_bad:
+            continue
         finite_e = torch.isfinite(e)
-        # Infinities must match exactly; finite values within atol + rtol*|expected|; NaN always fails.
-        err = torch.where(finite_e, (a - e).abs(), torch.where(a == e, 0.0, float("inf")))
-        err = torch.where(nan, float("inf"), err)
-        bad = err > torch.where(finite_e, atol + rtol * e.abs(), torch.zeros_like(e))
-        c_bad = int(bad.sum().item())
-        n_bad += c_bad
-        if c_bad:
-            finite_err = torch.where(torch.isfinite(err), err, torch.zeros_like(err))
-            rel = torch.where(finite_e, finite_err / e.abs().clamp_min(1e-12), torch.zeros_like(err))
-            max_rel = max(max_rel, float(rel.max().item()))
-            scored = torch.where(bad, finite_err, torch.full_like(err, -1.0))
-            j = int(torch.argmax(scored).item())
-            val = float(scored[j].item())
-            max_abs = max(max_abs, float(finite_err.max().item()))
-            if val > worst_err:
-                worst_err, worst = val, start + j
+        finite_err = torch.where(torch.isfinite(err), err, torch.zeros_like(err))
+        rel = torch.where(finite_e, finite_err / e.abs().clamp_min(1e-12), torch.zeros_like(err))
+        max_rel = max(max_rel, float(rel.max().item()))
+        scored = torch.where(bad, finite_err, torch.full_like(err, -1.0))
+        j = int(torch.argmax(scored).item())
+        val = float(scored[j].item())
+        max_abs = max(max_abs, float(finite_err.max().item()))
+        if val > worst_err:
+            worst_err, worst = val, start + j
     return {"n_nan": n_nan, "first_nan": first_nan, "n_bad": n_bad, "max_abs": max_abs, "max_rel": max_rel, "worst": worst}
 
 
