@@ -232,8 +232,13 @@ class ReferenceServer:
         return m.Compiled(compiled=self.baselines.prepare(req.which, req.set, req.compile_mode))
 
     def warm_baselines(self, req: m.WarmBaselines) -> m.Compiled:
-        """Warm the baselines on inputs from a public seed."""
-        return m.Compiled(compiled=self.baselines.warm(req.compile_mode, req.with_compile))
+        """Warm the baselines on inputs from a public seed; the memory that warm-up used goes back to the device
+        (it was reserved only for the warm-up: a process that kept it cached would hold memory no budget counts)."""
+        try:
+            return m.Compiled(compiled=self.baselines.warm(req.compile_mode, req.with_compile))
+        finally:
+            if self.device.type == "cuda":
+                self.torch.cuda.empty_cache()
 
     def time_baseline(self, req: m.TimeBaseline) -> m.Samples:
         """Time a baseline over rotated sets (the caller holds the device's timing lock)."""
