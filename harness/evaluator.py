@@ -30,6 +30,7 @@ from cuda_agent.harness.memory_plan import MemoryPlanner
 from cuda_agent.harness.phases import profile_body, verify_body
 from cuda_agent.harness.reference_client import ReferenceClient
 from cuda_agent.harness.reference_pool import ReferencePool
+from cuda_agent.harness.reference_sets import ReferenceError_
 from cuda_agent.harness.sandbox import RunnerOptions
 from cuda_agent.harness.sanitizer import require_sanitizers, sanitize_graded, sanitizer_gate
 from cuda_agent.harness.session import SessionContext
@@ -208,7 +209,11 @@ class Evaluator:
             if ref.warmed:
                 return False
             with self.memory.warm_up(task):  # one set's worth, beside whatever sessions hold
-                ref.warm_baselines(self.settings.timing.compile_mode, self.settings.timing.compile_baseline)
+                try:
+                    ref.warm_baselines(self.settings.timing.compile_mode, self.settings.timing.compile_baseline)
+                except ReferenceError_:
+                    self.references.retire(task, ref)  # a process that failed a request is never used again
+                    raise
             ref.warmed = True
             return True
         finally:
