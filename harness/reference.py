@@ -223,7 +223,8 @@ class ReferenceServer:
             except ValueError as exc:
                 return m.Verdict(transport_failed=str(exc))
         try:
-            return self.checker.check(req, self.sets[req.set].expected, fds)
+            held = self.sets[req.set]
+            return self.checker.check(req, held.expected, fds, held.rms)
         finally:
             close_fds(fds)
 

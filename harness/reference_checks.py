@@ -37,8 +37,10 @@ class OutputChecker:
         self._driver = driver
         self._reader: Any = None  # DeviceReader of staged output files (CUDA)
 
-    def check(self, req: Check, expected: list[Any], fds: list[int]) -> Verdict:
-        """Compare the outputs ``req`` describes with ``expected``; ``fds``: the 'vmm' outputs' descriptors."""
+    def check(self, req: Check, expected: list[Any], fds: list[int], rms: dict[int, float] | None = None) -> Verdict:
+        """Compare the outputs ``req`` describes with ``expected``; ``fds``: the 'vmm' outputs' descriptors; ``rms``:
+        each expected output's RMS magnitude by position, filled on first use (the set keeps it: a set is checked
+        many times)."""
         from cuda_agent.harness.compare import compare_output, fingerprint
 
         torch = self.torch
@@ -64,7 +66,12 @@ class OutputChecker:
                 violations.append(Violation(rule="T10.runtime.output_changed", message=f"output {i} changed after "
                                             "forward returned (work still running in the background?)"))
             atol, rtol = req.tolerances.get(str(e.dtype).removeprefix("torch."), req.tolerances["*"])
-            errors += compare_output(e, actual, atol=atol, rtol=rtol, input_set=k, index=i)
+            if rms is not None and i not in rms and isinstance(e, torch.Tensor) and e.is_floating_point():
+                from cuda_agent.harness.compare import reference_rms
+
+                rms[i] = reference_rms(e)
+            errors += compare_output(e, actual, atol=atol, rtol=rtol, input_set=k, index=i,
+                                     rms=rms.get(i) if rms is not None else None)
             del actual
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

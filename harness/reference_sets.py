@@ -69,6 +69,8 @@ class HeldSet:
     fingerprints: list[str | None]
     #: Device allocations (VMM handles) the set was exported in for a hand-over by descriptor.
     exports: list[int] = field(default_factory=list)
+    #: RMS magnitude of each floating expected output, by position (kept for the scale-aware comparison).
+    rms: dict[int, float] = field(default_factory=dict)
     #: A widened set: its plans and the share of the full widening it was made with (None: an ordinary set).
     widen: list[Any] | None = None
     shrink: float | None = None
