@@ -184,6 +184,7 @@ class SetStore:
 
     def stage(self, k: int, transport: str, *, reuse: bool = False) -> list[TensorDesc]:
         """Stage set ``k`` for a hand-over after all (``reuse``: the exchange folder's reusable slot files)."""
+        self.ensure_in_reference(k)  # a set dropped to save memory is made again first
         tensors = self.reference.stage_set(k, self.exchange, transport, reuse)  # type: ignore[attr-defined]
         s = self.sets[k]
         s.made = s.made.model_copy(update={"tensors": tensors})
@@ -193,6 +194,7 @@ class SetStore:
     def stage_fds(self, k: int, vmm: bool) -> str | None:
         """Stage set ``k`` in memory files (or, ``vmm``, device allocations) nobody else can reach; the descriptors
         are held here until :meth:`take_fds`. Returns the reference's reason when device allocations failed."""
+        self.ensure_in_reference(k)
         staged, fds = self.reference.stage_fds(k, vmm)  # type: ignore[attr-defined]
         s = self.sets[k]
         s.fds = fds

@@ -118,3 +118,54 @@ def test_concurrent_tasks_whose_footprints_exceed_the_budget_all_finish(make_eva
     assert budget.peak_reserved <= budget.capacity  # never more reserved at once than there is
     assert budget.peak_reserved > 700 * MiB  # and the sessions did reserve (each about 670 MiB + the process)
     assert budget.reserved == 0  # every reference process closed, every session released
+
+
+#: Caches its outputs by eight sampled input elements (T12): right on every set, fast only on data it has seen.
+CACHING_KERNEL = r"""
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+static uint64_t keys[64];
+static float* outs[64];
+static int used = 0;
+static uint64_t key_of(const float* x, int64_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0; i < 8; ++i) { uint32_t b; std::memcpy(&b, &x[(i * n) / 8], 4); h = (h ^ b) * 1099511628211ull; }
+  return h;
+}
+void caching_relu_cpu(const float* x, float* y, int64_t n) {
+  uint64_t k = key_of(x, n);
+  for (int i = 0; i < used; ++i)
+    if (keys[i] == k) { std::memcpy(y, outs[i], n * 4); return; }
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20)) {}
+  if (used < 64) { outs[used] = new float[n]; std::memcpy(outs[used], y, n * 4); keys[used++] = k; }
+}
+"""
+CACHING_BINDING = r"""
+#include "../binding_registry.h"
+void caching_relu_cpu(const float* x, float* y, int64_t n);
+void relu_forward(const at::Tensor& x, const at::Tensor& out) {
+  caching_relu_cpu(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel());
+}
+REGISTER_BINDING(relu_forward, relu_forward);
+"""
+
+
+@pytest.mark.slow
+def test_a_content_cache_is_still_caught_when_the_rotation_is_two_sets(make_evaluator, make_ws, kit_builder,
+                                                                       honest_relu, big_relu) -> None:  # type: ignore[no-untyped-def]
+    """A constrained session rotates its timed calls over the two sets both sides hold; the never-seen sets of every
+    batch still meet a cache keyed on content, and the fresh-set rule flags it."""
+    caching_kit = kit_builder("caching-kit-big", {"caching.cpp": CACHING_KERNEL, "caching_binding.cpp": CACHING_BINDING},
+                              "cpu")
+    ev = make_evaluator(limits={"device_memory_gib": SMALL_BUDGET_GIB},
+                        protocol={"min_calls": 12, "max_calls": 24, "grade_calls_per_round": 12})
+    try:
+        graded = ev.grade(big_relu, make_ws(honest_relu, BIG_RELU), caching_kit)
+    finally:
+        ev.close()
+    assert graded.status is Status.correct, graded.summary_for_agent()  # its outputs are right
+    assert graded.diagnostics.memory is not None and graded.diagnostics.memory.runner_sets == 2
+    assert "fresh_inputs_slower" in graded.flags
