@@ -107,6 +107,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             compile=summarize(compiled, method) if compiled else None,
             compile_mode=compile_mode,
             ids={"eager": f"graded-{int(time.time())}"},
+            backend_flags=dict(sess.reference.backend_flags),
         )
         if keep_samples:  # the suite self-check keeps every per-call time of both sides
             result.timing.raw_ms = list(cand)

@@ -83,6 +83,7 @@ def time_session(evaluator: Evaluator, sess: Session, result: CandidateResult) -
         protocol=protocol, timing=settings.timing, threads=settings.sandbox.cpu_threads,
         timing_cpus=evaluator.experiments.timing_cpus, lock=ctx.lock, cache=evaluator.cache, method=method)
     sess.tick("baselines", t)
+    result.baselines.backend_flags = dict(sess.reference.backend_flags)
     sess.diagnostics.baselines_cached = cached
     apply_speedups(sess, result, prov.device)
 

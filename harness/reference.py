@@ -262,6 +262,18 @@ class ReferenceServer:
         return getattr(self, req.op)(req)
 
 
+def backend_flags(torch: Any) -> dict[str, Any]:
+    """The torch flags that change what a float32 matmul or convolution computes, as this process runs them."""
+    flags: dict[str, Any] = {"float32_matmul_precision": torch.get_float32_matmul_precision(),
+                             "cudnn_enabled": bool(torch.backends.cudnn.enabled),
+                             "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+                             "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+                             "cudnn_deterministic": bool(torch.backends.cudnn.deterministic)}
+    if torch.cuda.is_available():
+        flags["cuda_matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
+    return flags
+
+
 def _make_undumpable() -> None:
     """PR_SET_DUMPABLE=0: other processes of the same user cannot ptrace or read our memory."""
     try:
@@ -298,7 +310,7 @@ def serve(read_fd: int, write_fd: int, fd_sock: socket.socket | None) -> int:
                     if server is not None:
                         raise ValueError("this reference process already has a task")
                     server = ReferenceServer(req, fd_sock)
-                    reply = m.Started(init_inputs=server.init_inputs)
+                    reply = m.Started(init_inputs=server.init_inputs, backend_flags=backend_flags(server.torch))
                 elif server is None:
                     raise ValueError(f"{req.op!r} before 'start'")
                 else:

@@ -53,6 +53,8 @@ class ReferenceClient:
         self.retired = False
         #: The task's ``get_init_inputs()`` once started (None for a spare).
         self.init_inputs: list[Any] | None = None
+        #: The precision flags the process runs the reference and baselines with (set by :meth:`start`).
+        self.backend_flags: dict[str, Any] = {}
         self._stop_sent = False
         self._closed = False
         self._lock = threading.RLock()  # one request at a time, whatever thread asks
@@ -134,6 +136,7 @@ class ReferenceClient:
                                      timer=self.timer, clone_inputs=self.clone_inputs,
                                      net_overhead=self.net_overhead), timeout_s)
         self.init_inputs = reply.init_inputs
+        self.backend_flags = dict(reply.backend_flags)
 
     def next_set_index(self) -> int:
         """A set index no other session of this process has used (sessions may share a warm process)."""

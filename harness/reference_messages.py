@@ -22,6 +22,8 @@ class Started(Reply):
     """The reference process built its task's model."""
 
     init_inputs: list[Any]
+    #: The precision flags the reference and its baselines run with (TF32, cuDNN), recorded with every baseline.
+    backend_flags: dict[str, Any] = Field(default_factory=dict)
 
 
 class Start(Request):

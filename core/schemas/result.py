@@ -72,6 +72,8 @@ class Baselines(BaseModel):
     compile: Timing | None = Field(None, description="torch.compile of the reference.")
     compile_mode: str = Field("default", description="torch.compile mode used for the compile baseline.")
     ids: dict[str, str] = Field(default_factory=dict, description="Cache keys: 'eager'/'compile' -> baseline id.")
+    backend_flags: dict[str, Any] = Field(
+        default_factory=dict, description="Precision flags the reference and baselines ran with (TF32, cuDNN).")
 
 
 class Provenance(BaseModel):

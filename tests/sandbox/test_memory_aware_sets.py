@@ -169,3 +169,11 @@ def test_a_content_cache_is_still_caught_when_the_rotation_is_two_sets(make_eval
     assert graded.status is Status.correct, graded.summary_for_agent()  # its outputs are right
     assert graded.diagnostics.memory is not None and graded.diagnostics.memory.runner_sets == 2
     assert "fresh_inputs_slower" in graded.flags
+
+
+def test_baselines_record_the_precision_flags_they_ran_with(cpu_evaluator, make_ws, kit, honest_relu, tasks) -> None:  # type: ignore[no-untyped-def]
+    r = cpu_evaluator.grade(tasks.relu, make_ws(honest_relu), kit)
+    assert r.status is Status.correct, r.summary_for_agent()
+    flags = r.baselines.backend_flags
+    assert flags["float32_matmul_precision"] == "highest" and flags["cudnn_allow_tf32"] in (True, False)
+    assert set(flags) >= {"cudnn_enabled", "cudnn_benchmark", "cudnn_deterministic"}
