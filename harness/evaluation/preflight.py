@@ -80,4 +80,4 @@ def probe_task(task: TaskManifest, backend: str) -> TaskManifest:
     except Exception as exc:  # one broken task must not stop an evaluation of hundreds
         log.error("task probe failed", task=task.id, error=str(exc))
         return task.model_copy(update={"meta": {**task.meta, "probe_error": f"{type(exc).__name__}: {exc}"}})
-    return probed.model_copy(update={"meta": {**task.meta, **probed.meta}, "name": task.name})
+    return probed.model_copy(update={"meta": {**task.meta, **probed.meta}, "name": task.name, "upstream": task.upstream})
