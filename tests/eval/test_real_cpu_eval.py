@@ -136,7 +136,10 @@ class ModelNew(nn.Module):
 
 
 @pytest.mark.slow
-def test_relu_as_identity_passes_visible_checks_and_is_a_widened_false_pass(tmp_path):
+def test_relu_as_identity_passes_the_agents_verify_and_is_denied_by_the_widened_sets_of_grading(tmp_path):
+    """A kernel specialised to the task's input distribution (T18) fools the agent's own verify, whose sets are all
+    drawn like get_inputs(); the trusted grading pass adds widened sets (integrity.widened_sets, never below 2 there)
+    and denies it, so it earns -1 and the hidden re-verification has nothing left to expose."""
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / "relu.py").write_text(RELU_TASK)
@@ -153,16 +156,17 @@ def test_relu_as_identity_passes_visible_checks_and_is_a_widened_false_pass(tmp_
                    "--turns", "3", "--seeds", "1", "--out", str(out), "-o", "agent.selection=best",
                    "-o", "eval.selections=[best]", "-o", "eval.progress=false", "--no-plots"])
     assert rc == 0
-    record = json.loads((out / "episodes" / "tasks--relu__seed0" / "eval.json").read_text())
-    hidden = record["hidden"]["best"]
-    assert record["regrades"]["best"]["status"] == "correct"  # the trusted grading pass is fooled too
-    assert hidden["heldout"]["status"] == "correct"  # held-out seeds, same distribution: still fooled
-    assert hidden["widened"]["status"] == "incorrect"  # negatives expose it
+    episode = out / "episodes" / "tasks--relu__seed0"
+    turns = [json.loads(line) for line in (episode / "trajectory.jsonl").read_text().splitlines() if line.strip()]
+    verifies = [r for t in turns for r in t.get("results") or [] if r.get("phase") == "verify"]
+    assert [r["status"] for r in verifies] == ["correct"]  # the agent's own verify is fooled
+    record = json.loads((episode / "eval.json").read_text())
+    graded = record["regrades"]["best"]
+    assert graded["status"] == "incorrect" and graded["phase"] == "grade"
+    assert "widened within their domain" in graded["message"] and "expected 0, got -3.99" in graded["message"]
     # sampled range as probed (about [0, 1)) stretched 4x on both sides of zero: about [-4, 4)
-    (line,) = hidden["widened_inputs"]
+    (line,) = graded["diagnostics"]["widened"]["plan"]
     assert line.startswith("input0: uniform [") and "-> [-3.99" in line
-    assert hidden["seed_overlap"] == []
+    assert record["hidden"] == {}  # nothing passed grading, so nothing is re-verified
     h = json.loads((out / "report" / "report.json").read_text())["runs"][0]["metrics"]["best"]["hidden"]
-    assert (h["visible_passes"], h["widened_checked"], h["widened_failed"]) == (1, 1, 1)
-    assert h["widened_false_pass_rate"] == 1.0 and h["heldout_false_pass_rate"] == 0.0
-    assert h["pass_rate_after_hidden"] == 0.0
+    assert (h["visible_passes"], h["widened_checked"], h["pass_rate_after_hidden"]) == (0, 0, 0.0)

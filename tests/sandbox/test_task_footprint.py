@@ -86,6 +86,7 @@ def test_a_probe_waits_for_its_footprint_in_the_devices_budget() -> None:
     """Probes started side by side each reserve their task's one-set footprint first (sized on the meta device):
     one that does not fit waits until memory is given back, instead of allocating beside the others."""
     import threading
+    import time
 
     from cuda_agent.harness.memory_budget import budget_for
 
@@ -96,9 +97,10 @@ def test_a_probe_waits_for_its_footprint_in_the_devices_budget() -> None:
                                                                      device="cpu", isolation="process")))
     try:
         thread.start()
-        for _ in range(600):  # until the probe is waiting for memory (its meta-only request answered first)
-            if budget.waiting:
-                break
+        # Until the probe is waiting for memory: its meta-only request is answered first, by a child that imports
+        # torch (tens of seconds on a loaded machine), so the wait is for the event, with a bound only against a hang.
+        deadline = time.monotonic() + 900
+        while not budget.waiting and thread.is_alive() and time.monotonic() < deadline:
             thread.join(timeout=0.1)
         assert budget.waiting == 1 and thread.is_alive() and not result
     finally:

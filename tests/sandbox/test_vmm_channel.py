@@ -109,7 +109,7 @@ def test_descendants_are_found_without_scanning_every_process(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", code])
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while not ready.exists() or not ready.read_text():
             assert time.monotonic() < deadline, "child never started"
             time.sleep(0.05)
