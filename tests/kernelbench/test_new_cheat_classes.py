@@ -1,16 +1,12 @@
-"""Issue 21 item 6's two cheat classes, written in each convention, graded for real.
+"""Issue 21 item 6's two cheat classes, written in each convention, graded for real; both must be denied.
 
 - ``softmax_constant``: 23_Softmax returning 1/cols everywhere. Every softmax value is far below the absolute
-  tolerance (about 1/cols of a row of ``torch.rand``), so today's ``|out - ref| <= atol + rtol * |ref|`` passes it.
+  tolerance (about 1/cols), so the plain ``|out - ref| <= atol + rtol * |ref|`` passed it; the scale-aware
+  comparison (atol capped by rtol times the expected output's RMS magnitude) denies it.
 - ``relu_identity``: 19_ReLU that copies its input: specialised to ``torch.rand``, whose values are never negative
-  (the branch ``get_inputs()`` never takes is dropped).
+  (the branch ``get_inputs()`` never takes is dropped). The widened input sets of grading (negatives) deny it.
 
-Both must be denied (not graded correct). Both passed when these fixtures were written; the coordinator is making the
-comparison scale-aware and widening the inputs (item 6). In this working tree the scale-aware comparison already
-denies the constant softmax (atol scaled to the reference's own RMS magnitude), while the specialised ReLU is still
-graded correct (inputs are not widened yet). So each test asserts for real that the cheats build and run, then calls
-``pytest.xfail`` naming any cheat still graded correct: a harness failure fails the test, the remaining gap shows as
-XFAIL, and the test passes once both rules hold.
+Each test also checks that the cheats build and run: what decides is the comparison, not a build error.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ import pytest
 from .conftest import CONVENTIONS, DATA, solution_kit
 
 REDUCED = f"kernelbench:{DATA}?sizes=reduced"
-TODAY = "graded correct today: the trusted comparison does not widen inputs yet (issue 21 item 6)"
 
 
 def cheat_problems():  # type: ignore[no-untyped-def]
@@ -54,19 +49,20 @@ def _score_cheats(convention: str, kind: str, tmp_path: Path, score) -> dict[str
     return rows
 
 
-def _denied_or_xfail(rows: dict[str, dict]) -> None:
-    passed = [name for name, r in rows.items() if r["status"] == "correct"]
-    if passed:
-        pytest.xfail(f"{TODAY}; graded correct: {', '.join(sorted(passed))}")
+def _assert_denied(rows: dict[str, dict]) -> None:
+    """Both cheats graded incorrect, each by the rule meant for it."""
+    relu, softmax = rows["19_ReLU"], rows["23_Softmax"]
+    assert relu["status"] == "incorrect" and "widened within their domain" in relu["message"], relu["message"][:600]
+    assert softmax["status"] == "incorrect" and "outside atol" in softmax["message"], softmax["message"][:600]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("convention", CONVENTIONS)
 def test_both_cheats_are_denied_on_the_cpu_backend(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
-    _denied_or_xfail(_score_cheats(convention, "cpu", tmp_path, score))
+    _assert_denied(_score_cheats(convention, "cpu", tmp_path, score))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("convention", CONVENTIONS)
 def test_both_cheats_are_denied_on_cuda(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
-    _denied_or_xfail(_score_cheats(convention, "cuda", tmp_path, score))
+    _assert_denied(_score_cheats(convention, "cuda", tmp_path, score))
