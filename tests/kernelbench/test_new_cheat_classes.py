@@ -6,7 +6,9 @@
 - ``relu_identity``: 19_ReLU that copies its input: specialised to ``torch.rand``, whose values are never negative
   (the branch ``get_inputs()`` never takes is dropped). The widened input sets of grading (negatives) deny it.
 
-Each test also checks that the cheats build and run: what decides is the comparison, not a build error.
+Each test also checks that the cheats build and run: what decides is the comparison, not a build error. The comparison
+does not depend on the convention, so the CPU suite writes the cheats in the registry convention only (a release
+binding or a single file costs 40-60 s of compile each on 2 cores); on CUDA they are written in all three.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def _assert_denied(rows: dict[str, dict]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("convention", CONVENTIONS)
+@pytest.mark.parametrize("convention", ["registry"])
 def test_both_cheats_are_denied_on_the_cpu_backend(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
     _assert_denied(_score_cheats(convention, "cpu", tmp_path, score))
 

@@ -79,9 +79,10 @@ def _cheat_checks(so: Path, kind: str) -> None:
 
 
 @pytest.mark.slow
-def test_release_binding_machinery_passes_and_its_cheats_are_refused_on_cpu(tmp_path: Path) -> None:
-    honest = _build(tmp_path / "honest", "cpu", _honest_release("cpu"))
-    assert check_binary(honest, "cpu") == []
+def test_release_binding_cheats_are_refused_on_cpu(tmp_path: Path) -> None:
+    # The honest release binding passing the binary audit on CPU: every build runs it, and
+    # tests/kernelbench/test_conventions.py grades the honest release solutions correct (one torch/extension.h
+    # compile fewer here: 40-60 s on 2 cores). The CUDA test below builds both.
     cheat_files = {**_honest_release("cpu"), "kernels/mm_binding.cpp": CHEAT_BINDING}
     _cheat_checks(_build(tmp_path / "cheat", "cpu", cheat_files), "cpu")
 
