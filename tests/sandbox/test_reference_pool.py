@@ -153,12 +153,13 @@ def test_evaluator_sizes_its_pool_from_the_experiment_settings(make_evaluator) -
 
 
 CHILD = r"""
-import sys, time
+import faulthandler, sys, time
 from cuda_agent.harness.reference_client import ReferenceClient
 code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n"
 ref = ReferenceClient("cpu")
 ref.start(code)
 print("ready", ref.proc.pid, flush=True)
+faulthandler.dump_traceback_later(240, exit=False)  # a parent that hangs after the Ctrl-C says where (stderr)
 time.sleep(600)
 """
 
@@ -176,7 +177,12 @@ def test_ctrl_c_ends_the_parent_and_the_reference_process_quietly(tmp_path) -> N
         assert line.startswith("ready"), parent.stderr.read()  # type: ignore[union-attr]
         child_pid = int(line.split()[1])
         os.killpg(parent.pid, signal.SIGINT)
-        _, err = parent.communicate(timeout=300)
+        try:
+            _, err = parent.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            parent.kill()
+            _, err = parent.communicate(timeout=60)
+            pytest.fail(f"the parent did not exit within 300 s of the Ctrl-C; its threads 240 s after 'ready':\n{err}")
     finally:
         if parent.poll() is None:
             parent.kill()
