@@ -253,3 +253,45 @@ def make_ws(tmp_path: Path):  # type: ignore[no-untyped-def]
         return root
 
     return make
+
+
+def caching_relu_kernel(miss_ms: int) -> str:
+    """A ReLU that caches outputs keyed by eight sampled input elements (THREATS: a content-keyed result cache):
+    a miss computes and then spins ``miss_ms`` (a costly computation stands behind it), a hit copies the stored
+    output. Exported as ``caching_relu_cpu``; :data:`CACHING_RELU_BINDING` binds it as ``relu_forward``."""
+    return r"""
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+static uint64_t keys[64];
+static float* outs[64];
+static int used = 0;
+static uint64_t key_of(const float* x, int64_t n) {  // eight sampled elements: cheap, and unique per input set
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t i = 0; i < 8; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[(i * n) / 8], 4);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  return h;
+}
+void caching_relu_cpu(const float* x, float* y, int64_t n) {
+  uint64_t k = key_of(x, n);
+  for (int i = 0; i < used; ++i)
+    if (keys[i] == k) { std::memcpy(y, outs[i], n * 4); return; }
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(MISS_MS)) {}
+  if (used < 64) { outs[used] = new float[n]; std::memcpy(outs[used], y, n * 4); keys[used++] = k; }
+}
+""".replace("MISS_MS", str(miss_ms))
+
+
+CACHING_RELU_BINDING = r"""
+#include "../binding_registry.h"
+void caching_relu_cpu(const float* x, float* y, int64_t n);
+void relu_forward(const at::Tensor& x, const at::Tensor& out) {
+  caching_relu_cpu(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel());
+}
+REGISTER_BINDING(relu_forward, relu_forward);
+"""

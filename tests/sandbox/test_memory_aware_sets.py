@@ -12,6 +12,8 @@ from cuda_agent.harness.memory_budget import MiB
 from cuda_agent.harness.tasks import load_task_code
 from cuda_agent.schemas.result import Status
 
+from tests.sandbox.conftest import CACHING_RELU_BINDING, caching_relu_kernel
+
 #: A ReLU whose sets are 16 MiB in, 16 MiB out: big enough that a small budget holds only two of them.
 BIG_RELU = textwrap.dedent(
     """
@@ -121,36 +123,8 @@ def test_concurrent_tasks_whose_footprints_exceed_the_budget_all_finish(make_eva
 
 
 #: Caches its outputs by eight sampled input elements (T12): right on every set, fast only on data it has seen.
-CACHING_KERNEL = r"""
-#include <chrono>
-#include <cstdint>
-#include <cstring>
-static uint64_t keys[64];
-static float* outs[64];
-static int used = 0;
-static uint64_t key_of(const float* x, int64_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t i = 0; i < 8; ++i) { uint32_t b; std::memcpy(&b, &x[(i * n) / 8], 4); h = (h ^ b) * 1099511628211ull; }
-  return h;
-}
-void caching_relu_cpu(const float* x, float* y, int64_t n) {
-  uint64_t k = key_of(x, n);
-  for (int i = 0; i < used; ++i)
-    if (keys[i] == k) { std::memcpy(y, outs[i], n * 4); return; }
-  auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
-  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20)) {}
-  if (used < 64) { outs[used] = new float[n]; std::memcpy(outs[used], y, n * 4); keys[used++] = k; }
-}
-"""
-CACHING_BINDING = r"""
-#include "../binding_registry.h"
-void caching_relu_cpu(const float* x, float* y, int64_t n);
-void relu_forward(const at::Tensor& x, const at::Tensor& out) {
-  caching_relu_cpu(x.const_data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel());
-}
-REGISTER_BINDING(relu_forward, relu_forward);
-"""
+CACHING_KERNEL = caching_relu_kernel(20)
+CACHING_BINDING = CACHING_RELU_BINDING
 
 
 @pytest.mark.slow
