@@ -93,6 +93,16 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                    part "$s" "kb_score_$conv$tag" "${KB_SCORE_CAP_S:-200}" cuda-agent score "examples/solutions/kernelbench/$conv/cuda" \
                      --tasks "kernelbench:.kernelbench?ids=19,23&levels=1" --backend cuda --out "$RES/kb_score_$conv" $only
                  done ;;
+    triton_eval) # the third-party Triton backend (examples/triton-backend, carried as a wheel) on the example tasks
+                 part "$s" "triton_eval$tag" "${TRITON_EVAL_CAP_S:-240}" cuda-agent eval --tasks examples/tasks --backend triton \
+                   --policy scripted:examples/triton-backend/trajectories --out "$RES/triton_eval" --no-plots -o eval.progress=false ;;
+    ablate_ncu)  # the ncu tool's leave-one-out ablation with the scripted policy that acts on 'occupancy achieved'
+                 part "$s" "ablate_ncu$tag" "${ABLATE_NCU_CAP_S:-300}" env PYTHONPATH="examples/ncu-guided${PYTHONPATH:+:$PYTHONPATH}" \
+                   cuda-agent -p ncu_guided ablate --tasks examples/tasks --backend cuda --policy ncu_guided \
+                   --leave-one-out ncu --out "$RES/ncu_ablation" -o eval.progress=false ;;
+    learning)    # issue 22's demonstration, one phase per call (LEARNING_ARGS, e.g. "--phase sft"; state in LEARNING_STATE)
+                 part "$s" "learning_curve$tag" "${LEARNING_CAP_S:-560}" python3 benchmarks/learning_curve.py --preset h200 \
+                   --out "$RES/learning_curve" ${LEARNING_ARGS:-} ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
     train[A-Z]|train) # train, trainA, trainB ...: args from TRAIN_ARGS, TRAIN_ARGS_A, TRAIN_ARGS_B ... (one JSON each)
                  local sfx=${what#train} var=TRAIN_ARGS; [ -n "$sfx" ] && var="TRAIN_ARGS_$sfx"

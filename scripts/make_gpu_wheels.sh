@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the wheels an air-gapped GPU machine needs beside its own image
 # (python3.12 + torch + transformers already there), into DEST (default .whl/).
-# SELF_ONLY=1 rebuilds only cuda-agent's and acme-reward's wheels (run it after every code change).
+# SELF_ONLY=1 rebuilds only the project's own wheels (cuda-agent, acme-reward, triton-backend; after every code change).
 # Install there with:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /opt/ca-site DEST/*.whl
 #   export PYTHONPATH=/opt/ca-site PATH=/opt/ca-site/bin:$PATH
@@ -24,8 +24,8 @@ plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platfo
 dl() { python -m pip download -q --only-binary=:all: --python-version "$PY" --implementation cp "${plat[@]}" -d "$DEST" "$@"; }
 
 own_wheels() {
-  rm -f "$DEST"/cuda_agent-*.whl "$DEST"/acme_reward-*.whl
-  python -m pip wheel -q --no-deps --no-build-isolation . examples/acme-reward -w "$DEST"
+  rm -f "$DEST"/cuda_agent-*.whl "$DEST"/acme_reward-*.whl "$DEST"/triton_backend-*.whl
+  python -m pip wheel -q --no-deps --no-build-isolation . examples/acme-reward examples/triton-backend -w "$DEST"
 }
 
 check_wheels() {
