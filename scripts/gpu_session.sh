@@ -95,11 +95,13 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  done ;;
     triton_eval) # the third-party Triton backend (examples/triton-backend, carried as a wheel) on the example tasks
                  part "$s" "triton_eval$tag" "${TRITON_EVAL_CAP_S:-240}" cuda-agent eval --tasks examples/tasks --backend triton \
-                   --policy scripted:examples/triton-backend/trajectories --out "$RES/triton_eval" --no-plots -o eval.progress=false ;;
+                   --policy 'scripted:examples/triton-backend/trajectories/{task_name}.yaml' --out "$RES/triton_eval" --no-plots -o eval.progress=false ;;
     ablate_ncu)  # the ncu tool's leave-one-out ablation with the scripted policy that acts on 'occupancy achieved'
+                 # (over 7 min per arm on all five example tasks on the H200: the starved one-block conv2d_relu launch takes
+                 # 2.3 s under ncu's replay; ABLATE_NCU_ARGS="--tasks 'folder:...' --limit N" narrows it)
                  part "$s" "ablate_ncu$tag" "${ABLATE_NCU_CAP_S:-300}" env PYTHONPATH="examples/ncu-guided${PYTHONPATH:+:$PYTHONPATH}" \
                    cuda-agent -p ncu_guided ablate --tasks examples/tasks --backend cuda --policy ncu_guided \
-                   --leave-one-out ncu --out "$RES/ncu_ablation" -o eval.progress=false ;;
+                   --leave-one-out ncu --out "$RES/ncu_ablation" -o eval.progress=false ${ABLATE_NCU_ARGS:-} ;;
     learning)    # issue 22's demonstration, one phase per call (LEARNING_ARGS, e.g. "--phase sft"; state in LEARNING_STATE)
                  part "$s" "learning_curve$tag" "${LEARNING_CAP_S:-560}" python3 benchmarks/learning_curve.py --preset h200 \
                    --out "$RES/learning_curve" ${LEARNING_ARGS:-} ;;
