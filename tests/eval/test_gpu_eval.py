@@ -78,9 +78,12 @@ def test_throughput_benchmark_smoke(tmp_path):
 def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     """Ours through the eval runner's device pool (the CPU backend; no reference method there)."""
     out = tmp_path / "tp.json"
+    tasks = tmp_path / "tasks"  # row_sum: the example task quickest to build on 2 cores (conv2d_relu took ~50 s)
+    tasks.mkdir()
+    (tasks / "row_sum.py").write_text((REPO / "examples" / "tasks" / "row_sum.py").read_text())
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "eval_throughput.py"), "--backend", "cpu",
-                           "--repeats", "1", "--limit", "1", "--copies", "2", "--concurrency", "2", "--build-workers", "2",
-                           "-o", "experiments.spare_references=0", "--diagnose", "conv2d_relu", "--diagnose-calls", "3", "--diagnose-placements", "2",
+                           "--tasks", str(tasks), "--repeats", "1", "--copies", "2", "--concurrency", "2", "--build-workers", "2",
+                           "-o", "experiments.spare_references=0", "--diagnose", "row_sum", "--diagnose-calls", "3", "--diagnose-placements", "2",
                            "--out", str(out)],
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -99,7 +102,7 @@ def test_throughput_benchmark_runs_ours_concurrently_on_cpu(tmp_path):
     assert ours["tasks_measured"] == 2 and ours["failures"] == 0, ours["per_task"]
     assert {r["status"] for r in ours["per_task"]} == {"correct"}
     # --copies: the one task scored twice as two distinct tasks
-    assert sorted(r["task"] for r in ours["per_task"]) == ["conv2d_relu__copy0", "conv2d_relu__copy1"]
+    assert sorted(r["task"] for r in ours["per_task"]) == ["row_sum__copy0", "row_sum__copy1"]
     [rep] = ours["repeats"]
     assert rep["tasks"] == 2 and 0 < rep["device_busy_share"] <= 1
     # torch.compile's baselines compiled into the repeat's own inductor cache, not the machine's (warm) one
