@@ -15,7 +15,9 @@ from triton_support import EXAMPLE_TASKS, PACKAGE, TASKS, honest
 from cuda_agent.cli import main as cli_main
 
 pytestmark = pytest.mark.slow
-QUICK = ["-o", "plugins.triton.device=cpu", "-o", "plugins.triton.harness.timing.preset=quick"]
+# Quick timing and no torch.compile baseline: these tests assert statuses, and a CPU inductor compile costs seconds a task.
+QUICK = ["-o", "plugins.triton.device=cpu", "-o", "plugins.triton.harness.timing.preset=quick",
+         "-o", "plugins.triton.harness.timing.compile_baseline=false"]
 
 
 @pytest.mark.parametrize("name", sorted(RUNTIME))
