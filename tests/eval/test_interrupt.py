@@ -40,7 +40,9 @@ def _scripts(tmp_path: Path) -> tuple[Path, Path]:
 def _command(tasks: Path, scripts: Path, out: Path) -> list[str]:
     return [sys.executable, "-m", "cuda_agent.cli", "eval", "--tasks", str(tasks), "--policy",
             f"scripted:{scripts}/{{task_name}}.yaml", "--backend", "cpu", "--turns", "6", "--out", str(out),
-            "--concurrency", "1", "-o", "eval.hidden=false", "--no-plots"]
+            "--concurrency", "1", "-o", "eval.hidden=false", "--no-plots",
+            # statuses and the plan are asserted, not timings: quick timing, no CPU inductor compile
+            "-o", "plugins.cpu.harness.timing.preset=quick", "-o", "plugins.cpu.harness.timing.compile_baseline=false"]
 
 
 def _env() -> dict[str, str]:
