@@ -98,11 +98,13 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                    --policy 'scripted:examples/triton-backend/trajectories/{task_name}.yaml' --out "$RES/triton_eval" --no-plots -o eval.progress=false ;;
     ablate_ncu)  # the ncu tool's leave-one-out ablation with the scripted policy that acts on 'occupancy achieved'
                  # (over 7 min per arm on all five example tasks on the H200: the starved one-block conv2d_relu launch takes
-                 # 2.3 s under ncu's replay; ABLATE_NCU_ARGS="--tasks 'folder:...' --limit N" narrows it)
+                 # 2.3 s under ncu's replay, and the fifth episode ended ~5 min after the other four, most likely waiting
+                 # for a slot at eval's default concurrency; ABLATE_NCU_ARGS defaults to --concurrency 5, all at once)
                  part "$s" "ablate_ncu$tag" "${ABLATE_NCU_CAP_S:-300}" env PYTHONPATH="examples/ncu-guided${PYTHONPATH:+:$PYTHONPATH}" \
                    cuda-agent -p ncu_guided ablate --tasks examples/tasks --backend cuda --policy ncu_guided \
-                   --leave-one-out ncu --out "$RES/ncu_ablation" -o eval.progress=false ${ABLATE_NCU_ARGS:-} ;;
-    learning)    # issue 22's demonstration, one phase per call (LEARNING_ARGS, e.g. "--phase sft"; state in LEARNING_STATE)
+                   --leave-one-out ncu --out "$RES/ncu_ablation" -o eval.progress=false ${ABLATE_NCU_ARGS:---concurrency 5} ;;
+    learning)    # issue 22's demonstration, one phase per call (LEARNING_ARGS, e.g. "--phase sft", then
+                 # "--phase rl --state DIR" with DIR a carried folder of the earlier calls' returned files)
                  part "$s" "learning_curve$tag" "${LEARNING_CAP_S:-560}" python3 benchmarks/learning_curve.py --preset h200 \
                    --out "$RES/learning_curve" ${LEARNING_ARGS:-} ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
