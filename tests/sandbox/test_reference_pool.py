@@ -153,7 +153,11 @@ def test_evaluator_sizes_its_pool_from_the_experiment_settings(make_evaluator) -
 
 
 CHILD = r"""
-import faulthandler, sys, time
+import faulthandler, signal, sys, time
+# A program started from a terminal has Python's SIGINT handler. One started by a non-interactive shell's background
+# job (`cmd &`: nohup'd CI runs) inherits SIGINT ignored, and Python then installs no handler: the Ctrl-C this test
+# sends would be ignored (seen: the parent hung in every background-launched suite run). Be the terminal program.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from cuda_agent.harness.reference_client import ReferenceClient
 code = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\ndef get_inputs():\n    return [torch.ones(4)]\ndef get_init_inputs():\n    return []\n"
 ref = ReferenceClient("cpu")
