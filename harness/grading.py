@@ -76,7 +76,8 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             nonlocal wall
             # The cap spread over the rounds (the first rounds take the remainder).
             checks = None if cap is None else cap // rounds + (r < cap % rounds)
-            samples, wall_ms = time_candidate(sess, ks, calls=per_round, max_checks=checks, fresh_calls=fresh)
+            samples, wall_ms = time_candidate(sess, ks, calls=per_round, max_checks=checks, fresh_calls=fresh,
+                                              budget_s=protocol.grade_round_budget_s)
             if sess.failed:
                 return samples
             wall += wall_ms

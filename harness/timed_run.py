@@ -24,23 +24,36 @@ if TYPE_CHECKING:
     from cuda_agent.harness.session import Session
 
 
+def fitted_calls(calls: int, warm_ms: float, budget_s: float | None) -> int:
+    """Rotated calls of a fixed-size batch cut to fit ``budget_s`` at ``warm_ms`` per call (the warm-up call's
+    time), never below :data:`MIN_FITTED_CALLS` nor above ``calls``; ``calls`` when there is no budget."""
+    if budget_s is None or warm_ms <= 0:
+        return calls
+    return max(min(calls, MIN_FITTED_CALLS), min(calls, int(budget_s * 1e3 / warm_ms)))
+
+
+#: Rotated calls a fixed-size batch keeps however slow the candidate (the median of a grading pass stays one of
+#: several calls per round).
+MIN_FITTED_CALLS = 5
+
+
 def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, max_checks: int | None = None,
-                   fresh_calls: int | None = None) -> tuple[list[float], float]:
+                   fresh_calls: int | None = None, budget_s: float | None = None) -> tuple[list[float], float]:
     """One timed batch rotating over ``ks`` (``calls`` rotated calls, or until the protocol's stopping rule);
     returns (ms samples, wall ms). Fresh-set calls (default :func:`fresh_count`) are samples too; any not reached
     before the batch ends are made at its end. Each fresh call's time and its rotated neighbours' go to
-    ``sess.fresh_pairs``."""
+    ``sess.fresh_pairs``.
+
+    ``budget_s`` (fixed ``calls`` only): the warm-up call is timed and the rotated calls are cut to what fits the
+    budget at that pace (:func:`fitted_calls`), before the checked calls and fresh positions are drawn over them, so
+    a batch cut short is checked as densely as a full one (a slow warm-up buys fewer calls, not fewer checks per
+    call)."""
     p = sess.ctx.protocol
     samples: list[float] = []
     offset = secrets.randbelow(p.spot_check_every)
-    # A fixed number of calls with a cap: the checked calls are a random subset of all of them (a cap on the
-    # every-k-th rule would check only the first calls, which a kernel could count).
-    drawn = (set(secrets.SystemRandom().sample(range(calls), min(max_checks, calls)))
-             if calls is not None and max_checks is not None else None)
     if fresh_calls is None:
         fresh_calls = fresh_count(sess.ctx.integrity.fresh_set_calls, sess.sets.input_bytes())
     fresh = fresh_sets(sess, fresh_calls)
-    fresh_at = set(fresh_positions(calls if calls is not None else p.min_calls, len(fresh), NEIGHBOURS))
     checks = 0
     wall_ms = 0.0
     sequence: list[tuple[bool, float]] = []  # (on a fresh set, ms) in call order
@@ -55,8 +68,18 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
 
     with sess.ctx.lock:
         start = time.monotonic()  # the budget starts once the device is ours
+        warm_ms = 0.0
         for j in range(p.warmup_calls if calls is None else 1):
+            t0 = time.perf_counter()
             sess.call(ks[j % len(ks)], check=False)
+            warm_ms = (time.perf_counter() - t0) * 1e3
+        if calls is not None:
+            calls = fitted_calls(calls, warm_ms, budget_s)
+        # A fixed number of calls with a cap: the checked calls are a random subset of all of them (a cap on the
+        # every-k-th rule would check only the first calls, which a kernel could count).
+        drawn = (set(secrets.SystemRandom().sample(range(calls), min(max_checks, calls)))
+                 if calls is not None and max_checks is not None else None)
+        fresh_at = set(fresh_positions(calls if calls is not None else p.min_calls, len(fresh), NEIGHBOURS))
         j = 0
         while True:
             if calls is not None and j >= calls:

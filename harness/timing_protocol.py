@@ -48,6 +48,11 @@ class TimingProtocol(BaseModel):
     grade_calls_per_round: int | None = Field(
         None, ge=1, description="Timed calls per variant and round; None = max(min_calls, max_calls // rounds).")
     grade_spot_checks: int | None = Field(12, ge=1, description="Random spot checks over a grading pass.")
+    grade_round_budget_s: float | None = Field(
+        10.0, gt=0, description="Seconds the candidate's calls of one grading round may take: a candidate slower "
+        "than budget / grade_calls_per_round per call (timed on the round's warm-up call) gets fewer calls, at "
+        "least 5, with the same share checked. A starved 2.3 s kernel's regrade took 258 s of 33-call rounds. "
+        "None = never cut.")
     fresh_set_slack: float = Field(0.05, ge=0, description="Fresh-set calls slower than this fraction look again.")
     reverify_sets: int = Field(1, ge=1, description="Sets a profile re-checks when the same build just passed verify.")
     per_kernel_breakdown: bool = Field(True, description="Record a per-kernel breakdown via torch.profiler (CUDA).")
