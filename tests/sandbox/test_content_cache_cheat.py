@@ -77,9 +77,13 @@ def test_a_cache_that_plays_fair_in_the_confirming_batch_is_timed_at_its_misses(
         fresh = result.diagnostics.fresh_sets.model_dump()
         first = fresh["first_look"]  # (recorded when the first look found a gap)
         assert first["neighbours_median_ms"] * 1.25 < first["median_ms"], fresh
-        assert fresh["reported"] == "confirmation", fresh  # no gap in the second look ...
-        assert "fresh_inputs_slower" not in result.flags
-        assert result.timing.median_ms >= MISS_MS * 0.9, result.timing  # ... and only its (slow) calls count
+        # Idle, the second look shows no gap ('confirmation': its samples, all misses). On a loaded 2-core machine the
+        # fresh calls of the second look can still come out slower (first touches of a just-handed-over set cost more
+        # there: a loaded fresh-clone CI run saw 5.1 ms against 3.1 ms), and the fresh calls of both looks are the
+        # time ('fresh'). Either way the outcome under test holds: the cache's hits are not what is timed.
+        assert fresh["reported"] in ("confirmation", "fresh"), fresh
+        assert ("fresh_inputs_slower" in result.flags) == (fresh["reported"] == "fresh")
+        assert result.timing.median_ms >= MISS_MS * 0.9, result.timing  # only its (slow) calls count
 
 
 def test_an_honest_kernel_keeps_its_median_and_its_fresh_calls_are_checked(make_evaluator, make_ws, kit, tasks,
