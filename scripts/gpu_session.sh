@@ -97,10 +97,10 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  part "$s" "triton_eval$tag" "${TRITON_EVAL_CAP_S:-240}" cuda-agent eval --tasks examples/tasks --backend triton \
                    --policy 'scripted:examples/triton-backend/trajectories/{task_name}.yaml' --out "$RES/triton_eval" --no-plots -o eval.progress=false ;;
     ablate_ncu)  # the ncu tool's leave-one-out ablation with the scripted policy that acts on 'occupancy achieved'
-                 # (over 7 min per arm on all five example tasks on the H200: the starved one-block conv2d_relu launch takes
-                 # 2.3 s under ncu's replay, and the fifth episode ended ~5 min after the other four, most likely waiting
-                 # for a slot at eval's default concurrency; ABLATE_NCU_ARGS defaults to --concurrency 5, all at once)
-                 part "$s" "ablate_ncu$tag" "${ABLATE_NCU_CAP_S:-300}" env PYTHONPATH="examples/ncu-guided${PYTHONPATH:+:$PYTHONPATH}" \
+                 # (H200, session 16: base arm 247 s, no-ncu arm ~180 s, both arms in one 540 s cap. Before the grading
+                 # round budget an arm took over 7 min: the regrade of the starved one-block conv2d_relu kernel, 2.26 s
+                 # a call, ran 258 s of 33-call rounds while the other episodes' regrades waited for the timing lock)
+                 part "$s" "ablate_ncu$tag" "${ABLATE_NCU_CAP_S:-540}" env PYTHONPATH="examples/ncu-guided${PYTHONPATH:+:$PYTHONPATH}" \
                    cuda-agent -p ncu_guided ablate --tasks examples/tasks --backend cuda --policy ncu_guided \
                    --leave-one-out ncu --out "$RES/ncu_ablation" -o eval.progress=false ${ABLATE_NCU_ARGS:---concurrency 5} ;;
     learning)    # issue 22's demonstration, one phase per call (LEARNING_ARGS, e.g. "--phase sft", then
