@@ -11,7 +11,10 @@ functions, on one output of ``--gib`` GiB, ``--repeats`` times, and the runner-s
 - ``fingerprint``: the checksum of the copy;
 - ``reference_rms``: the expected output's RMS (once per set in a session);
 - ``compare``: ``compare_output`` with the RMS given;
-- ``alloc``: a fresh tensor of the output's size (what the copy needs when the caching allocator has none free).
+- ``alloc``: a fresh tensor of the output's size (what the copy needs when the caching allocator has none free);
+- ``call_copy_inputs``, ``call_poison``, ``call_input_fingerprint``: what the runner does around every call besides
+  the kernel, for an input of the same size (on 12 GiB problems the round trips took ~100 ms a call for a 3 ms
+  kernel in the KernelBench self-check).
 
 Usage::
 
@@ -91,6 +94,14 @@ def probe(device_name: str, gib: float, repeats: int) -> dict[str, Any]:
         del copy
         s, fresh = timed(lambda: torch.empty(numel, device=device), sync)
         note("alloc", s)
+        # What the runner does around every call besides the kernel (harness/candidate_runner.py, runner_io.py): the
+        # input set copied into its staging buffer, output-sized memory filled with NaN, the inputs' checksum.
+        s, _ = timed(lambda: fresh.copy_(expected), sync)
+        note("call_copy_inputs", s)
+        s, _ = timed(lambda: torch.full((numel,), float("nan"), device=device), sync)
+        note("call_poison", s)
+        s, _ = timed(lambda: fingerprint(fresh), sync)
+        note("call_input_fingerprint", s)
         del fresh
         if cuda:
             torch.cuda.empty_cache()  # the next repeat's copy allocates again, as a new session's would

@@ -19,7 +19,8 @@ def test_the_probe_times_each_check_step_on_cpu(tmp_path: Path) -> None:
                            "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert set(data["median_s"]) == {"fingerprint", "reference_rms", "compare", "alloc"}  # no 'vmm' steps on CPU
+    assert set(data["median_s"]) == {"fingerprint", "reference_rms", "compare", "alloc", "call_copy_inputs",
+                                     "call_poison", "call_input_fingerprint"}  # no 'vmm' steps on CPU
     assert all(len(runs) == 2 and all(s >= 0 for s in runs) for runs in data["runs_s"].values())
     assert data["numel"] == int(0.004 * 2**30) // 4
     assert "compare:" in proc.stdout
