@@ -23,7 +23,8 @@ Phases (``--phase all`` = sft, control, rl in one run; or a comma list) split th
 at most 10 minutes: ``sft`` writes ``state_seed<k>.safetensors`` (the SFT actors, bf16, ~12 MB each) and
 ``records_sft.json``; ``control``, ``rl`` and ``throughput`` (``benchmarks/rollout_episodes.py`` with seed 0's
 SFT actor) read the actors back from ``--state`` (a folder holding the earlier runs' ``--out`` files; the data
-is rebuilt identically and the tokenizer's hash is checked) and write ``records_control.json`` /
+is rebuilt with the sft run's tokenizer and task files, ``data_core.tar.gz``, and the tokenizer's hash is checked)
+and write ``records_control.json`` /
 ``records_rl.json`` / ``rollout_episodes.json``. Every run rebuilds ``learning_curve.json`` and the PNG from all
 record files it finds.
 """
@@ -225,13 +226,20 @@ def main() -> None:  # noqa: C901 - one linear script
     seeds = list(range(p["seeds"]))
     timings: dict[str, float] = {}
 
-    from cuda_agent.training.kernel_family.corpus import ModelSize, build_family_data, build_model
+    from cuda_agent.training.kernel_family.corpus import (
+        ModelSize, build_family_data, build_model, read_data_core, write_data_core)
 
     t0 = time.time()
     if not (data / "summary.json").exists():
+        # A later phase on another machine: the sft run's tokenizer and task files, so the carried actors meet the
+        # same token ids and the same held-out tasks (a tokenizer retrained there could differ: its corpus holds
+        # numbers computed on that machine's CPU).
+        core = args.state / "data_core.tar.gz" if args.state else None
+        carried = read_data_core(core, work / "carried_data") if core is not None and core.exists() else None
         build_family_data(data, backend=p["backend"], n_train=p["train_tasks"], n_heldout=p["heldout"], seed=0,
-                          per_task=p["per_task"], vocab=p["vocab"], lengths=p["lengths"])
+                          per_task=p["per_task"], vocab=p["vocab"], lengths=p["lengths"], carried=carried)
     summary = json.loads((data / "summary.json").read_text())
+    write_data_core(data, out / "data_core.tar.gz")
     tok_hash = tokenizer_hash(data)
     for s in seeds:
         if not (work / f"model_seed{s}" / "config.json").exists():

@@ -105,9 +105,15 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                    cuda-agent -p ncu_guided ablate --tasks examples/tasks --backend cuda --policy ncu_guided \
                    --leave-one-out ncu --out "$RES/ncu_ablation" -o eval.progress=false ${ABLATE_NCU_ARGS:---concurrency 5} ;;
     learning)    # issue 22's demonstration, one phase per call (LEARNING_ARGS, e.g. "--phase sft", then
-                 # "--phase rl --state DIR" with DIR a carried folder of the earlier calls' returned files)
-                 part "$s" "learning_curve$tag" "${LEARNING_CAP_S:-560}" python3 benchmarks/learning_curve.py --preset h200 \
-                   --out "$RES/learning_curve" ${LEARNING_ARGS:-} ;;
+                 # "--phase rl --state DIR" with DIR a carried folder of the earlier calls' $OUT/learning_state files).
+                 # The actors (*.safetensors, ~12 MB each) are left out of the tarball, so what a later phase needs
+                 # comes back on its own in $OUT/learning_state: the actors, data_core.tar.gz and the record files.
+                 part "$s" "learning_curve$tag" "${LEARNING_CAP_S:-560}" python3 benchmarks/learning_curve.py \
+                   --preset "${LEARNING_PRESET:-h200}" --out "$RES/learning_curve" ${LEARNING_ARGS:-}
+                 mkdir -p "$OUT/learning_state"
+                 mv "$RES"/learning_curve/state_seed*.safetensors "$OUT/learning_state/" 2>/dev/null
+                 cp "$RES"/learning_curve/data_core.tar.gz "$RES"/learning_curve/records_*.json "$OUT/learning_state/" 2>/dev/null
+                 ls -l "$OUT/learning_state" >> "$s" ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
     train[A-Z]|train) # train, trainA, trainB ...: args from TRAIN_ARGS, TRAIN_ARGS_A, TRAIN_ARGS_B ... (one JSON each)
                  local sfx=${what#train} var=TRAIN_ARGS; [ -n "$sfx" ] && var="TRAIN_ARGS_$sfx"

@@ -261,3 +261,40 @@ def test_kernel_features_read_back_the_style_the_writer_used(tasks, backend) -> 
                 else:
                     assert (f["launch"] == "narrow") is (launch == "narrow")
     assert kernel_features({}) == {"fused": None, "vector": None, "launch": None}
+
+
+def test_a_later_phase_on_another_machine_rebuilds_the_data_with_the_carried_tokenizer_and_tasks(tmp_path) -> None:
+    """issue 22: the device keeps nothing between runs, so ``--phase rl --state`` rebuilds the family data there; the
+    carried core (tokenizer, task files) must give the carried actors the same token ids and held-out tasks."""
+    import hashlib
+    import tarfile
+
+    from cuda_agent.training.kernel_family.corpus import build_family_data, read_data_core, write_data_core
+
+    def digest(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    first = tmp_path / "first"
+    build_family_data(first, backend="cpu", n_train=8, n_heldout=2, seed=0, vocab=600, workers=1)
+    core = write_data_core(first, tmp_path / "out" / "data_core.tar.gz")
+    assert core.stat().st_size < 16 * 2**20
+
+    # What a machine whose CPU computed the corpus differently would have: a held-out file that differs from its draw.
+    carried = read_data_core(core, tmp_path / "carried")
+    held = (carried / "tasks_heldout.jsonl").read_text().replace("chain_heldout_00000", "chain_heldout_carried")
+    (carried / "tasks_heldout.jsonl").write_text(held)
+    later = tmp_path / "later"
+    summary = build_family_data(later, backend="cpu", n_train=8, n_heldout=2, seed=0, vocab=600, workers=1,
+                                carried=carried)
+    assert digest(later / "tokenizer" / "tokenizer.json") == digest(first / "tokenizer" / "tokenizer.json")
+    assert (later / "tasks_heldout.jsonl").read_text() == held  # the carried tasks are kept, not the new draw
+    assert summary["carried"]["tasks_equal"] == {"tasks_train.jsonl": True, "tasks_heldout.jsonl": False}
+    assert torch.equal(torch.load(later / "expert_train.pt")[0]["token_ids"],
+                       torch.load(first / "expert_train.pt")[0]["token_ids"])
+
+    evil = tmp_path / "evil.tar.gz"
+    (tmp_path / "x").write_text("x")
+    with tarfile.open(evil, "w:gz") as tar:
+        tar.add(tmp_path / "x", arcname="../x")
+    with pytest.raises(ValueError, match="outside"):
+        read_data_core(evil, tmp_path / "evil_out")

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import tarfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,11 +146,15 @@ def _parallel(fn: Any, rows: list[Any], workers: int, args: tuple) -> list[Any]:
 def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_heldout: int, seed: int = 0,
                       per_task: int = 1, vocab: int = 2048, mix: QualityMix | None = None,
                       heldout_experts: int | None = None, workers: int | None = None,
-                      lengths: list[float] | None = None) -> dict[str, Any]:
+                      lengths: list[float] | None = None, carried: Path | str | None = None) -> dict[str, Any]:
     """Write tasks, prompt template, tokenizer and tokenized expert episodes to ``out``; return the summary.
 
     ``workers``: processes rendering and tokenizing episodes (default: the usable cores, at most 16).
     ``lengths``: weights of chain lengths 1, 2, ... (default the family's).
+    ``carried``: a folder holding an earlier build's ``tokenizer/`` and ``tasks_*.jsonl`` (another machine's,
+    from :func:`write_data_core`): that tokenizer is used instead of training one, and those task files are
+    kept, so a policy trained there meets the same token ids and held-out tasks here. The summary's
+    ``carried.tasks_equal`` says whether this build drew the same tasks (it should: the draw is seeded).
     """
     from cuda_agent.testing.tiny_lm import build_tokenizer
 
@@ -163,8 +169,14 @@ def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_held
     try:
         train, heldout, report = family_tasks(n_train, n_heldout, seed=seed,
                                               **({"lengths": lengths} if lengths else {}))
+        carried_equal: dict[str, bool] = {}
         for name, tasks in (("tasks_train.jsonl", train), ("tasks_heldout.jsonl", heldout)):
-            (out / name).write_text("".join(t.manifest(backend).model_dump_json() + "\n" for t in tasks))
+            text = "".join(t.manifest(backend).model_dump_json() + "\n" for t in tasks)
+            if carried is not None and (Path(carried) / name).exists():
+                kept = (Path(carried) / name).read_text()
+                carried_equal[name] = kept == text
+                text = kept
+            (out / name).write_text(text)
         template = out / "system_prompt.j2"
         template.write_text(SYSTEM_TEMPLATE)
         rng = random.Random(f"experts:{seed}")
@@ -172,9 +184,18 @@ def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_held
         n_held = len(heldout) if heldout_experts is None else heldout_experts
         held_plans = [(t, draw_plan(t, backend, rng, mix)) for t in heldout[:n_held]]
         rendered = [_parallel(_render_rows, rows, workers, (backend, str(template), seed)) for rows in (plans, held_plans)]
-        tok = build_tokenizer(out / "tokenizer", vocab=vocab, chat_template=FAMILY_CHAT_TEMPLATE,
-                              corpus=(_plain_render(s, u, tr) for _, _, s, u, tr in rendered[0]))
+        if carried is not None and (Path(carried) / "tokenizer" / "tokenizer.json").exists():
+            from transformers import AutoTokenizer
+
+            if (out / "tokenizer").resolve() != (Path(carried) / "tokenizer").resolve():
+                shutil.copytree(Path(carried) / "tokenizer", out / "tokenizer", dirs_exist_ok=True)
+            tok = AutoTokenizer.from_pretrained(str(out / "tokenizer"))
+        else:
+            tok = build_tokenizer(out / "tokenizer", vocab=vocab, chat_template=FAMILY_CHAT_TEMPLATE,
+                                  corpus=(_plain_render(s, u, tr) for _, _, s, u, tr in rendered[0]))
         summary: dict[str, Any] = {"backend": backend, "seed": seed, "tasks": report, "vocab": len(tok)}
+        if carried is not None:
+            summary["carried"] = {"from": str(carried), "tasks_equal": carried_equal}
         for fname, rows in (("expert_train.pt", rendered[0]), ("expert_heldout.pt", rendered[1])):
             episodes = _parallel(_tokenize_rows, rows, workers, (str(out / "tokenizer"),))
             torch.save(episodes, out / fname)
@@ -189,6 +210,38 @@ def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_held
         return summary
     finally:
         torch.set_num_threads(threads)
+
+
+#: What another machine needs to rebuild the same data: the tokenizer and the task files (``build_family_data``'s
+#: ``carried``). The expert episodes are not in it: they are rebuilt from the tasks (tens of MB otherwise).
+DATA_CORE_FILES = ("tasks_train.jsonl", "tasks_heldout.jsonl", "tokenizer")
+
+
+def write_data_core(data: Path | str, dest: Path | str) -> Path:
+    """Pack ``data``'s tokenizer and task files into the tarball ``dest`` (well under 16 MiB for 1,500 tasks)."""
+    data, dest = Path(data), Path(dest)
+    missing = [n for n in DATA_CORE_FILES if not (data / n).exists()]
+    if missing:
+        raise FileNotFoundError(f"{data} is not a built family data folder: it lacks {missing}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dest, "w:gz") as tar:
+        for name in DATA_CORE_FILES:
+            tar.add(data / name, arcname=name)
+    return dest
+
+
+def read_data_core(src: Path | str, dest: Path | str) -> Path:
+    """Unpack a :func:`write_data_core` tarball into the folder ``dest``; refuse members outside the core's names."""
+    src, dest = Path(src), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(src, "r:gz") as tar:
+        members = tar.getmembers()
+        bad = [m.name for m in members if m.name.split("/")[0] not in DATA_CORE_FILES or ".." in m.name.split("/")
+               or not (m.isfile() or m.isdir())]
+        if bad:
+            raise ValueError(f"{src} holds entries outside {DATA_CORE_FILES}: {bad[:5]}")
+        tar.extractall(dest, members=members, filter="data")
+    return dest
 
 
 def build_model(out: Path | str, tokenizer_dir: Path | str, size: ModelSize = ModelSize(), seed: int = 0) -> Path:
