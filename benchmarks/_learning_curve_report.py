@@ -19,28 +19,45 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
 
 
+def _heldout_records(folder: Path, tag: str) -> tuple[list[dict[str, Any]], bool]:
+    """``(records, partial)`` of one held-out evaluation: ``<folder>/<tag>.jsonl`` when it finished, else the
+    records of the episodes that ended in ``<folder>/<tag>/`` (an evaluation cut by the device budget)."""
+    recs = _read_jsonl(folder / f"{tag}.jsonl")
+    if recs or not (folder / tag).is_dir():
+        return recs, False
+    from cuda_agent.training.stages.heldout import episode_record
+
+    ended = [episode_record(d) for d in sorted((folder / tag).iterdir()) if (d / "trajectory.jsonl").exists()]
+    return [r for r in ended if r["exit"] is not None], True
+
+
 def collect_records(work: Path, seeds: list[int], phase: str, rl_steps: int = 0) -> dict[str, Any]:
     """One phase's held-out records in this work folder: ``{point: {seed: records}}`` plus stage outputs.
 
     ``sft`` -> point ``sft``; ``control`` -> ``control``; ``rl`` -> ``rl_1``..``rl_<rl_steps>`` (and the RL runs'
-    training metrics under ``train_metrics``).
+    training metrics under ``train_metrics``). An evaluation the budget cut short contributes the episodes that
+    ended, and ``partial.<point>.<seed>`` counts them (the faster episodes: read such a point with care).
     """
     points: dict[str, dict[str, list[dict[str, Any]]]] = {}
     extra: dict[str, Any] = {}
+
+    def add(point: str, s: int, folder: Path, tag: str) -> None:
+        recs, partial = _heldout_records(folder, tag)
+        if recs:
+            points.setdefault(point, {})[str(s)] = recs
+        if partial:
+            extra.setdefault("partial", {}).setdefault(point, {})[str(s)] = len(recs)
+
     for s in seeds:
         if phase in ("sft", "control"):
             stage = work / f"{phase}_seed{s}" / "0_sft"
-            recs = _read_jsonl(stage / "heldout" / "final.jsonl")
-            if recs:
-                points.setdefault(phase, {})[str(s)] = recs
+            add(phase, s, stage / "heldout", "final")
             if (stage / "outputs.json").exists():
                 extra.setdefault("outputs", {})[str(s)] = {k: v for k, v in json.loads((stage / "outputs.json").read_text()).items()
                                                           if k != "metrics"}
         else:
             for k in range(1, rl_steps + 1):
-                recs = _read_jsonl(work / f"rl_seed{s}" / "1_ppo_agentic" / "heldout" / f"step_{k:05d}.jsonl")
-                if recs:
-                    points.setdefault(f"rl_{k}", {})[str(s)] = recs
+                add(f"rl_{k}", s, work / f"rl_seed{s}" / "1_ppo_agentic" / "heldout", f"step_{k:05d}")
     if phase == "rl":
         extra["train_metrics"] = _train_metrics(work, seeds)
     return {"phase": phase, "points": points, **extra}
@@ -111,6 +128,7 @@ def build_report(work: Path, seeds: list[int], preset: dict[str, Any], data_summ
         "comparisons": comparisons, "side_by_side": side,
         "sft": phases.get("sft", {}).get("outputs", {}), "control": phases.get("control", {}).get("outputs", {}),
         "train_metrics": phases.get("rl", {}).get("train_metrics", {}),
+        "partial": {pt: n for ph in phases.values() for pt, n in ph.get("partial", {}).items()},
         "rollout_throughput": json.loads(throughput.read_text()) if throughput and throughput.exists() else None,
         "data": {"tasks": data_summary.get("tasks"), "styles": data_summary.get("styles"),
                  "bugs": data_summary.get("bugs"), "expert_train": data_summary.get("expert_train.pt"),

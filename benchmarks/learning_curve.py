@@ -51,12 +51,14 @@ PRESETS: dict[str, dict[str, Any]] = {
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
                  rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
                  concurrency=24, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560,
+                 sft_reserve_s=240,
                  lengths=None, eval_temperature=1.0,
                  throughput_args=["--concurrency", "16", "--sequential", "4", "--concurrent", "32", "--build-workers", "8"]),
     "cpu_tiny": dict(backend="cpu", seeds=1, heldout=8, train_tasks=300, per_task=1, vocab=1024,
                      model=dict(hidden=128, layers=3, heads=2, intermediate=384), sft_epochs=6, sft_batch=4, sft_lr=3e-3,
                      rl_steps=1, episodes_per_step=4, vp_episodes=4, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=1,
                      concurrency=2, build_workers=2, max_turns=6, max_new_tokens=800, dtype="fp32", budget_s=7200,
+                     sft_reserve_s=900,
                      lengths=[0.4, 0.6], eval_temperature=0.0,
                      throughput_args=["--concurrency", "2", "--sequential", "2", "--concurrent", "4", "--build-workers", "2"]),
 }
@@ -249,8 +251,11 @@ def main() -> None:  # noqa: C901 - one linear script
 
     if "sft" in phases:
         t0 = time.time()
+        # Training stops in time for the export and the held-out evaluation (sft_reserve_s: process start included).
+        max_train_s = max(60.0, deadline - time.time() - p["sft_reserve_s"])
         cmds = {s: write_cfg(train_config(p, data, str(work / f"model_seed{s}"), work / f"sft_seed{s}",
-                                          [sft_stage(p, data)], seed=s), work / f"sft_seed{s}.yaml") for s in seeds}
+                                          [sft_stage(p, data, max_train_s=round(max_train_s))], seed=s),
+                             work / f"sft_seed{s}.yaml") for s in seeds}
         codes = run_seeds(cmds, logs, "sft", deadline)
         timings["sft_s"] = time.time() - t0
         print(f"sft exit codes {codes} after {timings['sft_s']:.0f} s", flush=True)

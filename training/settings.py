@@ -256,6 +256,11 @@ class SFTStageConfig(StrictModel):
     min_delta: float = Field(1e-3, ge=0, description="An improvement smaller than this does not count.")
     aggregation: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum.")
     checkpoint_every: int = Field(200, ge=1, description="Checkpoint period in steps.")
+    max_train_s: float | None = Field(
+        None, gt=0,
+        description="Stop training after this many wall seconds (the held-out loss is measured once more and the best "
+                    "weights kept), so the held-out evaluation still fits a fixed device budget. None: no limit.",
+    )
     eval_tasks: list[str] = Field(
         default_factory=list,
         description="Kernel env: held-out task files evaluated with the exported actor at the end "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -46,3 +47,33 @@ def test_summary_rates_and_habit_shares() -> None:
     assert s["fused_share"] == 0.5 and s["launch_share_narrow"] == 0.5 and s["reward_frac_-1"] == 0.5
     with pytest.raises(ValueError, match="valid"):
         metric("speed")
+
+
+def test_a_held_out_evaluation_cut_by_the_budget_contributes_its_ended_episodes(tmp_path) -> None:
+    """issue 22: a phase killed at the device deadline leaves episode folders and no ``<tag>.jsonl``; the report
+    keeps the episodes that ended, says the point is partial, and never counts an unfinished one."""
+    import sys
+    from pathlib import Path
+
+    from cuda_agent.schemas.trajectory import EndRecord, HeaderRecord, append_record
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from _learning_curve_report import collect_records
+
+    tag_dir = tmp_path / "rl_seed0" / "1_ppo_agentic" / "heldout" / "step_00001"
+    for k, (task, reward) in enumerate([("t0", 2.0), ("t1", -1.0), ("t2", None)]):
+        d = tag_dir / f"{k:03d}_00"
+        d.mkdir(parents=True)
+        with (d / "trajectory.jsonl").open("w") as fh:
+            append_record(fh, HeaderRecord(run_id="r", task_id=task, task_code_hash="h", policy="hf", backend="cpu",
+                                           system_prompt="s", task_prompt="p", started_at="2026-12-03T00:00:00Z"))
+            if reward is not None:  # t2 was still running when the phase was stopped
+                append_record(fh, EndRecord(exit="submitted", turns=1, reward=reward))
+    out = collect_records(tmp_path, [0], "rl", rl_steps=2)
+    recs = out["points"]["rl_1"]["0"]
+    assert sorted((r["task_id"], r["reward"]) for r in recs) == [("t0", 2.0), ("t1", -1.0)]
+    assert out["partial"] == {"rl_1": {"0": 2}} and "rl_2" not in out["points"]
+
+    (tag_dir.parent / "step_00001.jsonl").write_text(json.dumps({**recs[0], "task_id": "t9"}) + "\n")
+    done = collect_records(tmp_path, [0], "rl", rl_steps=2)  # a finished evaluation's file wins
+    assert [r["task_id"] for r in done["points"]["rl_1"]["0"]] == ["t9"] and "partial" not in done

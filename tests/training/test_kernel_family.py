@@ -298,3 +298,35 @@ def test_a_later_phase_on_another_machine_rebuilds_the_data_with_the_carried_tok
         tar.add(tmp_path / "x", arcname="../x")
     with pytest.raises(ValueError, match="outside"):
         read_data_core(evil, tmp_path / "evil_out")
+
+
+def test_sft_stops_at_its_time_limit_with_the_held_out_loss_measured(tmp_path, monkeypatch) -> None:
+    """issue 22: a device run has a fixed budget, so SFT stops training at ``max_train_s`` (leaving time for the
+    held-out evaluation) and measures the held-out loss once more at the stop, keeping the best weights."""
+    import yaml
+
+    from cuda_agent.config import load_config
+    from cuda_agent.training.config import TrainConfig
+    from cuda_agent.training.kernel_family.corpus import ModelSize, build_family_data, build_model
+    from cuda_agent.training.runner import run_training
+
+    monkeypatch.chdir(ROOT)
+    data = tmp_path / "data"
+    build_family_data(data, backend="cpu", n_train=4, n_heldout=2, per_task=3, vocab=600, workers=1)
+    build_model(data / "model", data / "tokenizer", ModelSize(hidden=32, layers=1, heads=2, intermediate=64))
+    cfg = {"run_dir": str(tmp_path / "run"), "seed": 0, "torch_threads": 1, "backend": "cpu", "model": str(data / "model"),
+           "engine": {"zero_stage": 0, "dtype": "fp32"},
+           "stages": [{"name": "sft", "config": {
+               "episodes": [str(data / "expert_train.pt")], "heldout": [str(data / "expert_heldout.pt")],
+               "epochs": 10000, "batch_size": 2, "eval_every": 100000, "patience": 100, "max_train_s": 3,
+               "checkpoint_every": 100000}}]}
+    path = tmp_path / "sft.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = run_training(load_config(TrainConfig, [path], []))
+    outputs = json.loads((tmp_path / "run" / "0_sft" / "outputs.json").read_text())
+    assert outputs["stopped_by"] == "time"
+    assert 0 < outputs["steps"] < outputs["planned_steps"]
+    assert 3 <= outputs["train_s"] < 60
+    # eval_every is never reached, so the only held-out loss is the one measured at the stop
+    assert outputs["best_step"] == outputs["steps"] and math.isfinite(outputs["best_heldout_loss"])
+    assert Path(out["actor"]).joinpath("config.json").exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,26 +108,40 @@ class SFTStage(StageDriver):
         if best_path.exists() and rt.ctx.resume:
             state.update(torch.load(best_path, weights_only=False)["state"])
 
+        t_start = time.monotonic()
+
+        def out_of_time() -> bool:
+            return c.max_train_s is not None and time.monotonic() - t_start >= c.max_train_s
+
+        def evaluate(step: int, m: dict[str, float]) -> None:
+            loss = heldout_loss(learner, held, c.batch_size)
+            m["heldout_loss"] = loss
+            if loss < state["best"] - c.min_delta:
+                state.update(best=loss, best_step=step, bad=0)
+                weights = {k: v.detach().to("cpu", copy=True) for k, v in actor.module.state_dict().items()}
+                torch.save({"state": dict(state), "weights": weights}, best_path)
+            else:
+                state["bad"] += 1
+            m["heldout_best"] = state["best"]
+
         def step_fn(step: int) -> dict[str, float]:
             set_lr(actor, lr_at(step, total, c.lr, c.warmup_steps, c.min_lr_ratio))
             idx = minibatch_indices(len(train), c.batch_size, step, base_seed)
             m = learner.sft_step(collate([train[i] for i in idx]), c.aggregation)
             m["lr"] = lr_at(step, total, c.lr, c.warmup_steps, c.min_lr_ratio)
             m["epoch"] = step / per_epoch
-            if held and (step % c.eval_every == 0 or step == total):
-                loss = heldout_loss(learner, held, c.batch_size)
-                m["heldout_loss"] = loss
-                if loss < state["best"] - c.min_delta:
-                    state.update(best=loss, best_step=step, bad=0)
-                    weights = {k: v.detach().to("cpu", copy=True) for k, v in actor.module.state_dict().items()}
-                    torch.save({"state": dict(state), "weights": weights}, best_path)
-                else:
-                    state["bad"] += 1
-                m["heldout_best"] = state["best"]
+            if held and (step % c.eval_every == 0 or step == total or out_of_time()):
+                evaluate(step, m)
             return m
 
         def stop_fn(step: int, m: dict[str, float]) -> bool:
-            return bool(held) and state["bad"] >= c.patience
+            if out_of_time():
+                state["stopped_by"] = "time"
+                return True
+            if held and state["bad"] >= c.patience:
+                state["stopped_by"] = "patience"
+                return True
+            return False
 
         last_step, last = rt.run_steps(total, {"actor": actor}, step_fn, checkpoint_every=c.checkpoint_every,
                                        stop_fn=stop_fn)
@@ -146,7 +161,8 @@ class SFTStage(StageDriver):
         outputs: dict[str, Any] = {"actor": str(exported),
                                    "steps": last_step, "planned_steps": total, "episodes": len(train),
                                    "best_heldout_loss": None if math.isinf(state["best"]) else state["best"],
-                                   "best_step": state["best_step"], "metrics": last}
+                                   "best_step": state["best_step"], "stopped_by": state.get("stopped_by", "steps"),
+                                   "train_s": round(time.monotonic() - t_start, 1), "metrics": last}
         if rt.ctx.inputs.get("critic"):
             outputs["critic"] = rt.ctx.inputs["critic"]
         return outputs
