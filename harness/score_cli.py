@@ -19,7 +19,7 @@
   ``fast_p`` beside our metrics (:mod:`~cuda_agent.harness.score_kernelbench`).
 
 Writes ``DIR/report.json`` = ``{"tasks": [{"task", "status", "rule",
-"reward", "speedup_eager", "speedup_compile", "message", ...}], "summary":
+"reward", "speedup_eager", "speedup_compile", "message", "sanitizer", ...}], "summary":
 {...}}`` and ``DIR/report.md``. One bad solution never stops the others.
 Before anything runs or is written, the backend must be usable and every
 ``--only`` name must exist (exit code 2 otherwise); the exit code is 0 when
@@ -342,7 +342,18 @@ def _row(
         "isolation": result.isolation,
         "flags": result.flags,
         "errors": [e.model_dump(mode="json") for e in result.errors[:10]],
+        "sanitizer": _sanitizer_summary(result),
     }
+
+
+def _sanitizer_summary(result: CandidateResult) -> dict[str, Any] | None:
+    """What the grading pass's sanitizer saw (``--sanitizer``): the last tool run, findings that count, kernels
+    the library filter ignored; None where it did not run."""
+    info = result.diagnostics.sanitizer if result.diagnostics is not None else None
+    if info is None:
+        return None
+    return {"tool": info.tool, "phase": info.phase, "findings": info.findings, "ignored": info.ignored[:20],
+            "error": info.error}
 
 
 def _geomean(xs: list[float]) -> float | None:

@@ -8,6 +8,7 @@ workspaces with ``torch/extension.h``, KernelBench ``load_inline`` single files)
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -104,3 +105,17 @@ def test_two_honest_solutions_grade_correct_on_cuda_at_full_size(convention: str
                        *[a for name in only for a in ("--only", name)])
     _assert_all_correct(rc, report, "full", ("kernelbench/level1/1_Square_matrix_multiplication_",
                                              "kernelbench/level2/12_Gemm_Multiply_LeakyReLU"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("convention", CONVENTIONS)
+def test_honest_solutions_pass_the_sanitizer_in_grading_on_cuda(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    """issue 25: with memcheck and racecheck in trusted grading, no honest solution of any convention is rejected
+    (findings in torch's or vendor libraries' kernels go through the documented library filter only)."""
+    rc, report = score(SOLUTIONS / convention / "cuda", REDUCED, "cuda", tmp_path / "out",
+                       "--sanitizer", "memcheck+racecheck")
+    _assert_all_correct(rc, report, "reduced")
+    ran = {r["problem"]: r["sanitizer"] for r in report["tasks"]}
+    assert all(s is not None and s["phase"] == "grade" and s["findings"] == 0 and not s["error"] for s in ran.values()), ran
+    print(json.dumps({"convention": convention, "sanitizer": ran,
+                      "seconds": {r["problem"]: r["duration_s"] for r in report["tasks"]}}))
