@@ -119,3 +119,17 @@ def test_honest_solutions_pass_the_sanitizer_in_grading_on_cuda(convention: str,
     assert all(s is not None and s["phase"] == "grade" and s["findings"] == 0 and not s["error"] for s in ran.values()), ran
     print(json.dumps({"convention": convention, "sanitizer": ran,
                       "seconds": {r["problem"]: r["duration_s"] for r in report["tasks"]}}))
+
+
+@pytest.mark.gpu
+def test_honest_solutions_pass_the_sanitizer_in_grading_on_cuda_at_full_size(tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    """The same at KernelBench's own sizes, on the two problems issue 21 could not grade before (6 GiB inputs). The
+    kernels are the same in every convention (``kernels.py``; the conventions differ in the binding), so one
+    convention is enough here."""
+    spec = f"kernelbench:{DATA}?levels=1&ids=19,23"
+    rc, report = score(SOLUTIONS / "registry" / "cuda", spec, "cuda", tmp_path / "out",
+                       "--only", "19_ReLU", "--only", "23_Softmax", "--sanitizer", "memcheck+racecheck")
+    _assert_all_correct(rc, report, "full", ("kernelbench/level1/19_ReLU", "kernelbench/level1/23_Softmax"))
+    ran = {r["problem"]: r["sanitizer"] for r in report["tasks"]}
+    assert all(s is not None and s["findings"] == 0 and not s["error"] for s in ran.values()), ran
+    print(json.dumps({"sanitizer": ran, "seconds": {r["problem"]: r["duration_s"] for r in report["tasks"]}}))
