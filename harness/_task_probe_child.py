@@ -139,7 +139,18 @@ def probe(request: dict, out) -> None:
             counter = FlopCounterMode(display=False)
             with counter:
                 result = model(*inputs)
+            work_bytes = None
+            if str(device).startswith("cuda"):  # the forward's temporaries: what the memory planner reserves
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = torch.cuda.memory_allocated()
             again = model(*inputs)
+            if str(device).startswith("cuda"):
+                torch.cuda.synchronize()
+                peak = torch.cuda.max_memory_allocated()
+                kept = sum(t.numel() * t.element_size() for t in (again if isinstance(again, (list, tuple)) else [again])
+                           if isinstance(t, torch.Tensor))
+                work_bytes = max(0, int(peak - before - kept))
     except Exception:
         return _fail(out, "forward_error", "Model.forward(*get_inputs()) failed:\n" + traceback.format_exc(limit=6))
     outputs = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -160,6 +171,7 @@ def probe(request: dict, out) -> None:
         "flops": float(counter.get_total_flops()),
         "param_bytes": param_bytes,
         "footprint": footprint,
+        "work_bytes": work_bytes,
         "stochastic": stochastic,
         "output_tuple": isinstance(result, (list, tuple)),
         "device": device,

@@ -3,8 +3,10 @@
 :class:`MemoryPlanner` is the evaluator's part that knows what a task occupies:
 
 - its :class:`~cuda_agent.harness.memory_budget.Footprint` comes from the probed manifest (the shapes and dtypes of
-  its inputs and outputs, its parameters) and, once a reference process has run it, the measured temporaries of its
-  forward (until then twice its largest input or output, a conservative guess);
+  its inputs and outputs, its parameters) and the measured temporaries of its forward: a reference process's once one
+  has run it, else the CUDA probe's (``meta['work_bytes']``, with a margin), else twice its largest input or output
+  (a conservative guess that alone would call KernelBench's 16 GiB ``45_Average_Pooling_2D`` too large for an
+  H200, whose pooling has almost no temporaries);
 - a reference process holds its context and parameters in the budget from its start until it closes (a standing
   hold); when a reservation does not fit, idle warm processes are closed to make room;
 - a session reserves everything else it will occupy (both sides' input sets, the runner's context and
@@ -53,8 +55,24 @@ def task_footprint(task: TaskManifest, work_bytes: int | None = None) -> Footpri
     output_bytes = sum(spec_bytes(s) for s in task.outputs)
     # The probe's bytes_moved is inputs + outputs + parameters and buffers.
     param_bytes = max(0, int(task.bytes_moved or 0) - input_bytes - output_bytes)
+    if work_bytes is None:
+        work_bytes = probed_work_bytes(task)
     work = work_bytes if work_bytes is not None else 2 * max(input_bytes, output_bytes)
     return Footprint(input_bytes=input_bytes, output_bytes=output_bytes, param_bytes=param_bytes, work_bytes=work)
+
+
+#: Margin on the probe's measured temporaries: another process's forward may pick other library workspaces.
+PROBED_WORK_MARGIN = 1.25
+PROBED_WORK_FLOOR = 64 * 2**20
+
+
+def probed_work_bytes(task: TaskManifest) -> int | None:
+    """The forward's temporaries the probe measured on the device (``meta['work_bytes']``, CUDA probes), with a
+    margin; None when it did not measure them (a CPU probe, a manifest from before the measurement)."""
+    measured = task.meta.get("work_bytes")
+    if not isinstance(measured, int) or isinstance(measured, bool) or measured < 0:
+        return None
+    return int(measured * PROBED_WORK_MARGIN) + PROBED_WORK_FLOOR
 
 
 class MemoryPlanner:

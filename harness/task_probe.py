@@ -96,6 +96,14 @@ def run_probe(
         return _probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source, {})
 
 
+def size_on_meta(code: str, *, device: str = "cpu", timeout_s: float = 120.0, source: str = "") -> dict[str, Any]:
+    """The task's one-set footprint from a run on the meta device, in the probe's sandboxed child (nothing is
+    allocated): ``{'method': 'meta', 'input_bytes', 'output_bytes', 'param_bytes'}``, or ``{'method':
+    'unavailable', 'reason'}`` where the task cannot run on meta. :class:`TaskProbeError` where it cannot load."""
+    facts = _probe(code, device, 0, timeout_s, 180.0, "auto", source, {"meta_only": True})
+    return dict(facts.get("footprint") or {"method": "unavailable", "reason": "the probe returned no footprint"})
+
+
 def _budget(device: str) -> Any:
     """The memory budget probes on ``device`` reserve in (the run's default one for that device), or None where
     free memory cannot be read (no NVML: the probe's own meta-device gate against the memory free then applies)."""

@@ -240,7 +240,9 @@ def manifest_from_facts(
         bytes_moved=bytes_moved,
         stochastic=facts["stochastic"],
         precision=precision,
-        meta={"probe_device": facts["device"], "probe_torch": facts["torch"], **(meta or {})},
+        meta={"probe_device": facts["device"], "probe_torch": facts["torch"],
+              **({"work_bytes": int(facts["work_bytes"])} if facts.get("work_bytes") is not None else {}),
+              **(meta or {})},
     )
 
 

@@ -104,3 +104,41 @@ def test_a_reservation_is_given_back_when_its_block_raises() -> None:
     with pytest.raises(TimeoutError):
         with budget.reserve(GiB // 2, "a"):
             budget.hold(GiB, "b", timeout_s=0.2)
+
+
+def _pooling_manifest(work_bytes: int | None):  # type: ignore[no-untyped-def]
+    """KernelBench level1/45_Average_Pooling_2D at today's size, as a CUDA probe's facts give it (16 GiB in)."""
+    from cuda_agent.harness.tasks import manifest_from_facts
+
+    code = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+            "        return torch.nn.functional.avg_pool2d(x, 11)\n\n"
+            "def get_inputs():\n    return [torch.rand(16, 64, 2048, 2048)]\n\ndef get_init_inputs():\n    return []\n")
+    facts = {"inputs": [{"name": "input0", "kind": "tensor", "shape": [16, 64, 2048, 2048], "dtype": "float32",
+                         "nbytes": 16 * GiB, "min": 0.0, "max": 1.0}],
+             "outputs": [{"name": "output0", "shape": [16, 64, 186, 186], "dtype": "float32",
+                          "nbytes": 16 * 64 * 186 * 186 * 4}],
+             "init_inputs": [], "flops": 1.0, "stochastic": False, "device": "cuda", "torch": "2.11",
+             "param_bytes": 0, "work_bytes": work_bytes}
+    return manifest_from_facts(code, facts, id="kernelbench/level1/45_Average_Pooling_2D")
+
+
+def test_the_probes_measured_temporaries_size_a_16_gib_pooling_task_that_the_guess_calls_too_large() -> None:
+    """Found on the CPU by benchmarks/kb_footprints.py: before any reference process has measured a forward, the
+    planner guessed its temporaries at twice the largest input (32 GiB here), which made 45_Average_Pooling_2D
+    too large for an H200's budget, for good, since no session ever ran to measure it. The CUDA probe now measures
+    the forward's temporaries; the planner uses them (with a margin) until a session measures its own."""
+    from cuda_agent.harness.memory_plan import PROBED_WORK_FLOOR, MemoryPlanner, task_footprint
+
+    capacity = int(0.85 * 139.8 * GiB)  # an H200 at the budget's usable share
+    guessed, measured = _pooling_manifest(None), _pooling_manifest(1 * MiB)
+    assert "work_bytes" not in guessed.meta and measured.meta["work_bytes"] == MiB
+    assert task_footprint(guessed).work_bytes == 2 * 16 * GiB
+    assert task_footprint(measured).work_bytes == int(1.25 * MiB) + PROBED_WORK_FLOOR
+    planner = MemoryPlanner("cuda", capacity_bytes=capacity)
+    with pytest.raises(TooLarge):
+        planner.plan(guessed, wanted_sets=5, wanted_fresh=2)
+    plan = planner.plan(measured, wanted_sets=5, wanted_fresh=2)
+    assert plan is not None and plan.reserved_bytes <= capacity and plan.runner_sets >= 1
+    # a session's own measurement, once there is one, wins over the probe's
+    planner.note_work(measured, 3 * GiB)
+    assert planner.footprint(measured).work_bytes == 3 * GiB

@@ -110,3 +110,14 @@ def test_a_probe_waits_for_its_footprint_in_the_devices_budget() -> None:
     thread.join(timeout=300)
     assert result["ok"] and result["inputs"][0]["shape"] == [4096, 64]
     assert budget.waiting == 0
+
+
+def test_size_on_meta_sizes_a_6_gib_task_without_allocating_and_names_what_meta_cannot_run() -> None:
+    """``size_on_meta`` (benchmarks/kb_footprints.py sizes every KernelBench problem with it, no GPU)."""
+    from cuda_agent.harness.task_probe import size_on_meta
+
+    fp = size_on_meta(BIG_RELU, source="relu_big")  # 12 GiB on this 24 GiB machine: only the meta run can do it here
+    assert fp == {"method": "meta", "input_bytes": 6 * 2**30, "output_bytes": 6 * 2**30, "param_bytes": 0}
+    item = SMALL_LINEAR.replace("return self.fc(x)", "return self.fc(x) * float(x.sum().item() > 0)")
+    fp = size_on_meta(item, source="uses_item")
+    assert fp["method"] == "unavailable" and "item()" in fp["reason"]
