@@ -66,7 +66,7 @@ def run_probe(
 
     Memory: by default the task is sized on the meta device first (a request that allocates nothing), that size is
     reserved in the device's budget for the real run, and a task that cannot fit even alone raises ``too_large``
-    naming both figures. ``memory_limit_bytes`` instead gives the child a fixed limit (its own meta-device gate; no
+    naming both figures; a task the meta device cannot run reserves the whole budget for its real run. ``memory_limit_bytes`` instead gives the child a fixed limit (its own meta-device gate; no
     budget).
 
     ``timeout_s`` counts from the moment torch is imported in the child (so a
@@ -82,7 +82,9 @@ def run_probe(
                       {"memory_limit_bytes": limit} if limit else {})
     sized = _probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source, {"meta_only": True})
     fp = sized.get("footprint") or {}
-    need = 0
+    # A task the meta device cannot run (``.item()``, data-dependent shapes) has an unknown size: its real run
+    # takes the whole budget, so it never allocates beside others that took the same free bytes.
+    need = budget.capacity
     if fp.get("method") == "meta":  # one set, two forwards' outputs, the parameters: what the real run allocates
         need = int(fp["param_bytes"]) + int(fp["input_bytes"]) + 2 * int(fp["output_bytes"])
     if need > budget.capacity:

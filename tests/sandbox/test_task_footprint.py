@@ -121,3 +121,29 @@ def test_size_on_meta_sizes_a_6_gib_task_without_allocating_and_names_what_meta_
     item = SMALL_LINEAR.replace("return self.fc(x)", "return self.fc(x) * float(x.sum().item() > 0)")
     fp = size_on_meta(item, source="uses_item")
     assert fp["method"] == "unavailable" and "item()" in fp["reason"]
+
+
+def test_a_task_the_meta_device_cannot_size_probes_with_the_whole_budget_to_itself() -> None:
+    """Its size is unknown until it runs, so its real run must not allocate beside others that took the same free
+    bytes (two of KernelBench's level 3 call ``.item()`` in forward): it waits for the whole budget and holds it."""
+    import threading
+    import time
+
+    from cuda_agent.harness.memory_budget import budget_for
+
+    budget = budget_for("cpu", 0)
+    blocker = budget.hold(2**20, "someone else's session", force=True)  # any other reservation makes it wait
+    item = SMALL_LINEAR.replace("return self.fc(x)", "return self.fc(x) * float(x.sum().item() > 0)")
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(run_probe(item, device="cpu", isolation="process")))
+    try:
+        thread.start()
+        deadline = time.monotonic() + 900
+        while not budget.waiting and thread.is_alive() and time.monotonic() < deadline:
+            thread.join(timeout=0.1)
+        assert budget.waiting == 1 and thread.is_alive() and not result
+    finally:
+        budget.release(blocker)
+    thread.join(timeout=300)
+    assert result["ok"] and result["footprint"]["method"] == "unavailable"
+    assert budget.waiting == 0
