@@ -113,7 +113,9 @@ def timing_variants(code: str, device: str, timer: dict[str, Any], clone_inputs:
     torch.manual_seed(42)
     with torch.device(dev):
         model = module.Model(*jsonable(list(module.get_init_inputs())))
-    model = model.to(dev).eval() if isinstance(model, torch.nn.Module) else model
+    from cuda_agent.harness.model_mode import set_task_mode
+
+    model = set_task_mode(model.to(dev) if isinstance(model, torch.nn.Module) else model, torch)
     held = HeldSets(torch, module.get_inputs, model, dev)
     graded = Baselines(torch, model, dev, held, module.get_inputs, spec, clone_inputs, False)
     if calls < 2:

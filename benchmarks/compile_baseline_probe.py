@@ -74,7 +74,9 @@ def child(task_path: str, calls: int, preroll_us: float, device: str = "cuda", s
     task = types.ModuleType("task_module")
     exec(compile(code, task_path, "exec"), task.__dict__)
     torch.manual_seed(0)
-    model = task.Model(*task.get_init_inputs()).to(device).eval()
+    from cuda_agent.harness.model_mode import set_task_mode
+
+    model = set_task_mode(task.Model(*task.get_init_inputs()).to(device), torch)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     t0 = time.perf_counter()
     compiled = torch.compile(model)

@@ -121,7 +121,9 @@ def probe(request: dict, out) -> None:
     try:
         with torch.device(device):
             model = module.Model(*init_inputs)
-        model = model.to(device).eval()
+        from cuda_agent.harness.model_mode import set_task_mode
+
+        model = set_task_mode(model.to(device), torch)
     except Exception:
         return _fail(out, "model_error", "Model(*get_init_inputs()) failed:\n" + traceback.format_exc(limit=6))
     try:

@@ -120,7 +120,9 @@ class _Runner:
         torch.manual_seed(req.init_seed)
         with torch.device(self.device):
             model = cls(*req.init_inputs)
-        self.model = model.to(self.device) if isinstance(model, torch.nn.Module) else model
+        from cuda_agent.harness.model_mode import set_task_mode
+
+        self.model = set_task_mode(model.to(self.device) if isinstance(model, torch.nn.Module) else model, torch)
         self.torch_compute_allowed = req.torch_compute_allowed
         return m.Loaded(violations=self._guard_violations(), seeded=seeded)
 

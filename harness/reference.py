@@ -57,7 +57,9 @@ class ReferenceServer:
         torch.manual_seed(req.init_seed)
         with torch.device(self.device):
             model = self.module.Model(*self.init_inputs)
-        self.model = model.to(self.device).eval() if isinstance(model, torch.nn.Module) else model
+        from cuda_agent.harness.model_mode import set_task_mode
+
+        self.model = set_task_mode(model.to(self.device) if isinstance(model, torch.nn.Module) else model, torch)
         self.sets = HeldSets(torch, self.module.get_inputs, self.model, self.device)
         self.baselines = Baselines(torch, self.model, self.device, self.sets, self.module.get_inputs, req.timer,
                                    req.clone_inputs, req.net_overhead)
