@@ -82,21 +82,22 @@ def test_the_meta_run_does_not_change_what_the_real_run_draws() -> None:
     assert facts["outputs"][0]["max"] == pytest.approx(float(model(x).max()), rel=1e-6)
 
 
-def test_a_probe_waits_for_its_footprint_in_the_devices_budget() -> None:
-    """Probes started side by side each reserve their task's one-set footprint first (sized on the meta device):
-    one that does not fit waits until memory is given back, instead of allocating beside the others."""
+ITEM = SMALL_LINEAR.replace("return self.fc(x)", "return self.fc(x) * float(x.sum().item() > 0)")
+
+
+def _probe_behind(blocker_bytes: int, code: str) -> dict:
+    """Probe ``code`` while ``blocker_bytes`` of the CPU budget are held (forced: idle processes of earlier tests are
+    asked to let go first, as the probe would ask them); assert the probe waits for memory until the blocker is
+    released; return its facts."""
     import threading
     import time
 
     from cuda_agent.harness.memory_budget import budget_for
 
     budget = budget_for("cpu", 0)  # the budget probes on the CPU reserve in
-    # All but 1 MiB, forced: idle processes of earlier tests that hold memory here are asked to let go first (as the
-    # probe would ask them), so what is left is 1 MiB whatever ran before.
-    blocker = budget.hold(budget.capacity - 2**20, "someone else's session", force=True)
+    blocker = budget.hold(blocker_bytes, "someone else's session", force=True)
     result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(run_probe(SMALL_LINEAR.replace("8, 64", "4096, 64"),
-                                                                     device="cpu", isolation="process")))
+    thread = threading.Thread(target=lambda: result.update(run_probe(code, device="cpu", isolation="process")))
     try:
         thread.start()
         # Until the probe is waiting for memory: its meta-only request is answered first, by a child that imports
@@ -108,8 +109,17 @@ def test_a_probe_waits_for_its_footprint_in_the_devices_budget() -> None:
     finally:
         budget.release(blocker)
     thread.join(timeout=300)
-    assert result["ok"] and result["inputs"][0]["shape"] == [4096, 64]
     assert budget.waiting == 0
+    return result
+
+
+def test_a_probe_waits_for_its_footprint_in_the_devices_budget() -> None:
+    """Probes started side by side each reserve their task's one-set footprint first (sized on the meta device):
+    one that does not fit waits until memory is given back, instead of allocating beside the others."""
+    from cuda_agent.harness.memory_budget import budget_for
+
+    result = _probe_behind(budget_for("cpu", 0).capacity - 2**20, SMALL_LINEAR.replace("8, 64", "4096, 64"))
+    assert result["ok"] and result["inputs"][0]["shape"] == [4096, 64]
 
 
 def test_size_on_meta_sizes_a_6_gib_task_without_allocating_and_names_what_meta_cannot_run() -> None:
@@ -118,32 +128,12 @@ def test_size_on_meta_sizes_a_6_gib_task_without_allocating_and_names_what_meta_
 
     fp = size_on_meta(BIG_RELU, source="relu_big")  # 12 GiB on this 24 GiB machine: only the meta run can do it here
     assert fp == {"method": "meta", "input_bytes": 6 * 2**30, "output_bytes": 6 * 2**30, "param_bytes": 0}
-    item = SMALL_LINEAR.replace("return self.fc(x)", "return self.fc(x) * float(x.sum().item() > 0)")
-    fp = size_on_meta(item, source="uses_item")
+    fp = size_on_meta(ITEM, source="uses_item")
     assert fp["method"] == "unavailable" and "item()" in fp["reason"]
 
 
 def test_a_task_the_meta_device_cannot_size_probes_with_the_whole_budget_to_itself() -> None:
     """Its size is unknown until it runs, so its real run must not allocate beside others that took the same free
     bytes (two of KernelBench's level 3 call ``.item()`` in forward): it waits for the whole budget and holds it."""
-    import threading
-    import time
-
-    from cuda_agent.harness.memory_budget import budget_for
-
-    budget = budget_for("cpu", 0)
-    blocker = budget.hold(2**20, "someone else's session", force=True)  # any other reservation makes it wait
-    item = SMALL_LINEAR.replace("return self.fc(x)", "return self.fc(x) * float(x.sum().item() > 0)")
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(run_probe(item, device="cpu", isolation="process")))
-    try:
-        thread.start()
-        deadline = time.monotonic() + 900
-        while not budget.waiting and thread.is_alive() and time.monotonic() < deadline:
-            thread.join(timeout=0.1)
-        assert budget.waiting == 1 and thread.is_alive() and not result
-    finally:
-        budget.release(blocker)
-    thread.join(timeout=300)
+    result = _probe_behind(2**20, ITEM)  # any other reservation makes it wait
     assert result["ok"] and result["footprint"]["method"] == "unavailable"
-    assert budget.waiting == 0
