@@ -107,7 +107,9 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     learning)    # issue 22's demonstration, one phase per call (LEARNING_ARGS, e.g. "--phase sft", then
                  # "--phase rl --state DIR" with DIR a carried folder of the earlier calls' $OUT/learning_state files).
                  # The actors (*.safetensors, ~12 MB each) are left out of the tarball, so what a later phase needs
-                 # comes back on its own in $OUT/learning_state: the actors, data_core.tar.gz and the record files.
+                 # comes back on its own in $OUT/learning_state: the actors, data_core.tar.gz and the record files
+                 # (with summary.txt and results.tar.gz, 7 of the 8 files a call returns: run no other part that
+                 # returns files, e.g. kb_check, in the same call).
                  part "$s" "learning_curve$tag" "${LEARNING_CAP_S:-560}" python3 benchmarks/learning_curve.py \
                    --preset "${LEARNING_PRESET:-h200}" --out "$RES/learning_curve" ${LEARNING_ARGS:-}
                  mkdir -p "$OUT/learning_state"
