@@ -115,7 +115,7 @@ def timing_variants(code: str, device: str, timer: dict[str, Any], clone_inputs:
         model = module.Model(*jsonable(list(module.get_init_inputs())))
     from cuda_agent.harness.model_mode import set_task_mode
 
-    model = set_task_mode(model.to(dev) if isinstance(model, torch.nn.Module) else model, torch)
+    model = set_task_mode(model, torch, dev)
     held = HeldSets(torch, module.get_inputs, model, dev)
     graded = Baselines(torch, model, dev, held, module.get_inputs, spec, clone_inputs, False)
     if calls < 2:

@@ -76,7 +76,7 @@ def child(task_path: str, calls: int, preroll_us: float, device: str = "cuda", s
     torch.manual_seed(0)
     from cuda_agent.harness.model_mode import set_task_mode
 
-    model = set_task_mode(task.Model(*task.get_init_inputs()).to(device), torch)
+    model = set_task_mode(task.Model(*task.get_init_inputs()), torch, device)
     inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     t0 = time.perf_counter()
     compiled = torch.compile(model)

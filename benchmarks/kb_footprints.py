@@ -33,6 +33,7 @@ H200_GIB = 139.8
 def size_problem(path: Path, capacity: int, wanted_sets: int, wanted_fresh: int) -> dict[str, Any]:
     """One problem's row: footprint, smallest session, the budget's plan (or why there is none)."""
     from cuda_agent.harness.memory_budget import Footprint, TooLarge, plan_sets, session_bytes
+    from cuda_agent.harness.memory_plan import guessed_work_bytes
     from cuda_agent.harness.task_probe import TaskProbeError, size_on_meta
 
     row: dict[str, Any] = {"problem": f"{path.parent.name}/{path.stem}"}
@@ -47,9 +48,9 @@ def size_problem(path: Path, capacity: int, wanted_sets: int, wanted_fresh: int)
     if fp.get("method") != "meta":
         row.update(method=fp.get("method", "unavailable"), reason=fp.get("reason", ""))
         return row
-    # Temporaries as the planner guesses them before a reference process has measured them (memory_plan.py).
+    # Temporaries as the planner guesses them before anything has measured them.
     io = (int(fp["input_bytes"]), int(fp["output_bytes"]))
-    footprint = Footprint(io[0], io[1], int(fp["param_bytes"]), work_bytes=2 * max(io))
+    footprint = Footprint(io[0], io[1], int(fp["param_bytes"]), work_bytes=guessed_work_bytes(*io))
     row.update(method="meta", input_bytes=footprint.input_bytes, output_bytes=footprint.output_bytes,
                param_bytes=footprint.param_bytes, set_bytes=footprint.set_bytes,
                smallest_session_bytes=session_bytes(footprint, "cuda", 1, 1, 0))

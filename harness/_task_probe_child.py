@@ -123,7 +123,7 @@ def probe(request: dict, out) -> None:
             model = module.Model(*init_inputs)
         from cuda_agent.harness.model_mode import set_task_mode
 
-        model = set_task_mode(model.to(device), torch)
+        model = set_task_mode(model, torch, device)
     except Exception:
         return _fail(out, "model_error", "Model(*get_init_inputs()) failed:\n" + traceback.format_exc(limit=6))
     try:
@@ -142,12 +142,13 @@ def probe(request: dict, out) -> None:
             with counter:
                 result = model(*inputs)
             work_bytes = None
-            if str(device).startswith("cuda"):  # the forward's temporaries: what the memory planner reserves
+            on_cuda = str(device).startswith("cuda")
+            if on_cuda:  # the forward's temporaries: what the memory planner reserves
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
                 before = torch.cuda.memory_allocated()
             again = model(*inputs)
-            if str(device).startswith("cuda"):
+            if on_cuda:
                 torch.cuda.synchronize()
                 peak = torch.cuda.max_memory_allocated()
                 kept = sum(t.numel() * t.element_size() for t in (again if isinstance(again, (list, tuple)) else [again])

@@ -122,7 +122,7 @@ class _Runner:
             model = cls(*req.init_inputs)
         from cuda_agent.harness.model_mode import set_task_mode
 
-        self.model = set_task_mode(model.to(self.device) if isinstance(model, torch.nn.Module) else model, torch)
+        self.model = set_task_mode(model, torch, self.device)
         self.torch_compute_allowed = req.torch_compute_allowed
         return m.Loaded(violations=self._guard_violations(), seeded=seeded)
 

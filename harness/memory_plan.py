@@ -57,8 +57,13 @@ def task_footprint(task: TaskManifest, work_bytes: int | None = None) -> Footpri
     param_bytes = max(0, int(task.bytes_moved or 0) - input_bytes - output_bytes)
     if work_bytes is None:
         work_bytes = probed_work_bytes(task)
-    work = work_bytes if work_bytes is not None else 2 * max(input_bytes, output_bytes)
+    work = work_bytes if work_bytes is not None else guessed_work_bytes(input_bytes, output_bytes)
     return Footprint(input_bytes=input_bytes, output_bytes=output_bytes, param_bytes=param_bytes, work_bytes=work)
+
+
+def guessed_work_bytes(input_bytes: int, output_bytes: int) -> int:
+    """A forward's temporaries before anything measured them: twice its largest input or output (conservative)."""
+    return 2 * max(input_bytes, output_bytes)
 
 
 #: Margin on the probe's measured temporaries: another process's forward may pick other library workspaces.

@@ -17,10 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 
-def set_task_mode(model: Any, torch: Any) -> Any:
-    """Put ``model`` in training mode with every dropout layer in eval mode; return it (non-modules unchanged)."""
+def set_task_mode(model: Any, torch: Any, device: Any = None) -> Any:
+    """Move ``model`` to ``device`` (when given) and put it in training mode with every dropout layer in eval mode;
+    return it (a callable that is not a module is returned unchanged)."""
     if not isinstance(model, torch.nn.Module):
         return model
+    if device is not None:
+        model = model.to(device)
     model.train(True)
     for module in model.modules():
         if isinstance(module, torch.nn.modules.dropout._DropoutNd):

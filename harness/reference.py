@@ -59,7 +59,7 @@ class ReferenceServer:
             model = self.module.Model(*self.init_inputs)
         from cuda_agent.harness.model_mode import set_task_mode
 
-        self.model = set_task_mode(model.to(self.device) if isinstance(model, torch.nn.Module) else model, torch)
+        self.model = set_task_mode(model, torch, self.device)
         self.sets = HeldSets(torch, self.module.get_inputs, self.model, self.device)
         self.baselines = Baselines(torch, self.model, self.device, self.sets, self.module.get_inputs, req.timer,
                                    req.clone_inputs, req.net_overhead)

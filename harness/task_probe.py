@@ -66,8 +66,8 @@ def run_probe(
 
     Memory: by default the task is sized on the meta device first (a request that allocates nothing), that size is
     reserved in the device's budget for the real run, and a task that cannot fit even alone raises ``too_large``
-    naming both figures; a task the meta device cannot run reserves the whole budget for its real run. ``memory_limit_bytes`` instead gives the child a fixed limit (its own meta-device gate; no
-    budget).
+    naming both figures; a task the meta device cannot run reserves the whole budget for its real run.
+    ``memory_limit_bytes`` instead gives the child a fixed limit (its own meta-device gate; no budget).
 
     ``timeout_s`` counts from the moment torch is imported in the child (so a
     slow interpreter start does not eat the task's budget). A warm probe server

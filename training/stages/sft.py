@@ -109,9 +109,7 @@ class SFTStage(StageDriver):
             state.update(torch.load(best_path, weights_only=False)["state"])
 
         t_start = time.monotonic()
-
-        def out_of_time() -> bool:
-            return c.max_train_s is not None and time.monotonic() - t_start >= c.max_train_s
+        stop: dict[str, Any] = {"by": "steps", "train_s": None}  # this run's own, never resumed from best_path
 
         def evaluate(step: int, m: dict[str, float]) -> None:
             loss = heldout_loss(learner, held, c.batch_size)
@@ -130,21 +128,21 @@ class SFTStage(StageDriver):
             m = learner.sft_step(collate([train[i] for i in idx]), c.aggregation)
             m["lr"] = lr_at(step, total, c.lr, c.warmup_steps, c.min_lr_ratio)
             m["epoch"] = step / per_epoch
-            if held and (step % c.eval_every == 0 or step == total or out_of_time()):
+            # read the clock once a step: the step that runs out of time is the one whose held-out loss is measured
+            if c.max_train_s is not None and time.monotonic() - t_start >= c.max_train_s:
+                stop["by"] = "time"
+            if held and (step % c.eval_every == 0 or step == total or stop["by"] == "time"):
                 evaluate(step, m)
             return m
 
         def stop_fn(step: int, m: dict[str, float]) -> bool:
-            if out_of_time():
-                state["stopped_by"] = "time"
-                return True
-            if held and state["bad"] >= c.patience:
-                state["stopped_by"] = "patience"
-                return True
-            return False
+            if stop["by"] == "steps" and held and state["bad"] >= c.patience:
+                stop["by"] = "patience"
+            return stop["by"] != "steps"
 
         last_step, last = rt.run_steps(total, {"actor": actor}, step_fn, checkpoint_every=c.checkpoint_every,
                                        stop_fn=stop_fn)
+        stop["train_s"] = round(time.monotonic() - t_start, 1)
         if best_path.exists():
             actor.module.load_state_dict(torch.load(best_path, weights_only=False)["weights"])
         exported = export_actor_hf(actor, rt.dir / "actor", rt.tokenizer_dir)
@@ -161,8 +159,8 @@ class SFTStage(StageDriver):
         outputs: dict[str, Any] = {"actor": str(exported),
                                    "steps": last_step, "planned_steps": total, "episodes": len(train),
                                    "best_heldout_loss": None if math.isinf(state["best"]) else state["best"],
-                                   "best_step": state["best_step"], "stopped_by": state.get("stopped_by", "steps"),
-                                   "train_s": round(time.monotonic() - t_start, 1), "metrics": last}
+                                   "best_step": state["best_step"], "stopped_by": stop["by"],
+                                   "train_s": stop["train_s"], "metrics": last}
         if rt.ctx.inputs.get("critic"):
             outputs["critic"] = rt.ctx.inputs["critic"]
         return outputs
