@@ -25,6 +25,19 @@ import traceback
 import types
 
 
+def _set_task_mode():
+    """``model_mode.set_task_mode``, loaded from the file beside this one: the child runs under ``python -I``
+    (PYTHONPATH ignored), so where cuda_agent is installed with ``--target DIR`` plus PYTHONPATH (air-gapped GPU
+    machines) a package import fails (it did on every task on the H200, session 18)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_cuda_agent_model_mode", os.path.join(os.path.dirname(os.path.abspath(__file__)), "model_mode.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.set_task_mode
+
+
 def _fail(out, kind: str, message: str) -> None:
     out.write(json.dumps({"ok": False, "kind": kind, "message": message}) + "\n")
     out.flush()
@@ -121,9 +134,7 @@ def probe(request: dict, out) -> None:
     try:
         with torch.device(device):
             model = module.Model(*init_inputs)
-        from cuda_agent.harness.model_mode import set_task_mode
-
-        model = set_task_mode(model, torch, device)
+        model = _set_task_mode()(model, torch, device)
     except Exception:
         return _fail(out, "model_error", "Model(*get_init_inputs()) failed:\n" + traceback.format_exc(limit=6))
     try:

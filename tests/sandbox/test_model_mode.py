@@ -88,3 +88,25 @@ def test_the_self_check_of_batchnorm_and_dropout_tasks_is_correct_on_cpu(tmp_pat
     report = json.loads((out / "report.json").read_text())
     assert rc == 0, [(r["task_id"], r["status"], r["reason"][:300]) for r in report["rows"]]
     assert report["summary"]["by_status"] == {"correct": 2}
+
+
+def test_the_probe_child_sets_the_mode_without_importing_cuda_agent() -> None:
+    """The probe child runs under ``python -I`` (PYTHONPATH ignored): where cuda_agent is installed with ``--target
+    DIR`` plus PYTHONPATH (the GPU machine, air-gapped clusters) it cannot import the package. Its import of
+    ``cuda_agent.harness.model_mode`` failed every task there as 'model_error' (session 18, on the H200)."""
+    import subprocess
+    import sys
+
+    import cuda_agent.harness as harness
+
+    child = Path(harness.__file__).with_name("_task_probe_child.py")
+    blocked = ("import runpy, sys; sys.modules['cuda_agent'] = None; sys.argv = [sys.argv[1]]; "
+               "runpy.run_path(sys.argv[0], run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-I", "-c", blocked, str(child)], capture_output=True, text=True,
+                          input=json.dumps({"code": BATCHNORM, "device": "cpu", "seed": 0}), timeout=120)
+    lines = proc.stdout.splitlines()
+    assert lines[:1] == ["READY"], proc.stderr[-2000:]
+    facts = json.loads(lines[1])
+    assert facts["ok"], facts
+    (out,) = facts["outputs"]
+    assert out["min"] < -1.0  # normalised by the batch's statistics (eval mode would give about x, in [0, 1))
