@@ -181,3 +181,39 @@ def write_png(result: dict[str, Any], path: Path) -> Path | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def diagnostics(work: Path, seeds: list[int], sample_chars: int = 1200) -> dict[str, Any]:
+    """Where a device run's time went, readable after the run folder is gone: per run folder (``sft_seed0``,
+    ``rl_seed1``...) its training metrics (first, last and every 25th row) and, per episode folder group (a held-out
+    evaluation or a step's rollouts), how many episodes ended or were still running and the mean seconds per
+    episode by where they went (``heldout.time_summary``), with one episode's turns as a sample."""
+    from cuda_agent.schemas.trajectory import load_trajectory
+    from cuda_agent.training.stages.heldout import episode_record, time_summary
+
+    out: dict[str, Any] = {}
+    for run in sorted(p for p in work.glob("*_seed*") if p.is_dir() and any(p.name.endswith(f"_seed{s}") for s in seeds)):
+        rows = _read_jsonl(run / "metrics.jsonl")
+        entry: dict[str, Any] = {"metrics": [r for i, r in enumerate(rows) if i == 0 or i == len(rows) - 1 or i % 25 == 0],
+                                 "metrics_rows": len(rows), "episodes": {}}
+        groups: dict[Path, list[Path]] = {}
+        for traj in run.rglob("trajectory.jsonl"):
+            if "graded" in traj.parent.name:
+                continue
+            groups.setdefault(traj.parent.parent, []).append(traj.parent)
+        for group, dirs in sorted(groups.items()):
+            recs = [episode_record(d) for d in sorted(dirs)]
+            ended = [r for r in recs if r["exit"] is not None]
+            info: dict[str, Any] = {"ended": len(ended), "running": len(recs) - len(ended),
+                                    "passed": sum(1 for r in ended if r["passed"]), "times": time_summary(recs),
+                                    "statuses": {}}
+            for r in ended:
+                info["statuses"][r["status"]] = info["statuses"].get(r["status"], 0) + 1
+            sample = load_trajectory(sorted(dirs)[0] / "trajectory.jsonl")
+            info["sample"] = [{"turn": t.turn, "text": t.text[:sample_chars],
+                               "observations": [o.content[:400] for o in t.observations], "timings": t.timings}
+                              for t in sample.turns[:8]]
+            entry["episodes"][str(group.relative_to(run))] = info
+        if rows or groups:
+            out[run.name] = entry
+    return out

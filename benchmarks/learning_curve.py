@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _learning_curve_report import build_report, collect_records, write_png  # noqa: E402
+from _learning_curve_report import build_report, collect_records, diagnostics, write_png  # noqa: E402
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
@@ -303,6 +303,7 @@ def main() -> None:  # noqa: C901 - one linear script
             cmd = [sys.executable, str(ROOT / "benchmarks" / "rollout_episodes.py"), "--data", str(data), "--model",
                    str(actor), "--backend", p["backend"], "--max-turns", str(p["max_turns"]),
                    "--max-new-tokens", str(p["max_new_tokens"]), "--out", str(out / "rollout_episodes.json"),
+                   "--work", str(work / "rollout_episodes"),
                    *[str(x) for x in p.get("throughput_args", [])]]
             proc = sh(cmd, logs / "throughput.log")
             left = max(30.0, deadline - time.time())
@@ -318,6 +319,9 @@ def main() -> None:  # noqa: C901 - one linear script
         lines = log.read_text(errors="replace").splitlines()
         tails.append(f"==== {log.name} ({len(lines)} lines, last 150)\n" + "\n".join(x[:400] for x in lines[-150:]))
     (out / "learning_curve_logs.txt").write_text("\n".join(tails))
+    # where the time went (training metrics, per-episode seconds by policy/tool/grading, a sample episode): the work
+    # folder stays on the device machine
+    (out / "diagnostics.json").write_text(json.dumps(diagnostics(work, seeds), indent=1, default=str))
     result = build_report(work, seeds, p, summary, timings, [d for d in (args.state, out) if d is not None])
     (out / "learning_curve.json").write_text(json.dumps(result, indent=1, default=str))
     write_png(result, out / "learning_curve.png")

@@ -63,7 +63,18 @@ def sequential(tasks: list[Any], cfg: Any, model: Path, out: Path, params: Any, 
         policy_s += _turn_timings(out / f"{i:03d}").get("policy_s", 0.0)
     wall = time.monotonic() - t0
     return {"episodes": float(len(tasks)), "wall_s": wall, "episodes_per_hour": len(tasks) * 3600 / wall,
-            "env_share": 1 - policy_s / episode_s if episode_s else 0.0}
+            "env_share": 1 - policy_s / episode_s if episode_s else 0.0, "times": episode_times(out, len(tasks))}
+
+
+def episode_times(out: Path, n: int) -> dict[str, float]:
+    """Mean seconds per episode by where they went (policy, each tool, final grading), tokens per turn, statuses."""
+    from cuda_agent.training.stages.heldout import episode_record, time_summary
+
+    recs = [episode_record(out / f"{i:03d}") for i in range(n)]
+    times = time_summary(recs)
+    for r in recs:
+        times[f"status_{r['status']}"] = times.get(f"status_{r['status']}", 0) + 1
+    return times
 
 
 def concurrent(tasks: list[Any], cfg: Any, model: Path, out: Path, params: Any, device: str, concurrency: int,
@@ -84,7 +95,8 @@ def concurrent(tasks: list[Any], cfg: Any, model: Path, out: Path, params: Any, 
     finally:
         runner.close()
     row = {"episodes": float(len(jobs)), "wall_s": wall, "episodes_per_hour": len(jobs) * 3600 / wall,
-           "env_share": stats.as_dict()["rollout_env_share"], **stats.as_dict(), **batching}
+           "env_share": stats.as_dict()["rollout_env_share"], **stats.as_dict(), **batching,
+           "times": episode_times(out, len(jobs))}
     return row
 
 
@@ -112,6 +124,10 @@ def main() -> None:
     from learning_curve import HARNESS
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    import shutil
+
+    for part in ("sequential", "concurrent"):  # an earlier run's episode folders (a layout needs fresh ones)
+        shutil.rmtree(args.work / part, ignore_errors=True)
     tasks = load_tasks([str(args.data / "tasks_train.jsonl")], args.backend)
     cfg = run_config(args.data, args.backend, args.max_turns, HARNESS)
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, seed=0)
@@ -119,6 +135,7 @@ def main() -> None:
     tasks = (tasks * (n // len(tasks) + 1))[:n]
     seq = sequential(tasks[: args.sequential], cfg, args.model, args.work / "sequential", params, device)
     print(f"sequential: {seq['episodes_per_hour']:.1f} episodes/h (env share {seq['env_share']:.2f})", flush=True)
+    args.out.write_text(json.dumps({"backend": args.backend, "sequential": seq, "partial": True}, indent=1))
     con = concurrent(tasks[: args.concurrent], cfg, args.model, args.work / "concurrent", params, device,
                      args.concurrency, args.build_workers)
     print(f"concurrent x{args.concurrency}: {con['episodes_per_hour']:.1f} episodes/h (env share {con['env_share']:.2f})")

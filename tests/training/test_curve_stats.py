@@ -77,3 +77,44 @@ def test_a_held_out_evaluation_cut_by_the_budget_contributes_its_ended_episodes(
     (tag_dir.parent / "step_00001.jsonl").write_text(json.dumps({**recs[0], "task_id": "t9"}) + "\n")
     done = collect_records(tmp_path, [0], "rl", rl_steps=2)  # a finished evaluation's file wins
     assert [r["task_id"] for r in done["points"]["rl_1"]["0"]] == ["t9"] and "partial" not in done
+
+
+def test_diagnostics_say_where_a_cut_runs_time_went(tmp_path) -> None:
+    """issue 22: the first H200 run's SFT evaluation was killed at the deadline and nothing said why (the work folder
+    stays on the device machine). The diagnostics give, per episode group, ended and running episodes and the mean
+    seconds by policy, tool and final grading, from the turn records."""
+    import sys
+    from pathlib import Path
+
+    from cuda_agent.schemas.trajectory import EndRecord, HeaderRecord, TurnRecord, TurnTokens, append_record
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from _learning_curve_report import diagnostics
+
+    run = tmp_path / "sft_seed0"
+    (run).mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"stage": "sft", "step": k, "sft_loss": 5.0 - k}) + "\n"
+                                               for k in range(1, 61)))
+    group = run / "0_sft" / "heldout" / "final"
+    for k, ended in enumerate([True, False]):
+        d = group / f"{k:03d}_00"
+        d.mkdir(parents=True)
+        with (d / "trajectory.jsonl").open("w") as fh:
+            append_record(fh, HeaderRecord(run_id="r", task_id=f"t{k}", task_code_hash="h", policy="hf", backend="cuda",
+                                           system_prompt="s", task_prompt="p", started_at="2026-12-03T00:00:00Z"))
+            append_record(fh, TurnRecord(turn=1, text="write", tokens=TurnTokens(prompt_delta_ids=[1], output_ids=[5] * 300,
+                                                                                 output_logprobs=[0.0] * 300),
+                                         timings={"policy_s": 10.0, "tools_s": 4.0, "tool.compile_s": 3.0}))
+            if ended:
+                append_record(fh, TurnRecord(turn=2, text="profile", timings={"policy_s": 2.0, "tools_s": 6.0,
+                                                                               "tool.profile_s": 6.0},
+                                             usage={"completion_tokens": 100}))
+                append_record(fh, EndRecord(exit="submitted", turns=2, reward=1.0, wall_s=30.0))
+    out = diagnostics(tmp_path, [0])
+    info = out["sft_seed0"]["episodes"]["0_sft/heldout/final"]
+    assert (info["ended"], info["running"]) == (1, 1)
+    t = info["times"]
+    assert t["policy_s_mean"] == 12.0 / 2 + 10.0 / 2 and t["tool_compile_s_mean"] == 3.0
+    assert t["tool_profile_s_mean"] == 3.0 and t["tokens_per_turn"] == (300 + 100 + 300) / 3
+    assert t["grade_s_mean"] == 30.0 - 12.0 - 10.0 and t["wall_s_mean"] == 30.0  # the ended episode's own
+    assert [r["step"] for r in out["sft_seed0"]["metrics"]] == [1, 26, 51, 60] and info["sample"][0]["text"] == "write"

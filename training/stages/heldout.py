@@ -36,6 +36,7 @@ def episode_record(out_dir: Path) -> dict[str, Any]:
     traj = load_trajectory(path)
     rec["task_id"] = traj.header.task_id if traj.header else None
     rec["turns"] = len(traj.turns)
+    rec.update(episode_times(traj))
     rec["texts"] = [t.text[:TEXT_LIMIT] for t in traj.turns[:MAX_TEXTS]]  # what the policy wrote (side-by-side views)
     for t in traj.turns:
         if any(r.phase in ("verify", "profile") and r.passed for r in t.results):
@@ -44,6 +45,8 @@ def episode_record(out_dir: Path) -> dict[str, Any]:
     end = traj.end
     if end is not None:
         rec["exit"] = end.exit
+        rec["wall_s"] = round(end.wall_s, 3)
+        rec["grade_s"] = round(max(0.0, end.wall_s - rec["policy_s"] - rec["tools_s"]), 3)
         rec["reward"] = float(end.reward) if end.reward is not None else -1.0
         g = end.graded
         if g is not None:
@@ -54,6 +57,44 @@ def episode_record(out_dir: Path) -> dict[str, Any]:
             rec["status"] = "not_graded"
     rec.update(kernel_features(kernel_sources(out_dir / "workspace")))
     return rec
+
+
+def episode_times(traj: Any) -> dict[str, Any]:
+    """Where an episode's time went, from its turn records: seconds waiting for the policy (generation, queue
+    included), in tools (and per tool, ``tool_s``), and the tokens the policy generated."""
+    times: dict[str, Any] = {"policy_s": 0.0, "tools_s": 0.0, "tool_s": {}, "generated_tokens": 0}
+    for t in traj.turns:
+        times["policy_s"] += float(t.timings.get("policy_s", 0.0))
+        times["tools_s"] += float(t.timings.get("tools_s", 0.0))
+        for key, value in t.timings.items():
+            if key.startswith("tool."):
+                name = key[len("tool."):].removesuffix("_s")
+                times["tool_s"][name] = round(times["tool_s"].get(name, 0.0) + float(value), 3)
+        if t.tokens is not None:
+            times["generated_tokens"] += len(t.tokens.output_ids or [])
+        else:
+            times["generated_tokens"] += int(t.usage.get("completion_tokens", 0))
+    times["policy_s"], times["tools_s"] = round(times["policy_s"], 3), round(times["tools_s"], 3)
+    return times
+
+
+def time_summary(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean seconds per episode by where they went (policy, each tool, final grading) and tokens per turn; the
+    records' ``grade_s`` and ``wall_s`` exist for ended episodes only."""
+    if not records:
+        return {}
+    n = len(records)
+    out = {"episodes": float(n), "turns_mean": sum(r["turns"] for r in records) / n,
+           "policy_s_mean": sum(r.get("policy_s", 0.0) for r in records) / n,
+           "tools_s_mean": sum(r.get("tools_s", 0.0) for r in records) / n,
+           "tokens_per_turn": sum(r.get("generated_tokens", 0) for r in records) / max(1, sum(r["turns"] for r in records))}
+    for name in sorted({k for r in records for k in r.get("tool_s", {})}):
+        out[f"tool_{name}_s_mean"] = sum(r.get("tool_s", {}).get(name, 0.0) for r in records) / n
+    ended = [r for r in records if "wall_s" in r]
+    if ended:
+        out["grade_s_mean"] = sum(r["grade_s"] for r in ended) / len(ended)
+        out["wall_s_mean"] = sum(r["wall_s"] for r in ended) / len(ended)
+    return out
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, float]:

@@ -144,6 +144,9 @@ class ConcurrentKernelRollouts:
         with self._lock:
             self._live = len(jobs)
 
+        done = [0]
+        t0 = time.monotonic()
+
         def one(job: EpisodeJob) -> None:
             usage = EpisodeUsage()
             slot = pool.acquire()
@@ -156,6 +159,9 @@ class ConcurrentKernelRollouts:
                 with self._lock:
                     stats.episode_s += time.monotonic() - started
                     stats.policy_s += waited
+                    done[0] += 1
+                    log.info("episode ended", done=done[0], of=len(jobs), seconds=round(time.monotonic() - started, 1),
+                             policy_s=round(waited, 1), elapsed_s=round(time.monotonic() - t0, 1))
             except Exception as exc:  # one broken episode must not stop the step; the caller sees it missing
                 log.error("episode failed", out=str(job.out_dir), error=f"{type(exc).__name__}: {exc}")
                 with self._lock:
@@ -169,7 +175,6 @@ class ConcurrentKernelRollouts:
                     stats.gpu_wait_s += usage.gpu_wait_s
                 engine.wake()
 
-        t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency), thread_name_prefix="rollout") as ex:
             list(ex.map(one, jobs))
         stats.wall_s = time.monotonic() - t0
