@@ -49,9 +49,9 @@ def collect_records(work: Path, seeds: list[int], phase: str, rl_steps: int = 0)
             extra.setdefault("partial", {}).setdefault(point, {})[str(s)] = len(recs)
 
     for s in seeds:
-        if phase in ("sft", "control"):
+        if phase in ("sft", "control", "sft_eval"):
             stage = work / f"{phase}_seed{s}" / "0_sft"
-            add(phase, s, stage / "heldout", "final")
+            add("sft" if phase == "sft_eval" else phase, s, stage / "heldout", "final")
             if (stage / "outputs.json").exists():
                 extra.setdefault("outputs", {})[str(s)] = {k: v for k, v in json.loads((stage / "outputs.json").read_text()).items()
                                                           if k != "metrics"}
@@ -61,6 +61,25 @@ def collect_records(work: Path, seeds: list[int], phase: str, rl_steps: int = 0)
     if phase == "rl":
         extra["train_metrics"] = _train_metrics(work, seeds)
     return {"phase": phase, "points": points, **extra}
+
+
+def merge_resumed(carried: dict[str, Any], resumed: dict[str, Any], point: str, n_tasks: int) -> dict[str, Any]:
+    """A phase's records after a resumed evaluation: per seed, the carried records of the tasks reached before plus
+    the resumed run's (on the tasks that were left); ``partial`` keeps the seeds still short of ``n_tasks``."""
+    merged = json.loads(json.dumps(carried))
+    points = merged.setdefault("points", {}).setdefault(point, {})
+    for s, recs in resumed.get("points", {}).get(point, {}).items():
+        have = {r["task_id"] for r in points.get(s, [])}
+        points[s] = points.get(s, []) + [r for r in recs if r["task_id"] not in have]
+    partial = {s: len(recs) for s, recs in points.items() if len(recs) < n_tasks}
+    merged.setdefault("partial", {}).pop(point, None)
+    if partial:
+        merged["partial"][point] = partial
+    if not merged["partial"]:
+        merged.pop("partial")
+    merged.setdefault("resumed", []).append({"point": point, "episodes": {s: len(r) for s, r in
+                                                                          resumed.get("points", {}).get(point, {}).items()}})
+    return merged
 
 
 def _train_metrics(work: Path, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:

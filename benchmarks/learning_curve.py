@@ -21,7 +21,8 @@ trajectories side by side.
 
 Phases (``--phase all`` = sft, control, rl in one run; or a comma list) split the work over device runs of
 at most 10 minutes: ``sft`` writes ``state_seed<k>.safetensors`` (the SFT actors, bf16, ~12 MB each) and
-``records_sft.json``; ``control``, ``rl`` and ``throughput`` (``benchmarks/rollout_episodes.py`` with seed 0's
+``records_sft.json`` (an evaluation cut by the deadline keeps the episodes that ended; ``sft_eval`` runs the
+carried actors on the held-out tasks still missing and merges); ``control``, ``rl`` and ``throughput`` (``benchmarks/rollout_episodes.py`` with seed 0's
 SFT actor) read the actors back from ``--state`` (a folder holding the earlier runs' ``--out`` files; the data
 is rebuilt with the sft run's tokenizer and task files, ``data_core.tar.gz``, and the tokenizer's hash is checked)
 and write ``records_control.json`` /
@@ -44,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _learning_curve_report import build_report, collect_records, diagnostics, write_png  # noqa: E402
+from _learning_curve_report import build_report, collect_records, diagnostics, merge_resumed, write_png  # noqa: E402
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
@@ -187,7 +188,7 @@ def load_state(src: Path, model_dir: Path, dest: Path, tok_hash: str) -> Path:
     return dest
 
 
-PHASES = ("sft", "control", "rl", "throughput")
+PHASES = ("sft", "sft_eval", "control", "rl", "throughput")
 
 
 def seed_actor(work: Path, s: int, state: Path | None, tok_hash: str) -> Path | None:
@@ -215,7 +216,7 @@ def main() -> None:  # noqa: C901 - one linear script
     for kv in args.set:
         k, _, v = kv.partition("=")
         p[k] = json.loads(v) if v[:1] in "[{0123456789-tfn\"" else v
-    phases = list(PHASES[:3]) if args.phase == "all" else args.phase.split(",")
+    phases = ["sft", "control", "rl"] if args.phase == "all" else args.phase.split(",")
     unknown = [x for x in phases if x not in PHASES]
     if unknown:
         raise SystemExit(f"unknown phase(s) {unknown}; valid: all, {', '.join(PHASES)}")
@@ -264,6 +265,33 @@ def main() -> None:  # noqa: C901 - one linear script
             if actor.exists():
                 save_state(actor, out / f"state_seed{s}.safetensors", tok_hash)
         (out / "records_sft.json").write_text(json.dumps(collect_records(work, seeds, "sft"), default=str))
+
+    if "sft_eval" in phases:
+        # An SFT evaluation the device budget cut: the carried actors on the held-out tasks their records lack.
+        carried_path = args.state / "records_sft.json" if args.state else None
+        if carried_path is None or not carried_path.exists():
+            raise SystemExit("--phase sft_eval finishes a cut SFT evaluation: --state must hold records_sft.json "
+                             "and the state_seed*.safetensors of the sft run")
+        carried_recs = json.loads(carried_path.read_text())
+        held = [json.loads(x) for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip()]
+        t0 = time.time()
+        cmds = {}
+        for s in seeds:
+            done = {r["task_id"] for r in carried_recs.get("points", {}).get("sft", {}).get(str(s), [])}
+            left = [t for t in held if t["id"] not in done]
+            actor = seed_actor(work, s, args.state, tok_hash)
+            if not left or actor is None:
+                continue
+            task_file = work / f"sft_eval_tasks_seed{s}.jsonl"
+            task_file.write_text("".join(json.dumps(t) + "\n" for t in left))
+            stage = sft_stage(p, data, train=False, eval_tasks=[str(task_file)], heldout=[])
+            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"sft_eval_seed{s}", [stage], seed=s),
+                                work / f"sft_eval_seed{s}.yaml")
+        codes = run_seeds(cmds, logs, "sft_eval", deadline)
+        timings["sft_eval_s"] = time.time() - t0
+        print(f"sft_eval exit codes {codes} after {timings['sft_eval_s']:.0f} s", flush=True)
+        merged = merge_resumed(carried_recs, collect_records(work, seeds, "sft_eval"), "sft", len(held))
+        (out / "records_sft.json").write_text(json.dumps(merged, default=str))
 
     if "control" in phases:
         n_control = p["rl_steps"] * p["episodes_per_step"]

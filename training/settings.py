@@ -270,3 +270,9 @@ class SFTStageConfig(StrictModel):
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of the held-out episodes.")
     max_new_tokens: int = Field(1024, ge=1, description="Tokens per turn of the held-out episodes.")
     rollout: RolloutSettings = Field(default_factory=RolloutSettings, description="Engine of the held-out episodes.")
+    train: bool = Field(
+        True,
+        description="False: no training; the actor the stage starts from (an HF folder with its tokenizer) is "
+                    "evaluated on 'eval_tasks' as it is (a held-out evaluation cut by a device budget, finished "
+                    "in another run on the tasks it had not reached).",
+    )

@@ -330,3 +330,50 @@ def test_sft_stops_at_its_time_limit_with_the_held_out_loss_measured(tmp_path, m
     # eval_every is never reached, so the only held-out loss is the one measured at the stop
     assert outputs["best_step"] == outputs["steps"] and math.isfinite(outputs["best_heldout_loss"])
     assert Path(out["actor"]).joinpath("config.json").exists()
+
+
+def test_sft_without_training_evaluates_the_given_actor_on_the_tasks_left(tmp_path, monkeypatch) -> None:
+    """issue 22: an SFT evaluation cut by the device budget is finished in another run: ``train: false`` evaluates
+    the carried actor unchanged, on the held-out tasks the carried records lack, and ``merge_resumed`` joins the
+    two runs' records (partial until every task has one)."""
+    import sys
+
+    import yaml
+
+    from cuda_agent.config import load_config
+    from cuda_agent.training.config import TrainConfig
+    from cuda_agent.training.kernel_family.corpus import ModelSize, build_family_data, build_model, family_run_settings
+    from cuda_agent.training.runner import run_training
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _learning_curve_report import collect_records, merge_resumed
+
+    monkeypatch.chdir(ROOT)
+    data = tmp_path / "data"
+    build_family_data(data, backend="cpu", n_train=4, n_heldout=3, per_task=1, vocab=600, workers=1)
+    build_model(data / "model", data / "tokenizer", ModelSize(hidden=32, layers=1, heads=2, intermediate=64))
+    held = [json.loads(x) for x in (data / "tasks_heldout.jsonl").read_text().splitlines()]
+    left = tmp_path / "left.jsonl"
+    left.write_text("".join(json.dumps(t) + "\n" for t in held[1:]))  # the first task was reached before the cut
+    cfg = {"run_dir": str(tmp_path / "sft_eval_seed0"), "seed": 0, "torch_threads": 1, "model": str(data / "model"),
+           "reward": "milestone", "engine": {"zero_stage": 0, "dtype": "fp32"},
+           **family_run_settings(data, "cpu", 1),
+           "plugins": {"cpu": {"harness": {"timing": {"preset": "quick", "compile_baseline": False}}}},
+           "stages": [{"name": "sft", "config": {
+               "episodes": [str(data / "expert_train.pt")], "train": False, "eval_tasks": [str(left)],
+               "max_new_tokens": 40, "rollout": {"concurrency": 2, "build_workers": 1, "max_batch": 2}}}]}
+    path = tmp_path / "eval.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run_training(load_config(TrainConfig, [path], []))
+    outputs = json.loads((tmp_path / "sft_eval_seed0" / "0_sft" / "outputs.json").read_text())
+    assert outputs["stopped_by"] == "no_training" and outputs["steps"] == 0
+    assert outputs["actor"] == str(data / "model")  # evaluated as it was: nothing exported, nothing trained
+    resumed = collect_records(tmp_path, [0], "sft_eval")
+    assert sorted(r["task_id"] for r in resumed["points"]["sft"]["0"]) == sorted(t["id"] for t in held[1:])
+    first = {**resumed["points"]["sft"]["0"][0], "task_id": held[0]["id"], "reward": 2.0}
+    carried = {"phase": "sft", "points": {"sft": {"0": [first]}}, "partial": {"sft": {"0": 1}}}
+    merged = merge_resumed(carried, resumed, "sft", len(held))
+    assert sorted(r["task_id"] for r in merged["points"]["sft"]["0"]) == sorted(t["id"] for t in held)
+    assert "partial" not in merged and merged["resumed"] == [{"point": "sft", "episodes": {"0": 2}}]
+    short = merge_resumed(carried, {"points": {"sft": {"0": resumed["points"]["sft"]["0"][:1]}}}, "sft", len(held))
+    assert short["partial"] == {"sft": {"0": 2}}

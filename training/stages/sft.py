@@ -91,6 +91,8 @@ class SFTStage(StageDriver):
     def train(self, rt: StageRuntime) -> dict[str, Any]:
         """Fine-tune; return the best actor's export and the stopping record."""
         c: SFTStageConfig = self.config
+        if not c.train:
+            return self.evaluate_only(rt)
         train = load_episodes(c.episodes, "sft.episodes")[c.offset:]
         if c.limit is not None:
             train = train[:c.limit]
@@ -147,13 +149,7 @@ class SFTStage(StageDriver):
             actor.module.load_state_dict(torch.load(best_path, weights_only=False)["weights"])
         exported = export_actor_hf(actor, rt.dir / "actor", rt.tokenizer_dir)
         if c.eval_tasks:
-            from cuda_agent.training.stages.episodes import make_source
-            from cuda_agent.training.stages.heldout import run_heldout
-
-            source = make_source(rt, "kernel", mode="agent", tasks=c.eval_tasks, max_new_tokens=c.max_new_tokens,
-                                 temperature=c.temperature, rollout=c.rollout)
-            summary = run_heldout(source, exported, c.eval_tasks, rt.dir / "heldout", "final", repeats=c.eval_repeats,
-                                  seed=stable_seed(rt.config.seed, "heldout", "sft"))
+            summary = self.heldout(rt, exported)
             rt.log(last_step, summary)
             last = {**last, **summary}
         outputs: dict[str, Any] = {"actor": str(exported),
@@ -164,3 +160,27 @@ class SFTStage(StageDriver):
         if rt.ctx.inputs.get("critic"):
             outputs["critic"] = rt.ctx.inputs["critic"]
         return outputs
+
+    def heldout(self, rt: StageRuntime, actor_dir: Path) -> dict[str, float]:
+        """Evaluate the actor in ``actor_dir`` on ``eval_tasks`` (``<stage>/heldout/final.jsonl``)."""
+        from cuda_agent.training.stages.episodes import make_source
+        from cuda_agent.training.stages.heldout import run_heldout
+
+        c: SFTStageConfig = self.config
+        source = make_source(rt, "kernel", mode="agent", tasks=c.eval_tasks, max_new_tokens=c.max_new_tokens,
+                             temperature=c.temperature, rollout=c.rollout)
+        return run_heldout(source, actor_dir, c.eval_tasks, rt.dir / "heldout", "final", repeats=c.eval_repeats,
+                           seed=stable_seed(rt.config.seed, "heldout", "sft"))
+
+    def evaluate_only(self, rt: StageRuntime) -> dict[str, Any]:
+        """``train: false``: the held-out evaluation of the actor the stage starts from, unchanged."""
+        c: SFTStageConfig = self.config
+        source = rt.actor_source
+        if not isinstance(source, str) or not (Path(source) / "config.json").exists():
+            raise ConfigError(f"sft with train: false evaluates an HF model folder; got {source!r}")
+        if not c.eval_tasks:
+            raise ConfigError("sft with train: false needs 'eval_tasks' (there is nothing else to do)")
+        summary = self.heldout(rt, Path(source))
+        rt.log(0, summary)
+        return {"actor": source, "steps": 0, "planned_steps": 0, "episodes": 0, "best_heldout_loss": None,
+                "best_step": 0, "stopped_by": "no_training", "train_s": 0.0, "metrics": summary}
