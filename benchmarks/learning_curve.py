@@ -253,9 +253,17 @@ def main() -> None:  # noqa: C901 - one linear script
     if "sft" in phases:
         t0 = time.time()
         # Training stops in time for the export and the held-out evaluation (sft_reserve_s: process start included).
-        max_train_s = max(60.0, deadline - time.time() - p["sft_reserve_s"])
-        cmds = {s: write_cfg(train_config(p, data, str(work / f"model_seed{s}"), work / f"sft_seed{s}",
-                                          [sft_stage(p, data, max_train_s=round(max_train_s))], seed=s),
+        # With sft_evaluate false the whole budget trains (save_reserve_s left for the export), and a later
+        # ``sft_eval`` run evaluates.
+        evaluate = p.get("sft_evaluate", True)
+        reserve = p["sft_reserve_s"] if evaluate else p.get("save_reserve_s", 45)
+        max_train_s = max(60.0, deadline - time.time() - reserve)
+        # Actors carried in --state continue training (SFT spread over device runs; the optimizer starts afresh
+        # with its warm-up), else each seed starts from its random-init model.
+        start = {s: seed_actor(work, s, args.state, tok_hash) if args.state else None for s in seeds}
+        over = {} if evaluate else {"eval_tasks": []}
+        cmds = {s: write_cfg(train_config(p, data, str(start[s] or work / f"model_seed{s}"), work / f"sft_seed{s}",
+                                          [sft_stage(p, data, max_train_s=round(max_train_s), **over)], seed=s),
                              work / f"sft_seed{s}.yaml") for s in seeds}
         codes = run_seeds(cmds, logs, "sft", deadline)
         timings["sft_s"] = time.time() - t0
@@ -264,7 +272,12 @@ def main() -> None:  # noqa: C901 - one linear script
             actor = work / f"sft_seed{s}" / "0_sft" / "actor"
             if actor.exists():
                 save_state(actor, out / f"state_seed{s}.safetensors", tok_hash)
-        (out / "records_sft.json").write_text(json.dumps(collect_records(work, seeds, "sft"), default=str))
+        records = collect_records(work, seeds, "sft")
+        carried_path = args.state / "records_sft.json" if args.state else None
+        if any(start.values()) and carried_path is not None and carried_path.exists():
+            before = json.loads(carried_path.read_text())  # the earlier SFT runs' training records, oldest first
+            records["history"] = before.get("history", []) + [before.get("outputs", {})]
+        (out / "records_sft.json").write_text(json.dumps(records, default=str))
 
     if "sft_eval" in phases:
         # An SFT evaluation the device budget cut: the carried actors on the held-out tasks their records lack.
