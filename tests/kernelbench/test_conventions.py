@@ -107,14 +107,27 @@ def test_two_honest_solutions_grade_correct_on_cuda_at_full_size(convention: str
                                              "kernelbench/level2/12_Gemm_Multiply_LeakyReLU"))
 
 
+#: Problems graded under the sanitizer per convention. Under memcheck+racecheck a problem takes 16-65 s to grade on
+#: the H200 (session 18: 1_Square_matrix_multiplication_ 64.9 s, 19_ReLU 16.2 s, 23_Softmax 27.7 s,
+#: 12_Gemm_Multiply_LeakyReLU 27.5 s, reduced sizes), so all five in all three conventions overran the device
+#: run. The kernels are the same in every convention (``kernels.py``; only the binding differs), so the registry
+#: convention runs all five and the other two the two fastest, through their own bindings.
+SANITIZER_SUBSETS = {
+    "registry": PROBLEM_IDS,
+    "release": ("kernelbench/level1/19_ReLU", "kernelbench/level2/12_Gemm_Multiply_LeakyReLU"),
+    "single_file": ("kernelbench/level1/19_ReLU", "kernelbench/level1/23_Softmax"),
+}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("convention", CONVENTIONS)
 def test_honest_solutions_pass_the_sanitizer_in_grading_on_cuda(convention: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
     """issue 25: with memcheck and racecheck in trusted grading, no honest solution of any convention is rejected
     (findings in torch's or vendor libraries' kernels go through the documented library filter only)."""
+    problems = SANITIZER_SUBSETS[convention]
     rc, report = score(SOLUTIONS / convention / "cuda", REDUCED, "cuda", tmp_path / "out",
-                       "--sanitizer", "memcheck+racecheck")
-    _assert_all_correct(rc, report, "reduced")
+                       "--sanitizer", "memcheck+racecheck", *_only_args(convention, "cuda", problems))
+    _assert_all_correct(rc, report, "reduced", problems)
     ran = {r["problem"]: r["sanitizer"] for r in report["tasks"]}
     assert all(s is not None and s["phase"] == "grade" and s["findings"] == 0 and not s["error"] for s in ran.values()), ran
     print(json.dumps({"convention": convention, "sanitizer": ran,
@@ -122,14 +135,16 @@ def test_honest_solutions_pass_the_sanitizer_in_grading_on_cuda(convention: str,
 
 
 @pytest.mark.gpu
-def test_honest_solutions_pass_the_sanitizer_in_grading_on_cuda_at_full_size(tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
-    """The same at KernelBench's own sizes, on the two problems issue 21 could not grade before (6 GiB inputs). The
-    kernels are the same in every convention (``kernels.py``; the conventions differ in the binding), so one
-    convention is enough here."""
-    spec = f"kernelbench:{DATA}?levels=1&ids=19,23"
+@pytest.mark.parametrize("problem", ["19_ReLU", "23_Softmax"])
+def test_honest_solutions_pass_the_sanitizer_in_grading_on_cuda_at_full_size(problem: str, tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    """The same at KernelBench's own sizes, on the two problems issue 21 could not grade before (6 GiB inputs), one
+    test each (19_ReLU took 38.5 s on the H200 in session 18; 23_Softmax's racecheck did not end within the 100 s
+    left of that run). The kernels are the same in every convention (``kernels.py``; the conventions differ in the
+    binding), so one convention is enough here."""
+    spec = f"kernelbench:{DATA}?levels=1&ids={problem.split('_')[0]}"
     rc, report = score(SOLUTIONS / "registry" / "cuda", spec, "cuda", tmp_path / "out",
-                       "--only", "19_ReLU", "--only", "23_Softmax", "--sanitizer", "memcheck+racecheck")
-    _assert_all_correct(rc, report, "full", ("kernelbench/level1/19_ReLU", "kernelbench/level1/23_Softmax"))
+                       "--only", problem, "--sanitizer", "memcheck+racecheck")
+    _assert_all_correct(rc, report, "full", (f"kernelbench/level1/{problem}",))
     ran = {r["problem"]: r["sanitizer"] for r in report["tasks"]}
     assert all(s is not None and s["findings"] == 0 and not s["error"] for s in ran.values()), ran
     print(json.dumps({"sanitizer": ran, "seconds": {r["problem"]: r["duration_s"] for r in report["tasks"]}}))
