@@ -283,6 +283,12 @@ def test_a_later_phase_on_another_machine_rebuilds_the_data_with_the_carried_tok
     carried = read_data_core(core, tmp_path / "carried")
     held = (carried / "tasks_heldout.jsonl").read_text().replace("chain_heldout_00000", "chain_heldout_carried")
     (carried / "tasks_heldout.jsonl").write_text(held)
+    # The GPU machine's torch (2.11+cu130) describes the same tasks: not a difference (session 18 read 'False' there).
+    train_text = (carried / "tasks_train.jsonl").read_text()
+    other_torch = "".join(json.dumps({**r, "meta": {**r["meta"], "probe_torch": "2.11.0+cu130"}}) + "\n"
+                          for r in map(json.loads, train_text.splitlines()))
+    assert other_torch != train_text
+    (carried / "tasks_train.jsonl").write_text(other_torch)
     later = tmp_path / "later"
     summary = build_family_data(later, backend="cpu", n_train=8, n_heldout=2, seed=0, vocab=600, workers=1,
                                 carried=carried)

@@ -143,6 +143,20 @@ def _parallel(fn: Any, rows: list[Any], workers: int, args: tuple) -> list[Any]:
         return [r for part in ex.map(fn, chunks, *[[a] * len(chunks) for a in args]) for r in part]
 
 
+def _same_tasks(a: str, b: str) -> bool:
+    """Two task files hold the same tasks: equal manifests up to the torch version that described them (the
+    ``meta.probe_torch`` of a file built on the GPU machine, 2.11+cu130, differs from this machine's)."""
+    def rows(text: str) -> list[dict[str, Any]]:
+        out = []
+        for line in text.splitlines():
+            if line.strip():
+                row = json.loads(line)
+                row.get("meta", {}).pop("probe_torch", None)
+                out.append(row)
+        return out
+    return rows(a) == rows(b)
+
+
 def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_heldout: int, seed: int = 0,
                       per_task: int = 1, vocab: int = 2048, mix: QualityMix | None = None,
                       heldout_experts: int | None = None, workers: int | None = None,
@@ -174,7 +188,7 @@ def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_held
             text = "".join(t.manifest(backend).model_dump_json() + "\n" for t in tasks)
             if carried is not None and (Path(carried) / name).exists():
                 kept = (Path(carried) / name).read_text()
-                carried_equal[name] = kept == text
+                carried_equal[name] = _same_tasks(kept, text)
                 text = kept
             (out / name).write_text(text)
         template = out / "system_prompt.j2"
