@@ -122,26 +122,43 @@ class SuiteCheck:
     """Runs the self-check of every task of ``config.eval.tasks`` into ``out_dir``, resumably."""
 
     def __init__(self, config: EvalConfig, out_dir: Path, pm: PluginManager,
-                 stop: threading.Event | None = None, retry: bool = False) -> None:
+                 stop: threading.Event | None = None, retry: bool = False,
+                 shard: tuple[int, int] | None = None, report_only: bool = False) -> None:
+        """``shard=(k, n)``: check only the plan's tasks at positions ``k, k+n, k+2n...`` (one of ``n`` machines or
+        GPUs sharing the suite; the plan, and so the resume state, is the whole suite's, so the shards' rows
+        joined in one folder resume and report as one run). ``report_only``: check nothing, write the report of
+        the rows the folder holds (no device needed)."""
+        if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
+            from cuda_agent.errors import ConfigError
+
+            raise ConfigError(f"shard {shard[0]}/{shard[1]}: want K/N with 0 <= K < N")
         self.config = config
         self.out_dir = Path(out_dir)
         self.pm = pm
         self.stop = stop or threading.Event()
         self.retry = retry
+        self.shard = shard
+        self.report_only = report_only
         self._write_lock = threading.Lock()
         self._device = threading.Lock()
 
     def run(self) -> dict[str, Any]:
         """Check every unfinished task; returns the report (also written to ``out_dir``)."""
         tasks = list_tasks(self.config, self.pm)
-        check_backend_usable(self.config, self.pm)
+        if not self.report_only:
+            check_backend_usable(self.config, self.pm)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._check_resume(tasks)
+        if self.shard is not None:
+            k, n = self.shard
+            tasks = tasks[k::n]
         rows = done_rows(self.out_dir)
-        if self.retry:
+        if self.retry and not self.report_only:
             rows = {k: r for k, r in rows.items() if r.status not in ("error", "timeout")}
-        todo = [t for t in tasks if t.id not in rows]
-        log.info("tasks check planned", tasks=len(tasks), done=len(tasks) - len(todo), out=str(self.out_dir))
+        todo = [] if self.report_only else [t for t in tasks if t.id not in rows]
+        log.info("tasks check planned", tasks=len(tasks), done=sum(1 for t in tasks if t.id in rows),
+                 shard=f"{self.shard[0]}/{self.shard[1]}" if self.shard else None, report_only=self.report_only,
+                 out=str(self.out_dir))
         if todo and not self.stop.is_set():
             backend = self.pm.registry.build("backend", self.config.backend,
                                              self.config.plugins.get(self.config.backend), where="backend")

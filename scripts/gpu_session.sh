@@ -79,12 +79,22 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                    --policy 'scripted:examples/trajectories/{task_name}_cuda.yaml' --backend cuda --turns 8 \
                    --seeds "${EVAL_CLI_SEEDS:-2}" --concurrency "${EVAL_CLI_CONCURRENCY:-8}" --out "$RES/eval_cli" --no-plots \
                    -o eval.progress=false ${EVAL_CLI_ARGS:-} ;;
-    kb_check)    # the KernelBench self-check, resumable across calls: KB_STATE (carried folder) holds rows.jsonl/plan.json
-                 local st=${KB_STATE:-.gpu-state/kb_check}; mkdir -p "$RES/kb_check"
-                 [ -d "$st" ] && cp "$st"/rows.jsonl "$st"/plan.json "$RES/kb_check/" 2>/dev/null
+    kb_check)    # the KernelBench self-check, resumable across calls: KB_STATE (carried folder) holds rows.jsonl/plan.json.
+                 # In a lane it checks its shard (--shard LANE/LANES: every LANES-th task of the whole plan); the
+                 # foreground part kb_join then joins the lanes' rows into $OUT/rows.jsonl and reports the whole suite.
+                 local st=${KB_STATE:-.gpu-state/kb_check} dir="$RES/kb_check$tag" shard=()
+                 [ -n "$tag" ] && [ "${LANES:-1}" -gt 1 ] && shard=(--shard "$LANE_INDEX/$LANES")
+                 mkdir -p "$dir"
+                 [ -d "$st" ] && cp "$st"/rows.jsonl "$st"/plan.json "$dir/" 2>/dev/null
                  part "$s" "kb_check$tag" "${KB_CHECK_CAP_S:-400}" timeout -s INT -k 40 "${KB_CHECK_CAP_S:-400}" \
                    cuda-agent tasks check "kernelbench:.kernelbench?levels=${KB_LEVELS:-1,2,3}${KB_IDS:+&ids=$KB_IDS}" \
-                   --backend cuda --out "$RES/kb_check" --concurrency "${KB_CONCURRENCY:-8}" -o eval.progress=false ${KB_CHECK_ARGS:-}
+                   --backend cuda --out "$dir" --concurrency "${KB_CONCURRENCY:-8}" -o eval.progress=false "${shard[@]}" ${KB_CHECK_ARGS:-}
+                 [ -z "$tag" ] && cp "$dir/rows.jsonl" "$dir/plan.json" "$OUT/" 2>/dev/null ;;
+    kb_join)     # the lanes' kb_check rows joined (a task's last row wins) and reported as one suite
+                 mkdir -p "$RES/kb_check"
+                 python3 scripts/join_check_rows.py --out "$RES/kb_check" "$RES"/kb_check_gpu* >> "$s" 2>&1
+                 part "$s" "kb_report$tag" 120 cuda-agent tasks check "kernelbench:.kernelbench?levels=${KB_LEVELS:-1,2,3}${KB_IDS:+&ids=$KB_IDS}" \
+                   --backend cuda --out "$RES/kb_check" --report-only -o eval.progress=false
                  cp "$RES/kb_check/rows.jsonl" "$RES/kb_check/plan.json" "$OUT/" 2>/dev/null ;;
     kb_score)    # honest KernelBench solutions at full size in each convention (run folder, no renaming)
                  # (level1/19_ReLU and 23_Softmax: 6 GiB inputs, the two problems that could not be graded before)
@@ -143,7 +153,7 @@ pids=()
 ncores=$(nproc --all); nlanes=${#lanes[@]}; lane_i=0
 for lane in "${lanes[@]}"; do
   gpu=${lane%%:*}; gpu=${gpu#gpu}; parts=${lane#*:}
-  ( export CUDA_VISIBLE_DEVICES=$gpu PART_DEADLINE=$LANE_DEADLINE
+  ( export CUDA_VISIBLE_DEVICES=$gpu PART_DEADLINE=$LANE_DEADLINE LANE_INDEX=$lane_i LANES=$nlanes
     if [ "$nlanes" -gt 1 ] && [ "${LANE_PIN:-1}" != 0 ]; then
       per=$(( ncores / nlanes )); cpus="$(( lane_i * per ))-$(( lane_i * per + per - 1 ))"
       taskset -pc "$cpus" $BASHPID > /dev/null && echo "== lane gpu$gpu pinned to cores $cpus" >> "$OUT/summary_gpu$gpu.txt"

@@ -26,6 +26,10 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--concurrency", type=int, help="Tasks in flight (eval.concurrency).")
     c.add_argument("--limit", type=int, help="At most this many tasks (eval.limit).")
     c.add_argument("--retry-errors", action="store_true", help="On resume, check tasks that ended in error again.")
+    c.add_argument("--shard", metavar="K/N", help="Check only every N-th task of the plan from position K (one of N "
+                   "GPUs or machines); the shards' rows.jsonl joined in one folder resume and report as one run.")
+    c.add_argument("--report-only", action="store_true",
+                   help="Check nothing: write report.json/md and the PNG from the rows the --out folder holds.")
     add_config_options(c)
     c.set_defaults(func=handle_check)
 
@@ -44,12 +48,19 @@ def handle_check(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None:
             overrides.append(f"{key}={value}")
+    shard = None
+    if args.shard is not None:
+        k, _, n = args.shard.partition("/")
+        if not (k.isdigit() and n.isdigit()):
+            print(f"cuda-agent tasks check: --shard {args.shard!r}: want K/N, e.g. 0/4", file=sys.stderr)
+            return 2
+        shard = (int(k), int(n))
     try:
         config = load_config(EvalConfig, args.config, overrides)
         with StopSignal(message="interrupt: queued tasks cancelled; running ones finish; the same command resumes; "
                                 "Ctrl-C again to stop at once") as stop:
             report = SuiteCheck(config, args.out, make_plugin_manager(args, config), stop=stop,
-                                retry=args.retry_errors).run()
+                                retry=args.retry_errors, shard=shard, report_only=args.report_only).run()
     except CudaAgentError as exc:
         print(f"cuda-agent tasks check: {exc}", file=sys.stderr)
         return 2

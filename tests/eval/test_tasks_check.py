@@ -61,3 +61,45 @@ def test_the_summary_counts_statuses_and_the_band() -> None:
     assert s["within_band_share"] == round(2 / 3, 4) and s["outside_band"] == ["b"]
     assert s["not_passing"] == {"c": "too_large: needs 150 GiB"}
     assert s["median_eager_over_compile"] == 1.25
+
+
+@pytest.mark.slow
+def test_shards_check_their_share_and_their_rows_join_into_one_report(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    """One shard per GPU (``--shard K/N``): each checks every N-th task of the whole plan; the shards' rows joined
+    in one folder are the whole suite's resume state, and ``--report-only`` reports them without a device."""
+    from cuda_agent.cli import main
+
+    cfg = str(_config(tmp_path))
+
+    def args(out: Path, *extra: str) -> list[str]:
+        return ["tasks", "check", f"folder:{ROOT / 'examples' / 'tasks'}", "--backend", "cpu", "--out", str(out),
+                "--limit", "3", "-c", cfg, "-o", "eval.progress=false", *extra]
+
+    a, b = tmp_path / "shard0", tmp_path / "shard1"
+    assert main(args(a, "--shard", "0/2")) == 0
+    assert "checked 2 of 2 task(s)" in capsys.readouterr().out
+    assert main(args(b, "--shard", "1/2")) == 0
+    assert "checked 1 of 1 task(s)" in capsys.readouterr().out
+    ids_a = [json.loads(x)["task_id"] for x in (a / "rows.jsonl").read_text().splitlines()]
+    ids_b = [json.loads(x)["task_id"] for x in (b / "rows.jsonl").read_text().splitlines()]
+    assert len(ids_a) == 2 and len(ids_b) == 1 and not set(ids_a) & set(ids_b)
+    assert (a / "plan.json").read_text() == (b / "plan.json").read_text()  # the whole suite's plan in each
+
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from join_check_rows import join  # what gpu_session.sh's kb_join part runs over the lanes' folders
+
+    joined = tmp_path / "joined"
+    assert join([a, b], joined) == {"folders": 2, "rows_read": 3, "tasks": 3}
+    assert main(args(joined, "--report-only")) == 0
+    assert "checked 3 of 3 task(s) on cpu: 3 correct" in capsys.readouterr().out
+    assert json.loads((joined / "report.json").read_text())["summary"]["checked"] == 3
+
+    assert main(args(tmp_path / "bad", "--shard", "2/2")) == 2
+    assert "0 <= K < N" in capsys.readouterr().err
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "plan.json").write_text(json.dumps({"tasks": "folder:x", "backend": "cpu", "task_ids": []}))
+    with pytest.raises(SystemExit, match="different plans"):
+        join([a, tmp_path / "other"], tmp_path / "j2")
