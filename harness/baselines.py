@@ -10,11 +10,14 @@ or another torch. Entries are small JSON files; outputs are never cached.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +65,31 @@ class BaselineCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: str) -> Timing | None:
-        """The cached timing, or None."""
+    def get(self, key: str, count: bool = True) -> Timing | None:
+        """The cached timing, or None (``count``: tally the hit or miss)."""
         path = self.root / f"{key}.json"
         try:
             data = json.loads(path.read_text())
             timing = Timing.model_validate(data["timing"])
         except (OSError, ValueError, KeyError):
-            self.misses += 1
+            self.misses += count
             return None
-        self.hits += 1
+        self.hits += count
         return timing
+
+    @contextlib.contextmanager
+    def computing(self, key: str) -> Iterator[None]:
+        """Held while one baseline is measured: processes and threads sharing the folder measure each key once
+        (the learning curve's seeds run side by side on the same held-out tasks, and each measured every
+        torch.compile baseline itself). Check :meth:`get` again inside: another holder may have stored it."""
+        locks = self.root / ".locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with open(locks / f"{key}.lock", "a") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def put(self, key: str, timing: Timing, meta: dict[str, Any]) -> None:
         """Store atomically (several evaluators may share the folder)."""
@@ -138,13 +155,18 @@ def cached_baselines(
                       protocol=protocol, compile_mode=timing.compile_mode, threads=threads, timing_cpus=timing_cpus)
         cached = cache.get(key)
         if cached is None:
-            all_cached = False
-            if protocol.method == "profiler_sum":
-                cached = Timing(median_ms=ref.profiler_sum(which, sets[0], timing.compile_mode), samples=10,
-                                method="profiler_sum")
-            else:
-                cached = measure_baseline(ref, which, sets, protocol, timing.compile_mode, lock, method)
-            cache.put(key, cached, {"code_hash": code_hash, "device": device_name, "torch": torch_version, "which": which})
+            # The key's lock is taken before the device's timing lock and never while holding it: no cycle.
+            with cache.computing(key):
+                cached = cache.get(key, count=False)
+                if cached is None:
+                    all_cached = False
+                    if protocol.method == "profiler_sum":
+                        cached = Timing(median_ms=ref.profiler_sum(which, sets[0], timing.compile_mode), samples=10,
+                                        method="profiler_sum")
+                    else:
+                        cached = measure_baseline(ref, which, sets, protocol, timing.compile_mode, lock, method)
+                    cache.put(key, cached, {"code_hash": code_hash, "device": device_name, "torch": torch_version,
+                                            "which": which})
         setattr(out, which, cached)
         out.ids[which] = key
     return out, all_cached
