@@ -242,8 +242,11 @@ def main() -> None:  # noqa: C901 - one linear script
         # numbers computed on that machine's CPU).
         core = args.state / "data_core.tar.gz" if args.state else None
         carried = read_data_core(core, work / "carried_data") if core is not None and core.exists() else None
+        # Phases that only run episodes on the tasks skip the expert corpus (the carried tokenizer is all they need).
+        corpus = carried is None or bool({"sft", "control", "sft_eval"} & set(phases))
         build_family_data(data, backend=p["backend"], n_train=p["train_tasks"], n_heldout=p["heldout"], seed=0,
-                          per_task=p["per_task"], vocab=p["vocab"], lengths=p["lengths"], carried=carried)
+                          per_task=p["per_task"], vocab=p["vocab"], lengths=p["lengths"], carried=carried,
+                          experts=corpus)
     summary = json.loads((data / "summary.json").read_text())
     write_data_core(data, out / "data_core.tar.gz")
     tok_hash = tokenizer_hash(data)

@@ -298,6 +298,16 @@ def test_a_later_phase_on_another_machine_rebuilds_the_data_with_the_carried_tok
     assert torch.equal(torch.load(later / "expert_train.pt")[0]["token_ids"],
                        torch.load(first / "expert_train.pt")[0]["token_ids"])
 
+    # An RL or throughput phase needs the tasks and the tokenizer, not the expert corpus.
+    lean = tmp_path / "lean"
+    build_family_data(lean, backend="cpu", n_train=8, n_heldout=2, seed=0, vocab=600, workers=1, carried=carried,
+                      experts=False)
+    assert not list(lean.glob("expert_*.pt")) and (lean / "tasks_heldout.jsonl").read_text() == held
+    assert digest(lean / "tokenizer" / "tokenizer.json") == digest(first / "tokenizer" / "tokenizer.json")
+    with pytest.raises(ValueError, match="carried tokenizer"):
+        build_family_data(tmp_path / "nothing", backend="cpu", n_train=8, n_heldout=2, seed=0, vocab=600, workers=1,
+                          experts=False)
+
     evil = tmp_path / "evil.tar.gz"
     (tmp_path / "x").write_text("x")
     with tarfile.open(evil, "w:gz") as tar:

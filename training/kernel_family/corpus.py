@@ -160,7 +160,8 @@ def _same_tasks(a: str, b: str) -> bool:
 def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_heldout: int, seed: int = 0,
                       per_task: int = 1, vocab: int = 2048, mix: QualityMix | None = None,
                       heldout_experts: int | None = None, workers: int | None = None,
-                      lengths: list[float] | None = None, carried: Path | str | None = None) -> dict[str, Any]:
+                      lengths: list[float] | None = None, carried: Path | str | None = None,
+                      experts: bool = True) -> dict[str, Any]:
     """Write tasks, prompt template, tokenizer and tokenized expert episodes to ``out``; return the summary.
 
     ``workers``: processes rendering and tokenizing episodes (default: the usable cores, at most 16).
@@ -169,6 +170,8 @@ def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_held
     from :func:`write_data_core`): that tokenizer is used instead of training one, and those task files are
     kept, so a policy trained there meets the same token ids and held-out tasks here. The summary's
     ``carried.tasks_equal`` says whether this build drew the same tasks (it should: the draw is seeded).
+    ``experts``: False skips the expert episodes (``expert_*.pt``): a later phase that only runs episodes on the
+    tasks (RL, throughput) needs the tasks and the carried tokenizer, not the corpus (about 40 s of a device run).
     """
     from cuda_agent.testing.tiny_lm import build_tokenizer
 
@@ -197,8 +200,13 @@ def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_held
         plans = [(t, draw_plan(t, backend, rng, mix)) for t in train for _ in range(per_task)]
         n_held = len(heldout) if heldout_experts is None else heldout_experts
         held_plans = [(t, draw_plan(t, backend, rng, mix)) for t in heldout[:n_held]]
-        rendered = [_parallel(_render_rows, rows, workers, (backend, str(template), seed)) for rows in (plans, held_plans)]
-        if carried is not None and (Path(carried) / "tokenizer" / "tokenizer.json").exists():
+        has_tokenizer = carried is not None and (Path(carried) / "tokenizer" / "tokenizer.json").exists()
+        if not experts and not has_tokenizer:
+            raise ValueError("build_family_data(experts=False) needs a carried tokenizer: the tokenizer is trained on "
+                             "the expert episodes")
+        rendered = ([_parallel(_render_rows, rows, workers, (backend, str(template), seed)) for rows in (plans, held_plans)]
+                    if experts else [[], []])
+        if has_tokenizer:
             from transformers import AutoTokenizer
 
             if (out / "tokenizer").resolve() != (Path(carried) / "tokenizer").resolve():
@@ -210,7 +218,7 @@ def build_family_data(out: Path | str, *, backend: Backend, n_train: int, n_held
         summary: dict[str, Any] = {"backend": backend, "seed": seed, "tasks": report, "vocab": len(tok)}
         if carried is not None:
             summary["carried"] = {"from": str(carried), "tasks_equal": carried_equal}
-        for fname, rows in (("expert_train.pt", rendered[0]), ("expert_heldout.pt", rendered[1])):
+        for fname, rows in (("expert_train.pt", rendered[0]), ("expert_heldout.pt", rendered[1])) if experts else ():
             episodes = _parallel(_tokenize_rows, rows, workers, (str(out / "tokenizer"),))
             torch.save(episodes, out / fname)
             lengths = sorted(int(e["token_ids"].numel()) for e in episodes)
