@@ -82,6 +82,27 @@ def merge_resumed(carried: dict[str, Any], resumed: dict[str, Any], point: str, 
     return merged
 
 
+def merge_seeds(carried: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A phase's records when its seeds ran in separate device runs (``--seeds``): the carried record file's seeds
+    plus this run's, this run's winning for a seed both hold."""
+    merged = json.loads(json.dumps(carried))
+    for key in ("points", "partial"):
+        for point, by_seed in new.get(key, {}).items():
+            merged.setdefault(key, {}).setdefault(point, {}).update(by_seed)
+    for key in ("outputs", "train_metrics"):
+        if key in new:
+            merged.setdefault(key, {}).update(new[key])
+    for point, by_seed in new.get("points", {}).items():  # a seed that ended its evaluation is no longer partial
+        for s in by_seed:
+            if s not in new.get("partial", {}).get(point, {}):
+                merged.get("partial", {}).get(point, {}).pop(s, None)
+    merged["partial"] = {pt: v for pt, v in merged.get("partial", {}).items() if v}
+    if not merged["partial"]:
+        merged.pop("partial")
+    merged["phase"] = new.get("phase", carried.get("phase"))
+    return merged
+
+
 def _train_metrics(work: Path, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for s in seeds:

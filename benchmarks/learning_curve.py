@@ -45,7 +45,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _learning_curve_report import build_report, collect_records, diagnostics, merge_resumed, write_png  # noqa: E402
+from _learning_curve_report import (  # noqa: E402
+    build_report, collect_records, diagnostics, merge_resumed, merge_seeds, write_png)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
@@ -214,6 +215,9 @@ def main() -> None:  # noqa: C901 - one linear script
     ap.add_argument("--state", type=Path, default=None,
                     help="folder holding an earlier run's --out files (state_seed*.safetensors, records_*.json)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset value (JSON)")
+    ap.add_argument("--seeds", default=None, metavar="LIST",
+                    help="run only these seeds (e.g. '0' or '1,2'): a phase spread over device runs one seed at a "
+                         "time; its records are merged with the carried --state records of the other seeds")
     args = ap.parse_args()
     p = dict(PRESETS[args.preset])
     for kv in args.set:
@@ -230,6 +234,19 @@ def main() -> None:  # noqa: C901 - one linear script
     out.mkdir(parents=True, exist_ok=True)
     data = work / "data"
     seeds = list(range(p["seeds"]))
+    if args.seeds is not None:
+        chosen = [int(x) for x in args.seeds.split(",") if x.strip()]
+        if not chosen or any(x not in seeds for x in chosen):
+            raise SystemExit(f"--seeds {args.seeds!r}: choose among {seeds}")
+        seeds = chosen
+    all_seeds = list(range(p["seeds"]))
+
+    def records_file(name: str, records: dict[str, Any]) -> None:
+        """Write ``records_<name>.json``, keeping the carried file's other seeds when only some seeds ran."""
+        carried_file = args.state / f"records_{name}.json" if args.state else None
+        if seeds != all_seeds and carried_file is not None and carried_file.exists():
+            records = merge_seeds(json.loads(carried_file.read_text()), records)
+        (out / f"records_{name}.json").write_text(json.dumps(records, default=str))
     timings: dict[str, float] = {}
 
     from cuda_agent.training.kernel_family.corpus import (
@@ -328,7 +345,7 @@ def main() -> None:  # noqa: C901 - one linear script
         codes = run_seeds(cmds, logs, "control", deadline)
         timings["control_s"] = time.time() - t0
         print(f"control exit codes {codes} after {timings['control_s']:.0f} s", flush=True)
-        (out / "records_control.json").write_text(json.dumps(collect_records(work, seeds, "control"), default=str))
+        records_file("control", collect_records(work, seeds, "control"))
 
     if "rl" in phases:
         t0 = time.time()
@@ -341,7 +358,7 @@ def main() -> None:  # noqa: C901 - one linear script
         codes = run_seeds(cmds, logs, "rl", deadline)
         timings["rl_s"] = time.time() - t0
         print(f"rl exit codes {codes} after {timings['rl_s']:.0f} s", flush=True)
-        (out / "records_rl.json").write_text(json.dumps(collect_records(work, seeds, "rl", p["rl_steps"]), default=str))
+        records_file("rl", collect_records(work, seeds, "rl", p["rl_steps"]))
 
     if "throughput" in phases:
         actor = seed_actor(work, 0, args.state, tok_hash)
@@ -369,7 +386,7 @@ def main() -> None:  # noqa: C901 - one linear script
     # where the time went (training metrics, per-episode seconds by policy/tool/grading, a sample episode): the work
     # folder stays on the device machine
     (out / "diagnostics.json").write_text(json.dumps(diagnostics(work, seeds), indent=1, default=str))
-    result = build_report(work, seeds, p, summary, timings, [d for d in (args.state, out) if d is not None])
+    result = build_report(work, all_seeds, p, summary, timings, [d for d in (args.state, out) if d is not None])
     (out / "learning_curve.json").write_text(json.dumps(result, indent=1, default=str))
     write_png(result, out / "learning_curve.png")
     print(json.dumps({k: result[k] for k in ("points", "comparisons", "timings") if k in result}, indent=1, default=str))

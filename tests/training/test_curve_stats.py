@@ -118,3 +118,25 @@ def test_diagnostics_say_where_a_cut_runs_time_went(tmp_path) -> None:
     assert t["tool_profile_s_mean"] == 3.0 and t["tokens_per_turn"] == (300 + 100 + 300) / 3
     assert t["grade_s_mean"] == 30.0 - 12.0 - 10.0 and t["wall_s_mean"] == 30.0  # the ended episode's own
     assert [r["step"] for r in out["sft_seed0"]["metrics"]] == [1, 26, 51, 60] and info["sample"][0]["text"] == "write"
+
+
+def test_a_phase_run_one_seed_at_a_time_keeps_the_other_seeds_records() -> None:
+    """issue 22: RL of one seed per device run (``--seeds``); each run's records join the carried ones."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from _learning_curve_report import merge_seeds
+
+    carried = {"phase": "rl", "points": {"rl_1": {"0": [{"task_id": "a", "reward": 1.0}]},
+                                         "rl_2": {"0": [{"task_id": "a", "reward": 2.0}]}},
+               "partial": {"rl_2": {"0": 1}}, "train_metrics": {"0": [{"step": 1}]}}
+    new = {"phase": "rl", "points": {"rl_1": {"1": [{"task_id": "a", "reward": -1.0}]},
+                                     "rl_2": {"1": [{"task_id": "a", "reward": 3.0}]}},
+           "train_metrics": {"1": [{"step": 1}]}}
+    merged = merge_seeds(carried, new)
+    assert sorted(merged["points"]["rl_1"]) == ["0", "1"] and merged["points"]["rl_2"]["1"][0]["reward"] == 3.0
+    assert merged["partial"] == {"rl_2": {"0": 1}} and sorted(merged["train_metrics"]) == ["0", "1"]
+    again = merge_seeds(merged, {"phase": "rl", "points": {"rl_2": {"0": [{"task_id": "a", "reward": 1.0}]}}})
+    assert "partial" not in again and again["points"]["rl_2"]["0"][0]["reward"] == 1.0  # seed 0 rerun, complete
+    assert carried["points"]["rl_1"] == {"0": [{"task_id": "a", "reward": 1.0}]}  # the inputs are not changed
