@@ -300,7 +300,7 @@ def main() -> None:  # noqa: C901 - one linear script
         if any(start.values()) and carried_path is not None and carried_path.exists():
             before = json.loads(carried_path.read_text())  # the earlier SFT runs' training records, oldest first
             records["history"] = before.get("history", []) + [before.get("outputs", {})]
-        (out / "records_sft.json").write_text(json.dumps(records, default=str))
+        records_file("sft", records)
 
     if "sft_eval" in phases:
         # An SFT evaluation the device budget cut: the carried actors on the held-out tasks their records lack.
