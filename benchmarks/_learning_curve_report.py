@@ -99,6 +99,8 @@ def merge_seeds(carried: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     merged["partial"] = {pt: v for pt, v in merged.get("partial", {}).items() if v}
     if not merged["partial"]:
         merged.pop("partial")
+    if "history" in new:  # continued SFT's earlier training records
+        merged["history"] = new["history"]
     merged["phase"] = new.get("phase", carried.get("phase"))
     return merged
 
