@@ -110,3 +110,16 @@ def test_the_probe_child_sets_the_mode_without_importing_cuda_agent() -> None:
     assert facts["ok"], facts
     (out,) = facts["outputs"]
     assert out["min"] < -1.0  # normalised by the batch's statistics (eval mode would give about x, in [0, 1))
+
+
+def test_no_code_path_of_the_probe_child_imports_cuda_agent() -> None:
+    """The behavioural test above covers the one-shot probe; this covers every path (``--serve``, meta sizing):
+    no import statement in the child names cuda_agent."""
+    import ast
+
+    import cuda_agent.harness as harness
+
+    tree = ast.parse(Path(harness.__file__).with_name("_task_probe_child.py").read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert names and not [m for m in names if m.split(".")[0] == "cuda_agent"], names
