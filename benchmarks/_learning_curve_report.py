@@ -71,15 +71,20 @@ def merge_resumed(carried: dict[str, Any], resumed: dict[str, Any], point: str, 
     for s, recs in resumed.get("points", {}).get(point, {}).items():
         have = {r["task_id"] for r in points.get(s, [])}
         points[s] = points.get(s, []) + [r for r in recs if r["task_id"] not in have]
-    partial = {s: len(recs) for s, recs in points.items() if len(recs) < n_tasks}
-    merged.setdefault("partial", {}).pop(point, None)
-    if partial:
-        merged["partial"][point] = partial
-    if not merged["partial"]:
-        merged.pop("partial")
+    merged.setdefault("partial", {})[point] = {s: len(recs) for s, recs in points.items() if len(recs) < n_tasks}
+    _drop_empty_partial(merged)
     merged.setdefault("resumed", []).append({"point": point, "episodes": {s: len(r) for s, r in
                                                                           resumed.get("points", {}).get(point, {}).items()}})
     return merged
+
+
+def _drop_empty_partial(merged: dict[str, Any]) -> None:
+    """Remove points no seed is short of from ``partial``, and ``partial`` itself when none is left."""
+    partial = {pt: v for pt, v in merged.get("partial", {}).items() if v}
+    if partial:
+        merged["partial"] = partial
+    else:
+        merged.pop("partial", None)
 
 
 def merge_seeds(carried: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -96,9 +101,7 @@ def merge_seeds(carried: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         for s in by_seed:
             if s not in new.get("partial", {}).get(point, {}):
                 merged.get("partial", {}).get(point, {}).pop(s, None)
-    merged["partial"] = {pt: v for pt, v in merged.get("partial", {}).items() if v}
-    if not merged["partial"]:
-        merged.pop("partial")
+    _drop_empty_partial(merged)
     if "history" in new:  # continued SFT's earlier training records
         merged["history"] = new["history"]
     merged["phase"] = new.get("phase", carried.get("phase"))

@@ -3,7 +3,8 @@
     python scripts/join_check_rows.py --out JOINED SHARD_DIR [SHARD_DIR ...]
 
 Every folder must hold the same ``plan.json`` (shards of one ``tasks check`` command share the whole suite's plan).
-A task's row from a later folder replaces an earlier one; within a folder the last line wins, as on resume. Writes
+A task's row from a later folder replaces an earlier one; within a folder the last line wins and a torn line is
+skipped, as on resume (``suite_check.done_rows`` reads them). Writes
 ``JOINED/plan.json`` and ``JOINED/rows.jsonl``; then ``cuda-agent tasks check SPEC --out JOINED --report-only``
 reports the suite (or resumes it, without ``--report-only``).
 """
@@ -14,6 +15,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from cuda_agent.harness.suite_check import ROWS, done_rows  # the resume state's own reader
 
 
 def join(folders: list[Path], out: Path) -> dict[str, int]:
@@ -27,19 +30,12 @@ def join(folders: list[Path], out: Path) -> dict[str, int]:
     rows: dict[str, str] = {}
     read = 0
     for f in plans:
-        path = f / "rows.jsonl"
-        for line in path.read_text().splitlines() if path.is_file() else []:
-            if not line.strip():
-                continue
-            try:
-                task_id = json.loads(line)["task_id"]
-            except (json.JSONDecodeError, KeyError):
-                continue  # a line cut by a kill: that task is checked again on resume
-            rows[task_id] = line
-            read += 1
+        found = done_rows(f)
+        read += len(found)
+        rows.update({task_id: row.model_dump_json() for task_id, row in found.items()})
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(next(iter(plans.values())))
-    (out / "rows.jsonl").write_text("".join(line + "\n" for line in rows.values()))
+    (out / ROWS).write_text("".join(line + "\n" for line in rows.values()))
     return {"folders": len(plans), "rows_read": read, "tasks": len(rows)}
 
 
@@ -49,7 +45,7 @@ def main() -> None:
     ap.add_argument("folders", type=Path, nargs="+")
     args = ap.parse_args()
     counts = join([f for f in args.folders if f.resolve() != args.out.resolve()], args.out)
-    print(f"joined {counts['tasks']} task rows from {counts['folders']} folder(s) ({counts['rows_read']} lines read) "
+    print(f"joined {counts['tasks']} task rows from {counts['folders']} folder(s) ({counts['rows_read']} rows read) "
           f"into {args.out}", file=sys.stdout)
 
 
