@@ -20,7 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
+
 from cuda_agent.protocols import Generation, SamplingParams
+
+log = structlog.get_logger("cuda_agent.rollout.batching")
 
 
 @dataclass
@@ -138,7 +142,12 @@ class BatchingEngine:
             self.stats.batches += 1
             self.stats.rows += len(rows)
             self.stats.max_rows = max(self.stats.max_rows, len(rows))
-            self.stats.generate_s += time.monotonic() - t0
+            seconds = time.monotonic() - t0
+            self.stats.generate_s += seconds
+            # One line per batch: a device run cut before any episode ends still shows the generation rate.
+            log.info("batch generated", batch=self.stats.batches, rows=len(rows),
+                     prompt_tokens_max=max(len(p) for p, _ in rows),
+                     new_tokens=sum(len(g.output_ids) for g in gens), seconds=round(seconds, 2))
             k = 0
             for r in taken:
                 r.result = list(gens[k:k + len(r.rows)])
