@@ -52,8 +52,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
                  rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
-                 concurrency=64, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560,
-                 sft_reserve_s=240,
+                 concurrency=16, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560,
+                 sft_reserve_s=240, device_gib=120,
                  lengths=None, eval_temperature=1.0,
                  throughput_args=["--concurrency", "16", "--sequential", "4", "--concurrent", "32", "--build-workers", "8"]),
     "cpu_tiny": dict(backend="cpu", seeds=1, heldout=8, train_tasks=300, per_task=1, vocab=1024,
@@ -65,9 +65,14 @@ PRESETS: dict[str, dict[str, Any]] = {
                      throughput_args=["--concurrency", "2", "--sequential", "2", "--concurrent", "4", "--build-workers", "2"]),
 }
 
-#: h200's ``concurrency`` 64 puts a whole held-out evaluation (64 tasks) in one wave: the batching engine serves
-#: whoever is ready as one batch that runs until its longest reply ends (~900 tokens for a first turn), so a step
-#: of a 6-layer model costs about the same for 24 rows as for 64, and fewer waves mean fewer such batches.
+#: h200's ``concurrency`` is per seed, and the seeds run side by side on the one GPU. Every episode in flight holds
+#: two CUDA processes (its task's reference process and its candidate runner, ~0.75 GiB each): at 64 per seed, 3
+#: seeds started 192 reference processes and the rest hit out-of-memory at start (session 19); the warm-ups'
+#: torch.compile runs also starved generation of CPU (the first batch of one row took 260 s) and, since every
+#: episode started at once, none had ended when the device run was cut. At 16 per seed episodes end all along the
+#: evaluation, and a cut one keeps them (``sft_eval`` resumes with the rest). ``device_gib`` is the GPU memory the
+#: seeds' harnesses share: each seed's evaluator gets ``device_gib / seeds`` (``limits.device_memory_gib``), since
+#: each would otherwise take 85% of what it sees free as its own.
 #: Grading at training scale: real builds, verification and timing with the harness's 'quick' timing preset (few
 #: calls, one grading round) and three input sets; fused and unfused kernels differ by 2-4x, far above its noise.
 HARNESS = {"verify": {"input_sets": 3}, "timing": {"preset": "quick"}}
@@ -87,7 +92,10 @@ def train_config(p: dict[str, Any], data: Path, model: str, run_dir: Path, stage
     cfg: dict[str, Any] = {"run_dir": str(run_dir), "seed": seed, "model": model, "reward": "milestone",
                            "engine": {"zero_stage": 0 if p["dtype"] == "fp32" else 1, "dtype": p["dtype"]},
                            "stages": stages, **family_run_settings(data, p["backend"], p["max_turns"])}
-    cfg["plugins"] = {p["backend"]: {"harness": HARNESS}}
+    harness: dict[str, Any] = json.loads(json.dumps(HARNESS))
+    if p.get("seed_memory_gib"):
+        harness["limits"] = {"device_memory_gib": p["seed_memory_gib"]}
+    cfg["plugins"] = {p["backend"]: {"harness": harness}}
     if p["backend"] == "cpu":
         cfg["torch_threads"] = 1
     return cfg
@@ -240,6 +248,8 @@ def main() -> None:  # noqa: C901 - one linear script
             raise SystemExit(f"--seeds {args.seeds!r}: choose among {seeds}")
         seeds = chosen
     all_seeds = list(range(p["seeds"]))
+    if p.get("device_gib"):  # the seeds of this call share the GPU's memory (see PRESETS)
+        p["seed_memory_gib"] = round(p["device_gib"] / len(seeds), 1)
 
     def records_file(name: str, records: dict[str, Any]) -> None:
         """Write ``records_<name>.json``, keeping the carried file's other seeds when only some seeds ran."""

@@ -393,3 +393,27 @@ def test_sft_without_training_evaluates_the_given_actor_on_the_tasks_left(tmp_pa
     assert "partial" not in merged and merged["resumed"] == [{"point": "sft", "episodes": {"0": 2}}]
     short = merge_resumed(carried, {"points": {"sft": {"0": resumed["points"]["sft"]["0"][:1]}}}, "sft", len(held))
     assert short["partial"] == {"sft": {"0": 2}}
+
+
+def test_seeds_side_by_side_share_the_gpu_memory_budget(tmp_path) -> None:
+    """issue 22 (session 19): three seeds side by side each took 85% of the free GPU memory as their own budget,
+    and their 192 reference processes ran out of memory at start. Each seed's cuda harness now gets its share of
+    the preset's ``device_gib``, in a block the real cuda backend's config model accepts."""
+    import sys
+
+    from cuda_agent.plugin_manager import PluginManager
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import learning_curve as lc
+
+    p = dict(lc.PRESETS["h200"])
+    p["seed_memory_gib"] = round(p["device_gib"] / p["seeds"], 1)
+    entry = PluginManager().registry.get("backend", "cuda", where="backend")
+    shares = []
+    for seed in range(p["seeds"]):
+        cfg = lc.train_config(p, tmp_path / "data", "model", tmp_path / f"run{seed}", [], seed)
+        block = entry.config_model.model_validate(cfg["plugins"]["cuda"])
+        shares.append(block.harness.limits.device_memory_gib)
+    assert len(set(shares)) == 1 and 0 < sum(shares) <= p["device_gib"]
+    # with the per-seed concurrency, the reference processes alone fit the share (768 MiB each)
+    assert p["concurrency"] * 0.75 < shares[0]
