@@ -7,6 +7,8 @@ covers and that the CPU path is untouched; the GPU tests compare both paths on t
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -62,6 +64,14 @@ def test_compare_output_on_cuda_reports_what_the_cpu_reports() -> None:
     actual[(50 << 20)] = float("-inf")  # equal infinities pass
     cpu = compare_output(expected, actual, atol=1e-2, rtol=1e-2)
     gpu = compare_output(expected.cuda(), actual.cuda(), atol=1e-2, rtol=1e-2)
-    assert [(c.check, c.details) for c in gpu] == [(c.check, c.details) for c in cpu]
+    # The verdict's fields agree exactly. reference_rms is a float64 sum of squares whose order differs between
+    # the devices (H200, session 19: 1.0001012212394147 on CUDA, ...396276 on the CPU): equal to 1e-9 relative.
+    def exact(checks):
+        return [(c.check, {k: v for k, v in c.details.items() if k != "reference_rms"}) for c in checks]
+
+    assert exact(gpu) == exact(cpu)
+    for g_check, c_check in zip(gpu, cpu):
+        if "reference_rms" in c_check.details:
+            assert math.isclose(g_check.details["reference_rms"], c_check.details["reference_rms"], rel_tol=1e-9)
     assert {c.check for c in cpu} == {"nan", "tolerance"}
     assert compare_output(expected.cuda(), expected.cuda().clone(), atol=1e-2, rtol=1e-2) == []
