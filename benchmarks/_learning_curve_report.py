@@ -254,6 +254,10 @@ def diagnostics(work: Path, seeds: list[int], sample_chars: int = 1200) -> dict[
                                     "statuses": {}}
             for r in ended:
                 info["statuses"][r["status"]] = info["statuses"].get(r["status"], 0) + 1
+            usages = [json.loads((d / "usage.json").read_text()) for d in dirs if (d / "usage.json").exists()]
+            if usages:  # per ended episode: build seconds, device seconds held and waited for
+                info["usage_mean"] = {k: round(sum(u.get(k, 0.0) for u in usages) / len(usages), 2)
+                                      for k in ("build_s", "device_busy_s", "device_wait_s", "wall_s")}
             sample = load_trajectory(sorted(dirs)[0] / "trajectory.jsonl")
             info["sample"] = [{"turn": t.turn, "text": t.text[:sample_chars],
                                "observations": [o.content[:400] for o in t.observations], "timings": t.timings}

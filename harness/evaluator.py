@@ -37,7 +37,7 @@ from cuda_agent.harness.session import SessionContext
 from cuda_agent.harness.session_run import Strategy, build_key, run_session, workspace_digest
 from cuda_agent.harness.settings import HarnessSettings, IntegritySettings
 from cuda_agent.harness.timing_protocol import resolve_protocol
-from cuda_agent.harness.timing_stats import TimingLock
+from cuda_agent.harness.timing_stats import device_timing_lock
 from cuda_agent.harness.transport import Transport
 from cuda_agent.schemas.result import CandidateResult, Provenance
 from cuda_agent.schemas.task import TaskManifest
@@ -80,7 +80,7 @@ class Evaluator:
         require_sanitizers(self.settings.integrity, kind)  # requested but unavailable: a harness error
         self.device = "cpu" if kind == "cpu" else f"cuda:{device_index}"
         self.device_index = device_index
-        self.lock = TimingLock(f"{kind}{device_index}")
+        self.lock = device_timing_lock(kind, device_index)
         self.cache = BaselineCache(self.settings.resolved_baseline_cache())
         self.transport = Transport(kind, self.experiments.cuda_transport, self.experiments.fresh_set_transport)
         self._cpus = timing_cpus(self.device, self.experiments.timing_cpus)

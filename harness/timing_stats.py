@@ -92,6 +92,13 @@ class TimingLock:
             mine.fd = None
 
 
+def device_timing_lock(kind: str, device_index: int = 0, lock_dir: Path | None = None) -> TimingLock:
+    """The timing lock of device ``device_index`` of backend ``kind`` (``cuda``/``cpu``): the one lock every evaluator
+    on the machine times that device under, and that a generation engine on the same device holds while it
+    generates (``rollout.exclusive_device``)."""
+    return TimingLock(f"{kind}{device_index}", lock_dir=lock_dir)
+
+
 def median_rel_ci(samples: Sequence[float]) -> float:
     """Relative half-width of a ~95% order-statistic confidence interval of the median."""
     n = len(samples)

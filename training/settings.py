@@ -160,6 +160,15 @@ class RolloutSettings(BaseModel):
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="Kernel env, engine hf: weights dtype of the generation engine."
     )
+    exclusive_device: bool = Field(
+        True,
+        description="Kernel env, concurrency > 1: when the generation engine runs on a device the backend times on "
+                    "(cuda engine and cuda backend, or both on the CPU), every batch holds that device's timing lock, "
+                    "the lock every harness process on the machine times under. No timed measurement then runs "
+                    "beside generation (a candidate timed while the policy's kernels share the GPU reads slower, and "
+                    "its speed-up milestone is wrongly denied), and generation is not time-sliced against timing "
+                    "loops. False: generation overlaps timing (only for a policy on a device nothing times on).",
+    )
 
 
 class PPOStageConfig(StrictModel):

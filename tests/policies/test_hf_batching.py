@@ -107,3 +107,62 @@ def test_hf_policies_batched_across_episodes_share_one_engine(tiny_lm_dir: Path)
     assert a.context_ids != b.context_ids  # each episode's own conversation
     assert all(out[n].output_ids == ctx[-len(out[n].output_ids):] for n, ctx in (("left", a.context_ids), ("right", b.context_ids)))
     assert a.engine.stats.rows >= 2
+
+
+def test_a_batch_waits_for_the_device_timing_lock_another_process_holds(hf_engine, tmp_path) -> None:
+    """session 19: generation beside timed measurements on one GPU slowed both (75-130 ms per decode step) and
+    times candidates while the policy's kernels share the device. With ``hold`` set to the device's timing lock,
+    a batch starts only after a timing process (here a real second process holding the same flock) lets go."""
+    import subprocess
+    import sys
+    import time
+
+    from cuda_agent.harness.timing_stats import device_timing_lock
+    from cuda_agent.training.rollout.batching import BatchingEngine
+
+    lock = device_timing_lock("cpu", 0, lock_dir=tmp_path)
+    released = tmp_path / "released"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, os, sys, time\n"
+         f"fd = os.open({str(lock.path)!r}, os.O_CREAT | os.O_RDWR)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "print('held', flush=True)\n"
+         "time.sleep(1.5)\n"
+         f"open({str(released)!r}, 'w').write(repr(time.time()))\n"
+         "fcntl.flock(fd, fcntl.LOCK_UN)\n"],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    batching = BatchingEngine(hf_engine, hold=lock)
+    try:
+        gen = batching.generate([[5, 6, 7]], SamplingParams(max_new_tokens=4, seed=1))[0]
+        done = time.time()
+    finally:
+        batching.close()
+        holder.wait(timeout=30)
+    assert len(gen.output_ids) >= 1
+    assert done >= float(released.read_text())  # generated only once the timing process had let go
+    with lock:  # and the batch let go of the lock afterwards
+        pass
+
+
+def test_rollouts_generate_under_the_lock_their_evaluators_time_under() -> None:
+    """The concurrent rollouts' generation hold is the very lock the backend's evaluator times under (same file),
+    and nothing is held with ``exclusive_device: false`` or when the engine is not on a timed device."""
+    from cuda_agent.config import RunConfig
+    from cuda_agent.harness.timing_stats import device_timing_lock
+    from cuda_agent.plugin_manager import PluginManager
+    from cuda_agent.training.settings import RolloutSettings
+    from cuda_agent.training.stages.kernel_rollouts import ConcurrentKernelRollouts
+
+    pm = PluginManager()
+    cfg = RunConfig.model_validate({"backend": "cpu"})
+    rollouts = ConcurrentKernelRollouts(cfg, pm, RolloutSettings(concurrency=2, build_workers=1), "cpu")
+    try:
+        hold = rollouts.generation_hold()
+        evaluator = rollouts.pool().slots[0].backend.evaluator()  # the real harness evaluator of the cpu backend
+        assert hold is not None and hold.path == evaluator.lock.path == device_timing_lock("cpu", 0).path
+        off = ConcurrentKernelRollouts(cfg, pm, RolloutSettings(concurrency=2, exclusive_device=False), "cpu")
+        assert off.generation_hold() is None
+    finally:
+        rollouts.close()

@@ -14,6 +14,7 @@ The contract stays exact: every row's ``output_ids`` and ``logprobs`` are those 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -60,12 +61,15 @@ class BatchingEngine:
         ``expected()`` requests (0: serve what is there).
     :param expected: how many requests a full batch would hold now (e.g. the episodes still running); None =
         serve at once.
+    :param hold: a context manager held around every batch's generation (e.g. the device's timing lock, so that
+        no timed measurement runs beside generation on the same device); None = nothing held.
     """
 
-    def __init__(self, engine: Any, *, gather_s: float = 0.0, expected: Any = None) -> None:
+    def __init__(self, engine: Any, *, gather_s: float = 0.0, expected: Any = None, hold: Any = None) -> None:
         self.engine = engine
         self.gather_s = gather_s
         self.expected = expected
+        self.hold = hold
         self.stats = BatchingStats()
         self._pending: list[_Request] = []
         self._cond = threading.Condition()
@@ -130,10 +134,15 @@ class BatchingEngine:
             taken = self._take()
             if taken is None:
                 return
-            rows: list[tuple[list[int], SamplingParams]] = [row for r in taken for row in r.rows]
-            t0 = time.monotonic()
+            t_wait = time.monotonic()
             try:
-                gens: Sequence[Generation] = self.engine.generate_requests(rows)
+                with self.hold if self.hold is not None else contextlib.nullcontext():
+                    # Requests that arrived while the hold was awaited join this batch.
+                    with self._cond:
+                        taken, self._pending = taken + self._pending, []
+                    rows: list[tuple[list[int], SamplingParams]] = [row for r in taken for row in r.rows]
+                    t0 = time.monotonic()
+                    gens: Sequence[Generation] = self.engine.generate_requests(rows)
             except BaseException as exc:  # noqa: BLE001 - every waiting caller gets the error
                 for r in taken:
                     r.error = exc
@@ -147,7 +156,9 @@ class BatchingEngine:
             # One line per batch: a device run cut before any episode ends still shows the generation rate.
             log.info("batch generated", batch=self.stats.batches, rows=len(rows),
                      prompt_tokens_max=max(len(p) for p, _ in rows),
-                     new_tokens=sum(len(g.output_ids) for g in gens), seconds=round(seconds, 2))
+                     new_tokens=sum(len(g.output_ids) for g in gens), seconds=round(seconds, 2),
+                     step_ms=round(1000 * seconds / max(1, max(len(g.output_ids) for g in gens)), 1),
+                     hold_wait_s=round(t0 - t_wait, 2))
             k = 0
             for r in taken:
                 r.result = list(gens[k:k + len(r.rows)])

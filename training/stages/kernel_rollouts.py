@@ -112,10 +112,29 @@ class ConcurrentKernelRollouts:
             self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
             self._engine = HFRolloutEngine(model_dir, self._tokenizer, device=self.device, dtype=self.settings.dtype,
                                            batch_size=self.settings.max_batch)
-            self._batching = BatchingEngine(self._engine, gather_s=self.settings.gather_s, expected=lambda: self._live)
+            self._batching = BatchingEngine(self._engine, gather_s=self.settings.gather_s, expected=lambda: self._live,
+                                            hold=self.generation_hold())
         elif refresh:
             self._engine.update_weights(model_dir)
         return self._batching
+
+    def generation_hold(self) -> Any:
+        """The device timing lock generation holds (``rollout.exclusive_device``), or None: when the engine runs on
+        the device the backend times (``cuda:N`` with the cuda backend on device N, or the CPU with the cpu
+        backend)."""
+        if not self.settings.exclusive_device:
+            return None
+        from cuda_agent.harness.timing_stats import device_timing_lock
+
+        kind = self.run_config.backend
+        engine = torch.device(self.device)
+        if kind == "cpu" and engine.type == "cpu":
+            return device_timing_lock("cpu", 0)
+        if kind == "cuda" and engine.type == "cuda":
+            index = engine.index if engine.index is not None else torch.cuda.current_device()
+            timed = {slot.index for slot in self.pool().slots}  # the pool's slots are the timed devices
+            return device_timing_lock("cuda", index) if index in timed else None
+        return None
 
     def close(self) -> None:
         """Stop the generation server and close the backends."""
@@ -173,12 +192,53 @@ class ConcurrentKernelRollouts:
                     stats.build_s += usage.build_s
                     stats.gpu_busy_s += usage.gpu_busy_s
                     stats.gpu_wait_s += usage.gpu_wait_s
+                _write_usage(job.out_dir, usage, time.monotonic() - started)
                 engine.wake()
 
-        with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency), thread_name_prefix="rollout") as ex:
-            list(ex.map(one, jobs))
+        stop = threading.Event()
+
+        def heartbeat() -> None:  # a run cut by a deadline still leaves where its time went in the log
+            while not stop.wait(HEARTBEAT_S):
+                slots = [sl.as_dict() for sl in pool.slots]
+                log.info("rollouts progress", done=done[0], of=len(jobs), live=self._live,
+                         elapsed_s=round(time.monotonic() - t0, 1),
+                         device_busy_s=round(sum(x["busy_s"] for x in slots), 1),
+                         device_wait_s=round(sum(x["wait_s"] for x in slots), 1),
+                         device_calls=sum(x["calls"] for x in slots), **_generation_counters(engine))
+
+        beat = threading.Thread(target=heartbeat, name="rollouts-heartbeat", daemon=True)
+        beat.start()
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, self.settings.concurrency), thread_name_prefix="rollout") as ex:
+                list(ex.map(one, jobs))
+        finally:
+            stop.set()
         stats.wall_s = time.monotonic() - t0
         return stats
+
+
+#: Seconds between two "rollouts progress" log lines of a running collection.
+HEARTBEAT_S = 30.0
+
+
+def _generation_counters(engine: Any) -> dict[str, float]:
+    """The batching engine's counters (batches, rows, seconds generating), rounded for a log line."""
+    stats = getattr(engine, "stats", None)
+    return {k: round(v, 1) for k, v in stats.as_dict().items()} if stats is not None else {}
+
+
+def _write_usage(out_dir: Path, usage: Any, wall_s: float) -> None:
+    """``usage.json`` in the episode folder: its build seconds and device seconds (held, and waited for)."""
+    import json
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "usage.json").write_text(json.dumps({"build_s": round(usage.build_s, 3),
+                                                        "device_busy_s": round(usage.gpu_busy_s, 3),
+                                                        "device_wait_s": round(usage.gpu_wait_s, 3),
+                                                        "wall_s": round(wall_s, 3)}))
+    except OSError as exc:  # diagnostics only: never fail an episode over it
+        log.warning("usage not written", out=str(out_dir), error=str(exc))
 
 
 def _turn_timings(out_dir: Path) -> dict[str, float]:
