@@ -39,6 +39,13 @@ class HFPolicyConfig(BaseModel):
                     "thread serves every request pending when it is free as one left-padded, KV-cached batch.",
     )
     max_batch: int = Field(64, ge=1, description="With batch_across_episodes: rows of one batch at most.")
+    exclusive_device: bool = Field(
+        True,
+        description="Generate while holding the timing lock of the policy's device (cuda:N, or the CPU), the lock "
+                    "every harness process on the machine times that device under: no candidate or baseline is "
+                    "timed while this policy's kernels share the device (they would read slower). False only when "
+                    "nothing is timed on the policy's device.",
+    )
 
 
 def build_hf_policy(config: HFPolicyConfig) -> Any:
@@ -60,31 +67,51 @@ def build_hf_policy(config: HFPolicyConfig) -> Any:
         )
     params = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                             top_p=config.top_p, seed=config.seed, stop=config.stop)
+    hold = device_hold(config.device) if config.exclusive_device else None
     if config.batch_across_episodes:
-        engine, tokenizer = _shared_engine(str(path.resolve()), config.device, config.dtype, config.max_batch)
+        engine, tokenizer = _shared_engine(str(path.resolve()), config.device, config.dtype, config.max_batch, hold)
     else:
+        from cuda_agent.training.rollout.batching import HeldEngine
+
         tokenizer = AutoTokenizer.from_pretrained(path)
         engine = HFRolloutEngine(path, tokenizer, device=config.device, dtype=config.dtype, batch_size=1)
+        if hold is not None:
+            engine = HeldEngine(engine, hold)
     return EngineTokenPolicy(engine, tokenizer, params, max_context_tokens=config.max_context_tokens)
 
 
-_SHARED: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+def device_hold(device: str) -> Any:
+    """The timing lock of torch device ``device`` ('cpu', 'cuda', 'cuda:1'): the lock the cuda or cpu backend's
+    evaluator times that device under."""
+    import torch
+
+    from cuda_agent.harness.timing_stats import device_timing_lock
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return device_timing_lock("cuda", dev.index if dev.index is not None else 0)
+    if dev.type == "cpu":
+        return device_timing_lock("cpu", 0)
+    return None
+
+
+_SHARED: dict[tuple[str, str, str, bool], tuple[Any, Any]] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _shared_engine(model: str, device: str, dtype: str, max_batch: int) -> tuple[Any, Any]:
+def _shared_engine(model: str, device: str, dtype: str, max_batch: int, hold: Any = None) -> tuple[Any, Any]:
     """The process's one batching engine (and tokenizer) for (model, device, dtype), built on first use."""
     from transformers import AutoTokenizer
 
     from cuda_agent.training.rollout.batching import BatchingEngine
     from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
 
-    key = (model, device, dtype)
+    key = (model, device, dtype, hold is not None)
     with _SHARED_LOCK:
         if key not in _SHARED:
             tokenizer = AutoTokenizer.from_pretrained(model)
             engine = HFRolloutEngine(model, tokenizer, device=device, dtype=dtype, batch_size=max_batch)
-            _SHARED[key] = (BatchingEngine(engine), tokenizer)
+            _SHARED[key] = (BatchingEngine(engine, hold=hold), tokenizer)
         return _SHARED[key]
 
 

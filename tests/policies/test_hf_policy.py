@@ -136,3 +136,34 @@ def test_context_limit_ends_the_episode_as_a_token_limit(tiny_lm_dir: Path) -> N
     with pytest.raises(LimitsExceeded) as info:
         small.query([Message(role="user", content="a prompt longer than twenty tokens " * 3)], [])
     assert info.value.exit == "max_tokens" and "max_context_tokens=20" in str(info.value.message)
+
+
+def test_the_policy_generates_only_while_no_timing_holds_its_device(policy, tiny_lm_dir: Path) -> None:
+    """A candidate timed while the policy's kernels share the device reads slower. The hf policy generates under
+    the timing lock of its device (here the CPU's, the cpu backend's evaluator lock): while a timing holds it, a
+    turn waits; ``exclusive_device: false`` turns that off."""
+    import threading
+    import time
+
+    from cuda_agent.harness.timing_stats import device_timing_lock
+    from cuda_agent.plugins.policies.hf import HFPolicyConfig, build_hf_policy
+
+    assert policy.engine.hold.path == device_timing_lock("cpu", 0).path
+    finished: list[float] = []
+
+    def turn() -> None:
+        policy.reset()
+        policy.query([Message(role="system", content="s"), Message(role="user", content="u")], TOOLS)
+        finished.append(time.monotonic())
+
+    with device_timing_lock("cpu", 0):  # a timed batch in progress (this thread holds the flock)
+        t = threading.Thread(target=turn)
+        t.start()
+        t.join(timeout=1.5)
+        assert t.is_alive() and not finished  # waiting for the timing to end
+        released = time.monotonic()
+    t.join(timeout=60)
+    assert finished and finished[0] >= released
+    off = build_hf_policy(HFPolicyConfig(model=str(tiny_lm_dir), max_new_tokens=4, exclusive_device=False))
+    with device_timing_lock("cpu", 0):  # nothing held by the policy: it generates beside a timing
+        off.query([Message(role="system", content="s"), Message(role="user", content="u")], TOOLS)

@@ -164,3 +164,29 @@ class BatchingEngine:
                 r.result = list(gens[k:k + len(r.rows)])
                 k += len(r.rows)
                 r.done.set()
+
+
+class HeldEngine:
+    """An engine whose every ``generate`` runs while ``hold`` is held (an unbatched policy's engine under its
+    device's timing lock, as :class:`BatchingEngine`'s ``hold`` does per batch)."""
+
+    def __init__(self, engine: Any, hold: Any) -> None:
+        self.engine = engine
+        self.hold = hold
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        """Delegated under the hold."""
+        with self.hold:
+            return self.engine.generate(prompts, params)
+
+    def generate_requests(self, requests: Sequence[tuple[list[int], SamplingParams]]) -> list[Generation]:
+        """Delegated under the hold."""
+        with self.hold:
+            return self.engine.generate_requests(requests)
+
+    def update_weights(self, source: Any) -> None:
+        """Delegated."""
+        self.engine.update_weights(source)
+
+    def __getattr__(self, name: str) -> Any:  # model, tokenizer, eos_ids... of the wrapped engine
+        return getattr(self.engine, name)
