@@ -54,12 +54,13 @@ def nvml_handle(device: str) -> Any | None:
         return None
 
 
-def nvml_used_by(handle: Any, pids: set[int]) -> int:
-    """GPU bytes used by ``pids`` (host pid view) on the device."""
+def nvml_usage(handle: Any) -> dict[int, int] | None:
+    """GPU bytes per process (host pid view) on the device, one NVML listing; None when it cannot be read."""
+    if handle is None:
+        return None
     try:
         import pynvml
 
-        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        return sum(int(p.usedGpuMemory or 0) for p in procs if p.pid in pids)
+        return {int(p.pid): int(p.usedGpuMemory or 0) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)}
     except Exception:
-        return 0
+        return None

@@ -71,6 +71,32 @@ def test_memory_blowup_is_killed(fault_evaluator, make_ws, kit, tasks) -> None: 
     _then_honest_passes(fault_evaluator, make_ws, kit, tasks)
 
 
+def test_one_watchdog_thread_kills_the_blowup_while_honest_candidates_live(fault_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
+    """Every candidate of the process is watched by one thread (session 19: a thread per candidate, 20 polls a
+    second each, took the generation thread's GIL in proportion to the episodes in flight). With honest
+    candidates alive beside it, the blowup is still killed."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_agent.harness.sandbox import WATCHDOGS
+
+    body = (
+        "        hog = []\n"
+        "        for _ in range(400):\n"
+        "            hog.append(torch.ones(25_000_000))\n"
+        "        return x"
+    )
+    with ThreadPoolExecutor(3) as ex:
+        honest = [ex.submit(fault_evaluator.verify, tasks.relu, make_ws(HONEST_RELU_MODEL_NEW), kit) for _ in range(2)]
+        blowup = ex.submit(fault_evaluator.verify, tasks.relu, make_ws(_forward(body)), kit)
+        results = [f.result() for f in honest]
+        r = blowup.result()
+    assert r.status.value == "error" and "memory" in r.message and "limit" in r.message
+    assert [x.status.value for x in results] == ["correct", "correct"]
+    assert [t.name for t in threading.enumerate()].count("memory-watchdog") == 1
+    assert WATCHDOGS.rounds > 0
+
+
 def test_huge_output_and_flood_of_prints(fault_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
     body = "        print('x' * 5_000_000)\n        return torch.empty(1 << 30)"
     r = fault_evaluator.verify(tasks.relu, make_ws(_forward(body)), kit)
