@@ -92,7 +92,7 @@ def train_config(p: dict[str, Any], data: Path, model: str, run_dir: Path, stage
     cfg: dict[str, Any] = {"run_dir": str(run_dir), "seed": seed, "model": model, "reward": "milestone",
                            "engine": {"zero_stage": 0 if p["dtype"] == "fp32" else 1, "dtype": p["dtype"]},
                            "stages": stages, **family_run_settings(data, p["backend"], p["max_turns"])}
-    harness: dict[str, Any] = json.loads(json.dumps(HARNESS))
+    harness: dict[str, Any] = dict(HARNESS)  # only a top-level key is added
     if p.get("seed_memory_gib"):
         harness["limits"] = {"device_memory_gib": p["seed_memory_gib"]}
     cfg["plugins"] = {p["backend"]: {"harness": harness}}

@@ -414,11 +414,6 @@ class WatchdogHub:
         with self._cond:
             self._members.pop(id(proc), None)
 
-    def watching(self, proc: CandidateProcess) -> bool:
-        """Whether ``proc`` is still watched."""
-        with self._cond:
-            return id(proc) in self._members
-
     def _run(self) -> None:
         while True:
             with self._cond:

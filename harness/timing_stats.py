@@ -99,6 +99,20 @@ def device_timing_lock(kind: str, device_index: int = 0, lock_dir: Path | None =
     return TimingLock(f"{kind}{device_index}", lock_dir=lock_dir)
 
 
+def torch_device_timing_lock(device: str) -> TimingLock | None:
+    """The timing lock of torch device ``device`` ('cpu', 'cuda', 'cuda:1'), the one the cpu or cuda backend's
+    evaluator times it under; None for another device type."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        index = dev.index if dev.index is not None else (torch.cuda.current_device() if torch.cuda.is_available() else 0)
+        return device_timing_lock("cuda", index)
+    if dev.type == "cpu":
+        return device_timing_lock("cpu", 0)
+    return None
+
+
 def median_rel_ci(samples: Sequence[float]) -> float:
     """Relative half-width of a ~95% order-statistic confidence interval of the median."""
     n = len(samples)

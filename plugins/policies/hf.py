@@ -67,7 +67,9 @@ def build_hf_policy(config: HFPolicyConfig) -> Any:
         )
     params = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                             top_p=config.top_p, seed=config.seed, stop=config.stop)
-    hold = device_hold(config.device) if config.exclusive_device else None
+    from cuda_agent.harness.timing_stats import torch_device_timing_lock
+
+    hold = torch_device_timing_lock(config.device) if config.exclusive_device else None
     if config.batch_across_episodes:
         engine, tokenizer = _shared_engine(str(path.resolve()), config.device, config.dtype, config.max_batch, hold)
     else:
@@ -78,21 +80,6 @@ def build_hf_policy(config: HFPolicyConfig) -> Any:
         if hold is not None:
             engine = HeldEngine(engine, hold)
     return EngineTokenPolicy(engine, tokenizer, params, max_context_tokens=config.max_context_tokens)
-
-
-def device_hold(device: str) -> Any:
-    """The timing lock of torch device ``device`` ('cpu', 'cuda', 'cuda:1'): the lock the cuda or cpu backend's
-    evaluator times that device under."""
-    import torch
-
-    from cuda_agent.harness.timing_stats import device_timing_lock
-
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        return device_timing_lock("cuda", dev.index if dev.index is not None else 0)
-    if dev.type == "cpu":
-        return device_timing_lock("cpu", 0)
-    return None
 
 
 _SHARED: dict[tuple[str, str, str, bool], tuple[Any, Any]] = {}

@@ -184,9 +184,5 @@ class HeldEngine:
         with self.hold:
             return self.engine.generate_requests(requests)
 
-    def update_weights(self, source: Any) -> None:
-        """Delegated."""
-        self.engine.update_weights(source)
-
-    def __getattr__(self, name: str) -> Any:  # model, tokenizer, eos_ids... of the wrapped engine
+    def __getattr__(self, name: str) -> Any:  # update_weights, model, eos_ids... of the wrapped engine
         return getattr(self.engine, name)

@@ -124,17 +124,16 @@ class ConcurrentKernelRollouts:
         backend)."""
         if not self.settings.exclusive_device:
             return None
-        from cuda_agent.harness.timing_stats import device_timing_lock
+        from cuda_agent.harness.timing_stats import torch_device_timing_lock
 
-        kind = self.run_config.backend
         engine = torch.device(self.device)
-        if kind == "cpu" and engine.type == "cpu":
-            return device_timing_lock("cpu", 0)
-        if kind == "cuda" and engine.type == "cuda":
+        if engine.type != self.run_config.backend:  # e.g. a cuda engine beside the cpu backend: nothing timed there
+            return None
+        if engine.type == "cuda":
             index = engine.index if engine.index is not None else torch.cuda.current_device()
-            timed = {slot.index for slot in self.pool().slots}  # the pool's slots are the timed devices
-            return device_timing_lock("cuda", index) if index in timed else None
-        return None
+            if index not in {slot.index for slot in self.pool().slots}:  # the pool's slots are the timed devices
+                return None
+        return torch_device_timing_lock(self.device)
 
     def close(self) -> None:
         """Stop the generation server and close the backends."""
