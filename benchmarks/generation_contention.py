@@ -10,7 +10,10 @@ are possible, and each wants a different fix:
   time-slices between the two contexts;
 * ``gpu_load_locked``: the same load, but it takes the device's timing lock per burst and generation holds that
   lock per batch (``rollout.exclusive_device``, the default since session 19);
-* ``peers``: two more processes generate at the same time (the seeds side by side).
+* ``peers``: two more processes generate at the same time (the seeds side by side);
+* ``busy_threads_process``: the ``busy_threads`` load, with the engine in a child process of its own
+  (:class:`~cuda_agent.training.rollout.process_engine.ProcessRolloutEngine`, ``rollout.engine_process``, the
+  default since session 20): the busy threads share the stage's GIL, not the decode loop's.
 
 Each condition generates ``--tokens`` tokens for ``--batch`` rows after a ``--prompt``-token prefill with the
 real :class:`~cuda_agent.training.rollout.hf_engine.HFRolloutEngine` (random weights of the preset's shape;
@@ -34,7 +37,7 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-CONDITIONS = ("alone", "busy_threads", "gpu_load", "gpu_load_locked", "peers")
+CONDITIONS = ("alone", "busy_threads", "gpu_load", "gpu_load_locked", "peers", "busy_threads_process")
 
 
 def make_engine(device: str, dtype: str, vocab: int, seed: int = 0) -> Any:
@@ -55,7 +58,7 @@ def step_ms(engine: Any, batch: int, prompt: int, tokens: int, vocab: int, hold:
     g = torch.Generator().manual_seed(1)
     rows = [(torch.randint(1, vocab - 2, (prompt,), generator=g).tolist(),
              SamplingParams(max_new_tokens=tokens, temperature=1.0, seed=i)) for i in range(batch)]
-    engine.eos_ids = set()  # every row runs its full length
+    engine.eos_ids = set()  # every row runs its full length (a process engine's folder is saved without EOS)
     t0 = time.perf_counter()
     if hold is not None:
         with hold:
@@ -63,6 +66,20 @@ def step_ms(engine: Any, batch: int, prompt: int, tokens: int, vocab: int, hold:
     else:
         engine.generate_requests(rows)
     return 1000 * (time.perf_counter() - t0) / tokens
+
+
+def process_engine(engine: Any, args: argparse.Namespace, device: str) -> Any:
+    """The same weights served by a child process (saved without an EOS id, so every row runs its full length)."""
+    import tempfile
+
+    from cuda_agent.training.rollout.process_engine import ProcessRolloutEngine
+
+    folder = Path(tempfile.mkdtemp(prefix="gen_contention_model_"))
+    engine.model.generation_config.eos_token_id = None
+    engine.model.save_pretrained(folder)
+    served = ProcessRolloutEngine(folder, device=device, dtype=args.dtype, batch_size=64)
+    step_ms(served, 2, 16, 4, args.vocab)  # warm-up
+    return served
 
 
 def _gpu_load(stop: Any, ready: Any, device: str, lock_dir: str | None, burst_s: float) -> None:
@@ -113,8 +130,10 @@ def run_condition(name: str, engine: Any, args: argparse.Namespace, device: str)
     tstop = threading.Event()
     hold = None
     lock_dir = str(args.lock_dir)
-    if name == "busy_threads":
+    if name in ("busy_threads", "busy_threads_process"):
         threads = [threading.Thread(target=_busy, args=(tstop,), daemon=True) for _ in range(args.threads)]
+    if name == "busy_threads_process":
+        engine = process_engine(engine, args, device)
     elif name in ("gpu_load", "gpu_load_locked"):
         locked = name == "gpu_load_locked"
         procs = [ctx.Process(target=_gpu_load, args=(stop, ready, device, lock_dir if locked else None, args.burst_s))]
@@ -140,6 +159,8 @@ def run_condition(name: str, engine: Any, args: argparse.Namespace, device: str)
             p.join(timeout=60)
             if p.is_alive():
                 p.kill()
+        if name == "busy_threads_process":
+            engine.close()
     samples.sort()
     return {"step_ms_median": round(samples[len(samples) // 2], 2), "step_ms": [round(x, 2) for x in samples]}
 

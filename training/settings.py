@@ -169,6 +169,14 @@ class RolloutSettings(BaseModel):
                     "its speed-up milestone is wrongly denied), and generation is not time-sliced against timing "
                     "loops. False: generation overlaps timing (only for a policy on a device nothing times on).",
     )
+    engine_process: bool = Field(
+        True,
+        description="Kernel env, concurrency > 1: the generation engine samples in a child process of its own. The "
+                    "episode threads' Python work (harness clients, parsing, grading) then never holds the GIL the "
+                    "decode loop needs between kernel launches (a launch-bound decode step waits up to the switch "
+                    "interval, 5 ms, at every torch op otherwise; benchmarks/generation_contention.py measures it). "
+                    "False: the engine runs in the stage's process (one process less; for debugging).",
+    )
 
 
 class PPOStageConfig(StrictModel):

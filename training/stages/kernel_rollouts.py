@@ -13,6 +13,7 @@ and log-probs are those sampled for it).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -107,11 +108,16 @@ class ConcurrentKernelRollouts:
 
         from cuda_agent.training.rollout.batching import BatchingEngine
         from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+        from cuda_agent.training.rollout.process_engine import ProcessRolloutEngine
 
         if self._engine is None:
             self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
-            self._engine = HFRolloutEngine(model_dir, self._tokenizer, device=self.device, dtype=self.settings.dtype,
-                                           batch_size=self.settings.max_batch)
+            if self.settings.engine_process:
+                self._engine = ProcessRolloutEngine(model_dir, device=self.device, dtype=self.settings.dtype,
+                                                    batch_size=self.settings.max_batch)
+            else:
+                self._engine = HFRolloutEngine(model_dir, self._tokenizer, device=self.device,
+                                               dtype=self.settings.dtype, batch_size=self.settings.max_batch)
             self._batching = BatchingEngine(self._engine, gather_s=self.settings.gather_s, expected=lambda: self._live,
                                             hold=self.generation_hold())
         elif refresh:
@@ -140,6 +146,9 @@ class ConcurrentKernelRollouts:
         if self._batching is not None:
             self._batching.close()
             self._batching = None
+        if self._engine is not None:
+            getattr(self._engine, "close", lambda: None)()  # the generation process, when there is one
+            self._engine = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -200,7 +209,8 @@ class ConcurrentKernelRollouts:
             while not stop.wait(HEARTBEAT_S):
                 slots = [sl.as_dict() for sl in pool.slots]
                 log.info("rollouts progress", done=done[0], of=len(jobs), live=self._live,
-                         elapsed_s=round(time.monotonic() - t0, 1),
+                         elapsed_s=round(time.monotonic() - t0, 1), load_1min=round(os.getloadavg()[0], 1),
+                         cpus=os.cpu_count(),
                          device_busy_s=round(sum(x["busy_s"] for x in slots), 1),
                          device_wait_s=round(sum(x["wait_s"] for x in slots), 1),
                          device_calls=sum(x["calls"] for x in slots), **_generation_counters(engine))
