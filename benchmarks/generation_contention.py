@@ -196,8 +196,8 @@ def main() -> None:
         result["conditions"][name] = run_condition(name, engine, args, device)
         result["conditions"][name]["wall_s"] = round(time.time() - t0, 1)
         print(name, json.dumps(result["conditions"][name]), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1))  # after every condition: a run cut by its cap keeps them
     print(json.dumps(result, indent=1))
 
 
