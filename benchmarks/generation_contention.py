@@ -162,7 +162,9 @@ def run_condition(name: str, engine: Any, args: argparse.Namespace, device: str)
         if name == "busy_threads_process":
             engine.close()
     samples.sort()
-    return {"step_ms_median": round(samples[len(samples) // 2], 2), "step_ms": [round(x, 2) for x in samples]}
+    profile = getattr(engine, "profile", None)  # the last batch: CPU seconds and device-sync seconds of its steps
+    return {"step_ms_median": round(samples[len(samples) // 2], 2), "step_ms": [round(x, 2) for x in samples],
+            "last_batch": profile.as_log() if profile is not None else None}
 
 
 def main() -> None:

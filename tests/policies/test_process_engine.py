@@ -39,6 +39,11 @@ def test_the_child_samples_exactly_what_the_in_process_engine_samples(tiny_lm_di
     for g, w in zip(got, want):
         assert torch.allclose(torch.tensor(g.logprobs), torch.tensor(w.logprobs), atol=1e-6)
     assert process_engine.eos_ids == local.eos_ids and process_engine.pad_id == local.pad_id
+    prof = process_engine.profile  # measured in the child, for the batch just served
+    # two batches (the sampled rows share one, the greedy row has its own), each as long as its longest row
+    steps = max(len(want[0].output_ids), len(want[1].output_ids)) + len(want[2].output_ids)
+    assert prof.steps == local.profile.steps == steps
+    assert 0 < prof.sync_s <= prof.wall_s and prof.cpu_s > 0
 
 
 def test_concurrent_batches_through_the_batching_engine_stay_per_row_exact(tiny_lm_dir: Path, process_engine) -> None:

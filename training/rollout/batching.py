@@ -158,12 +158,18 @@ class BatchingEngine:
                      prompt_tokens_max=max(len(p) for p, _ in rows),
                      new_tokens=sum(len(g.output_ids) for g in gens), seconds=round(seconds, 2),
                      step_ms=round(1000 * seconds / max(1, max(len(g.output_ids) for g in gens)), 1),
-                     hold_wait_s=round(t0 - t_wait, 2))
+                     hold_wait_s=round(t0 - t_wait, 2), **_profile(self.engine))
             k = 0
             for r in taken:
                 r.result = list(gens[k:k + len(r.rows)])
                 k += len(r.rows)
                 r.done.set()
+
+
+def _profile(engine: Any) -> dict[str, float]:
+    """The engine's profile of its last batch (steps, wall, CPU and device-sync seconds), when it keeps one."""
+    profile = getattr(engine, "profile", None)
+    return profile.as_log() if hasattr(profile, "as_log") else {}
 
 
 class HeldEngine:

@@ -10,7 +10,9 @@ untempered distribution.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,23 @@ def _nucleus_mask(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
 
+@dataclass
+class BatchProfile:
+    """Where the last ``generate_requests`` spent its time: decode steps, wall and CPU seconds of the calling
+    process, and seconds waiting at each step's device sync (the GPU still busy: its own kernels, or time-sliced
+    with another process's). ``cpu_s`` near ``wall_s`` means host-bound (Python, launches, or a starved core)."""
+
+    steps: int = 0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    sync_s: float = 0.0
+
+    def as_log(self) -> dict[str, float]:
+        """Rounded fields for a log line (``gen_`` prefixed)."""
+        return {"gen_steps": self.steps, "gen_wall_s": round(self.wall_s, 2), "gen_cpu_s": round(self.cpu_s, 2),
+                "gen_sync_s": round(self.sync_s, 2)}
+
+
 class HFRolloutEngine:
     """A :class:`~cuda_agent.protocols.RolloutEngine` over a transformers causal LM.
 
@@ -76,6 +95,7 @@ class HFRolloutEngine:
             self.eos_ids.add(int(tokenizer.eos_token_id))
         pad = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
         self.pad_id = int(pad if pad is not None else min(self.eos_ids, default=0))
+        self.profile = BatchProfile()  # of the last generate_requests
 
     # ------------------------------------------------------------------ generation
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
@@ -91,6 +111,8 @@ class HFRolloutEngine:
         """
         if any(len(p) == 0 for p, _ in requests):
             raise ValueError("every prompt needs at least one token")
+        self.profile = BatchProfile()
+        wall0, cpu0 = time.perf_counter(), time.process_time()
         out: list[Generation | None] = [None] * len(requests)
         groups: dict[tuple[float, float, tuple[str, ...]], list[int]] = {}
         for i, (_, p) in enumerate(requests):
@@ -105,6 +127,8 @@ class HFRolloutEngine:
                                             [requests[i][1].max_new_tokens for i in chunk])
                 for i, g in zip(chunk, gens):
                     out[i] = g
+        self.profile.wall_s = time.perf_counter() - wall0
+        self.profile.cpu_s = time.process_time() - cpu0
         return [g for g in out if g is not None]
 
     @torch.no_grad()
@@ -139,7 +163,10 @@ class HFRolloutEngine:
                 tempered = _nucleus_mask(logits / params.temperature, params.top_p)
                 token = torch.multinomial(tempered.softmax(-1), 1, generator=gen).squeeze(-1)
                 logp = selected_logprobs(tempered, token)
+            t_sync = time.perf_counter()
             step_tokens, step_logps = token.tolist(), logp.tolist()  # one device sync per step
+            self.profile.sync_s += time.perf_counter() - t_sync
+            self.profile.steps += 1
             keep: list[int] = []
             for j, i in enumerate(live):
                 t = step_tokens[j]

@@ -24,12 +24,14 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from cuda_agent.protocols import Generation, SamplingParams
+from cuda_agent.training.rollout.hf_engine import BatchProfile
 
 log = structlog.get_logger("cuda_agent.rollout.process")
 
@@ -68,7 +70,7 @@ def _serve(conn: Any, model_dir: str, device: str, dtype: str, batch_size: int) 
             if op == "generate":
                 rows = [(list(p), SamplingParams.model_validate(s)) for p, s in payload]
                 gens = engine.generate_requests(rows)
-                conn.send(("ok", [g.model_dump() for g in gens]))
+                conn.send(("ok", {"generations": [g.model_dump() for g in gens], "profile": asdict(engine.profile)}))
             elif op == "load":
                 engine.update_weights(_load_source(payload, engine.device))
                 conn.send(("ok", None))
@@ -116,6 +118,7 @@ class ProcessRolloutEngine:
         self.pad_id: int = info["pad_id"]
         self.pid: int = info["pid"]
         self.device = device
+        self.profile = BatchProfile()  # of the last generate_requests, measured in the child
         log.info("generation process started", pid=self.pid, device=device, seconds=round(time.monotonic() - t0, 1))
 
     # the RolloutEngine protocol --------------------------------------------------------------
@@ -128,8 +131,9 @@ class ProcessRolloutEngine:
         payload = [(list(p), s.model_dump()) for p, s in requests]
         with self._lock:
             self._send(("generate", payload))
-            gens = self._answer("generate")
-        return [Generation.model_validate(g) for g in gens]
+            reply = self._answer("generate")
+        self.profile = BatchProfile(**reply["profile"])
+        return [Generation.model_validate(g) for g in reply["generations"]]
 
     def update_weights(self, source: str | Path | dict[str, Any]) -> None:
         """Load new actor weights in the child: an HF folder, or a state dict (handed over as a file)."""
