@@ -12,7 +12,15 @@ prompt length; the rollouts load a saved folder in bfloat16 and left-pad rows of
 * ``folder_bf16_padded``: the same, rows of different prompt lengths (left padding, attention mask);
 * ``folder_bf16_padded_long``: the same over ``--long-tokens`` steps (the first turn writes ~900 tokens);
 * ``idle_contexts``: ``folder_bf16_padded`` while ``--contexts`` other processes hold a CUDA context and memory
-  (the episodes' reference processes and runners).
+  (the episodes' reference processes and runners);
+* ``torch_attention_fresh`` / ``generation_attention_fresh``: prompt lengths no earlier variant used, with SDPA
+  free to pick any backend (cuDNN included: what the engine did until session 20) and with the engine's
+  ``ATTENTION_BACKENDS`` (cuDNN excluded).
+
+Session 20's run (before ``ATTENTION_BACKENDS`` existed, so every variant used torch's choice): 3.6 ms per step
+for the fp32 engine, 42 and 62 ms for the bf16 folder's first equal and padded batches, 6 ms when the padded batch
+came again under the profiler and beside 32 idle contexts, 36 ms over 900 steps of new lengths. Fresh shapes were
+slow, repeated ones fast: cuDNN attention's per-shape plan builds.
 
 The top self-CPU torch ops (``torch.profiler``) and Python functions (``cProfile``) of ``folder_bf16_padded`` are
 written too.
@@ -40,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _rows(lengths: list[int], tokens: int, vocab: int) -> list[Any]:
+    """Rows of the given prompt lengths (random ids), each sampling ``tokens`` tokens."""
     from cuda_agent.protocols import SamplingParams
 
     g = torch.Generator().manual_seed(1)
@@ -78,6 +87,7 @@ def main() -> None:
 
     from cuda_agent.training.engines.models import load_causal_lm
     from cuda_agent.training.kernel_family.corpus import ModelSize
+    from cuda_agent.training.attention import ATTENTION_BACKENDS
     from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
 
     cuda = torch.cuda.is_available()
@@ -133,6 +143,12 @@ def main() -> None:
             stop.set()
             for p in procs:
                 p.join(timeout=30)
+
+    for name, attention, offset in (("torch_attention_fresh", None, 1000), ("generation_attention_fresh",
+                                                                           ATTENTION_BACKENDS, 1500)):
+        folder_engine.attention = attention
+        fresh = _rows([offset + 3 * i for i in range(args.rows)], args.tokens, args.vocab)
+        record(name, {**_measure(folder_engine, fresh), "backends": list(attention) if attention else "torch"})
 
 
 def _no_tokenizer() -> Any:

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from cuda_agent.training.attention import attention_backends
+
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Positions counting only attended tokens (left padding gets position 0), shape [B, T]."""
@@ -57,14 +59,16 @@ def token_logprobs(
     if attention_mask is not None:
         kwargs = {"attention_mask": attention_mask, "position_ids": position_ids_from_mask(attention_mask)}
     if chunk_size is None:
-        logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits
+        with attention_backends():  # the kernels generation samples with (backward follows the forward's choice)
+            logits = model(input_ids=input_ids, use_cache=False, **kwargs).logits
         return selected_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)
     inner = getattr(model, "module", model)  # DeepSpeed / DDP wrappers
     decoder, head = inner.get_decoder(), inner.get_output_embeddings()
     if decoder is None or head is None:
         raise ValueError(f"chunk_size needs a model with get_decoder()/get_output_embeddings(); "
                          f"{type(inner).__name__} has none: call token_logprobs without chunk_size")
-    hidden = decoder(input_ids=input_ids, use_cache=False, **kwargs).last_hidden_state[:, :-1]
+    with attention_backends():
+        hidden = decoder(input_ids=input_ids, use_cache=False, **kwargs).last_hidden_state[:, :-1]
     targets = input_ids[:, 1:]
     parts = []
     for start in range(0, hidden.shape[1], chunk_size):

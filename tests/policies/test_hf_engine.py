@@ -115,3 +115,53 @@ def test_chunked_logprobs_equal_full_ones_with_gradients(tiny_lm_dir: Path) -> N
     chunked.sum().backward()
     assert torch.allclose(full, chunked, atol=1e-5)
     assert torch.allclose(grad_full, model.lm_head.weight.grad, atol=1e-5)
+
+
+def test_generation_never_lets_attention_pick_cudnn_and_restores_torchs_choice_after(tiny_lm_dir) -> None:
+    """session 20: cuDNN's SDPA backend builds a plan per new shape, and every decode step has a new key length
+    (42-62 ms per step on the H200 against 6 ms with the other backends). Generation's forwards run with cuDNN
+    attention disabled; torch's own setting is back once the batch is done."""
+    import torch
+
+    from cuda_agent.protocols import SamplingParams
+    from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+
+    engine = HFRolloutEngine(tiny_lm_dir)
+    seen: list[tuple[bool, bool]] = []
+    hook = engine.model.register_forward_pre_hook(
+        lambda *_: seen.append((torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.mem_efficient_sdp_enabled())))
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        engine.generate_requests([([5, 6, 7], SamplingParams(max_new_tokens=5, seed=1)),
+                                  ([8, 9], SamplingParams(max_new_tokens=3, seed=2))])
+        assert seen and all(cudnn is False and efficient is True for cudnn, efficient in seen)
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before
+        seen.clear()
+        engine.attention = None  # torch's own choice: nothing restricted
+        engine.generate_requests([([5, 6, 7], SamplingParams(max_new_tokens=2, seed=1))])
+        assert seen and all(cudnn == before for cudnn, _ in seen)
+    finally:
+        hook.remove()
+
+
+def test_the_trainers_log_probs_use_the_same_attention_kernels_as_generation(tiny_lm_dir) -> None:
+    import pytest
+    import torch
+
+    from cuda_agent.training.attention import attention_backends
+    from cuda_agent.training.logprobs import token_logprobs
+    from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+
+    model = HFRolloutEngine(tiny_lm_dir).model
+    seen: list[bool] = []
+    # the decoder runs in both paths: inside the LM's forward, and on its own in the chunked one
+    hook = model.get_decoder().register_forward_pre_hook(lambda *_: seen.append(torch.backends.cuda.cudnn_sdp_enabled()))
+    try:
+        token_logprobs(model, torch.tensor([[5, 6, 7, 8]]))
+        token_logprobs(model, torch.tensor([[5, 6, 7, 8]]), chunk_size=2)
+    finally:
+        hook.remove()
+    assert seen == [False, False]
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # torch's setting is back
+    with pytest.raises(ValueError, match="unknown SDPA backend.*valid: .*MATH"):
+        attention_backends(["NOT_A_BACKEND"])

@@ -20,6 +20,7 @@ import structlog
 import torch
 
 from cuda_agent.protocols import Generation, SamplingParams
+from cuda_agent.training.attention import ATTENTION_BACKENDS, attention_backends
 from cuda_agent.training.logprobs import selected_logprobs
 
 log = structlog.get_logger("cuda_agent.rollout.hf")
@@ -96,6 +97,8 @@ class HFRolloutEngine:
         pad = getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None
         self.pad_id = int(pad if pad is not None else min(self.eos_ids, default=0))
         self.profile = BatchProfile()  # of the last generate_requests
+        #: SDPA backends of generation's forwards (training.attention.ATTENTION_BACKENDS); None = torch's choice.
+        self.attention: tuple[str, ...] | None = ATTENTION_BACKENDS
 
     # ------------------------------------------------------------------ generation
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
@@ -123,8 +126,9 @@ class HFRolloutEngine:
                 seeds = [requests[i][1].seed for i in chunk]
                 seed = None if any(s is None for s in seeds) else (seeds[0] + start if len(chunk) == 1 else
                                                                     hash(tuple(seeds)) & 0x7FFFFFFF)
-                gens = self._generate_batch([requests[i][0] for i in chunk], requests[chunk[0]][1], seed,
-                                            [requests[i][1].max_new_tokens for i in chunk])
+                with attention_backends(self.attention):
+                    gens = self._generate_batch([requests[i][0] for i in chunk], requests[chunk[0]][1], seed,
+                                                [requests[i][1].max_new_tokens for i in chunk])
                 for i, g in zip(chunk, gens):
                     out[i] = g
         self.profile.wall_s = time.perf_counter() - wall0
