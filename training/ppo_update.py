@@ -30,6 +30,7 @@ from cuda_agent.training.algorithms import (
     sequence_lengths,
     value_loss,
 )
+from cuda_agent.training.attention import attention_backends
 from cuda_agent.training.buffers import RolloutBatch
 from cuda_agent.training.settings import PPOSettings
 
@@ -53,7 +54,8 @@ class Learner:
         return None if bool(am.all()) else am
 
     def _actor_logp(self, batch: RolloutBatch, engine: Any, with_entropy: bool) -> tuple[Tensor, Tensor | None]:
-        out = engine(input_ids=batch.input_ids, attention_mask=self._mask_arg(batch), use_cache=False)
+        with attention_backends():  # the kernels the rollouts sampled with
+            out = engine(input_ids=batch.input_ids, attention_mask=self._mask_arg(batch), use_cache=False)
         logits = out.logits[:, :-1]
         return logprobs_and_entropy(logits, batch.input_ids[:, 1:], with_entropy=with_entropy, chunk=self.logit_chunk)
 

@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from cuda_agent.training.attention import attention_backends
+
 
 def load_causal_lm(source: str | Path | dict[str, Any], *, dtype: torch.dtype = torch.float32, seed: int = 0) -> nn.Module:
     """A ``transformers`` causal LM from a folder or a config dict (random init, seeded)."""
@@ -93,7 +95,8 @@ class CriticModel(nn.Module):
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """Scalar value per position, float32, ``[B, T]``."""
-        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        with attention_backends():  # no per-shape cuDNN plan builds (see training/attention.py)
+            out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         return self.value_head(out.last_hidden_state).float()
 
 
