@@ -63,6 +63,35 @@ def collect_records(work: Path, seeds: list[int], phase: str, rl_steps: int = 0)
     return {"phase": phase, "points": points, **extra}
 
 
+def rl_stage_folder(step: int) -> str:
+    """The PPO stage's folder in a ``rl_step`` run: after value pretraining on the first step, alone afterwards."""
+    return "1_ppo_agentic" if step == 1 else "0_ppo_agentic"
+
+
+def collect_rl_step(work: Path, steps: dict[int, int]) -> dict[str, Any]:
+    """Records of one ``rl_step`` run: per seed, the held-out evaluation after its one PPO step, as point
+    ``rl_<step>`` (``steps[seed]`` = that step's number over the whole run), and the run's training metrics."""
+    points: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    extra: dict[str, Any] = {}
+    for s, step in steps.items():
+        recs, partial = _heldout_records(work / f"rl_seed{s}" / rl_stage_folder(step) / "heldout", "step_00001")
+        if recs:
+            points.setdefault(f"rl_{step}", {})[str(s)] = recs
+        if partial:
+            extra.setdefault("partial", {}).setdefault(f"rl_{step}", {})[str(s)] = len(recs)
+    return {"phase": "rl", "points": points, "train_metrics": _train_metrics(work, list(steps)), **extra}
+
+
+def merge_rl_step(carried: dict[str, Any], new: dict[str, Any], done: dict[int, int]) -> dict[str, Any]:
+    """``records_rl.json`` after a ``rl_step`` run: the carried points plus the new ones, training metrics
+    appended per seed, and ``steps_done`` (per seed, the PPO steps whose actor and critic are carried)."""
+    merged = merge_seeds(carried, {k: v for k, v in new.items() if k != "train_metrics"})
+    for s, rows in new.get("train_metrics", {}).items():
+        merged.setdefault("train_metrics", {}).setdefault(s, []).extend(rows)
+    merged.setdefault("steps_done", {}).update({str(s): k for s, k in done.items()})
+    return merged
+
+
 def merge_resumed(carried: dict[str, Any], resumed: dict[str, Any], point: str, n_tasks: int) -> dict[str, Any]:
     """A phase's records after a resumed evaluation: per seed, the carried records of the tasks reached before plus
     the resumed run's (on the tasks that were left); ``partial`` keeps the seeds still short of ``n_tasks``."""

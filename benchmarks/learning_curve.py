@@ -26,7 +26,11 @@ carried actors on the held-out tasks still missing and merges); ``control``, ``r
 SFT actor) read the actors back from ``--state`` (a folder holding the earlier runs' ``--out`` files; the data
 is rebuilt with the sft run's tokenizer and task files, ``data_core.tar.gz``, and the tokenizer's hash is checked)
 and write ``records_control.json`` /
-``records_rl.json`` / ``rollout_episodes.json``. Every run rebuilds ``learning_curve.json`` and the PNG from all
+``records_rl.json`` / ``rollout_episodes.json``. ``rl_step`` is RL spread over device runs, one PPO step per seed
+per run: the first pretrains the critic and takes step 1 from the SFT actor, each later run takes the next step from
+the carried ``rl_actor_seed<k>.safetensors`` and ``rl_critic_seed<k>.safetensors`` (bf16, ~12 and ~14 MB; the
+optimizer moments are not carried), evaluating the held-out tasks after each step; ``records_rl.json`` counts the
+steps done per seed (``steps_done``). Every run rebuilds ``learning_curve.json`` and the PNG from all
 record files it finds.
 """
 
@@ -46,7 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _learning_curve_report import (  # noqa: E402
-    build_report, collect_records, diagnostics, merge_resumed, merge_seeds, write_png)
+    build_report, collect_records, collect_rl_step, diagnostics, merge_resumed, merge_rl_step, merge_seeds,
+    rl_stage_folder, write_png)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
@@ -118,13 +123,14 @@ def sft_stage(p: dict[str, Any], data: Path, **over: Any) -> dict[str, Any]:
     return {"name": "sft", "config": cfg}
 
 
-def rl_stages(p: dict[str, Any], data: Path) -> list[dict[str, Any]]:
-    """``value_pretrain`` then ``ppo_agentic`` with held-out evaluation after every step."""
+def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None) -> list[dict[str, Any]]:
+    """``value_pretrain`` then ``ppo_agentic`` (``steps``, default the preset's) with held-out evaluation after
+    every step."""
     train, held = str(data / "tasks_train.jsonl"), str(data / "tasks_heldout.jsonl")
     vp = {"env": "kernel", "tasks": [train], "collect_episodes": p["vp_episodes"], "max_steps": 40, "batch_size": 8,
           "lr": p["critic_lr"], "ev_gate": 0.5, "eval_every": 5, "max_new_tokens": p["max_new_tokens"],
           "rollout": rollout_block(p), "checkpoint_every": 1000}
-    ppo = {"env": "kernel", "tasks": [train], "steps": p["rl_steps"], "episodes_per_step": p["episodes_per_step"],
+    ppo = {"env": "kernel", "tasks": [train], "steps": steps or p["rl_steps"], "episodes_per_step": p["episodes_per_step"],
            "actor_lr": p["actor_lr"], "critic_lr": p["critic_lr"], "max_new_tokens": p["max_new_tokens"],
            "rollout": rollout_block(p), "eval_tasks": [held], "eval_at_start": False, "checkpoint_every": 1000,
            "eval_temperature": p["eval_temperature"],
@@ -200,7 +206,31 @@ def load_state(src: Path, model_dir: Path, dest: Path, tok_hash: str) -> Path:
     return dest
 
 
-PHASES = ("sft", "sft_eval", "control", "rl", "throughput")
+PHASES = ("sft", "sft_eval", "control", "rl", "rl_step", "throughput")
+
+
+def save_critic_state(critic_pt: Path, dest: Path, tok_hash: str) -> None:
+    """A critic's state dict (``critic.pt``) in bf16, one safetensors file (~14 MB: it comes back from the device)."""
+    import torch
+    from safetensors.torch import save_file
+
+    state = torch.load(str(critic_pt), map_location="cpu", weights_only=True)
+    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in state.items()}, str(dest),
+              metadata={"tokenizer": tok_hash})
+
+
+def load_critic_state(src: Path, dest: Path, tok_hash: str) -> Path:
+    """A carried bf16 critic back as the fp32 ``critic.pt`` a PPO stage's ``init_critic`` reads."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(str(src), "pt") as f:
+        if (f.metadata() or {}).get("tokenizer") != tok_hash:
+            raise SystemExit(f"{src} was trained with another tokenizer (data rebuilt differently)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({k: v.float() for k, v in load_file(str(src)).items()}, str(dest))
+    return dest
 
 
 def seed_actor(work: Path, s: int, state: Path | None, tok_hash: str) -> Path | None:
@@ -369,6 +399,53 @@ def main() -> None:  # noqa: C901 - one linear script
         timings["rl_s"] = time.time() - t0
         print(f"rl exit codes {codes} after {timings['rl_s']:.0f} s", flush=True)
         records_file("rl", collect_records(work, seeds, "rl", p["rl_steps"]))
+
+    if "rl_step" in phases:
+        # RL one PPO step per seed per device run: the first run pretrains the critic and takes step 1 from the SFT
+        # actor; each later run takes the next step from the carried actor and critic (bf16 files; the optimizers
+        # start afresh each run, their moments are not carried). The seed of run k is seed + 1000 k, so every step
+        # draws its own training tasks.
+        carried_path = args.state / "records_rl.json" if args.state else None
+        carried_rl = json.loads(carried_path.read_text()) if carried_path is not None and carried_path.exists() else {}
+        done = {s: int(carried_rl.get("steps_done", {}).get(str(s), 0)) for s in seeds}
+        t0 = time.time()
+        cmds, stepping = {}, {}
+        for s in seeds:
+            k = done[s]
+            if k >= p["rl_steps"]:
+                continue
+            if k == 0:
+                actor, stages = seed_actor(work, s, args.state, tok_hash), rl_stages(p, data, steps=1)
+            else:
+                src = args.state / f"rl_actor_seed{s}.safetensors"
+                critic_src = args.state / f"rl_critic_seed{s}.safetensors"
+                if not (src.exists() and critic_src.exists()):
+                    raise SystemExit(f"records_rl.json says seed {s} took {k} RL step(s), but --state lacks "
+                                     f"{src.name} or {critic_src.name}")
+                actor = load_state(src, work / f"model_seed{s}", work / f"rl_carried_seed{s}", tok_hash)
+                critic = load_critic_state(critic_src, work / f"rl_carried_critic_seed{s}.pt", tok_hash)
+                ppo = rl_stages(p, data, steps=1)[1]
+                ppo["config"]["init_critic"] = str(critic)
+                stages = [ppo]
+            if actor is None:
+                continue
+            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_seed{s}", stages, seed=s + 1000 * k),
+                                work / f"rl_seed{s}.yaml")
+            stepping[s] = k + 1
+        codes = run_seeds(cmds, logs, "rl_step", deadline)
+        timings["rl_step_s"] = time.time() - t0
+        print(f"rl_step exit codes {codes} after {timings['rl_step_s']:.0f} s (steps {stepping})", flush=True)
+        finished = {}
+        for s, step in stepping.items():
+            outputs = work / f"rl_seed{s}" / rl_stage_folder(step) / "outputs.json"
+            if outputs.exists():  # the step and its held-out evaluation ended: carry its actor and critic
+                o = json.loads(outputs.read_text())
+                save_state(Path(o["actor"]), out / f"rl_actor_seed{s}.safetensors", tok_hash)
+                save_critic_state(Path(o["critic"]), out / f"rl_critic_seed{s}.safetensors", tok_hash)
+                finished[s] = step
+        new = collect_rl_step(work, {s: st for s, st in stepping.items() if s in finished})
+        merged = merge_rl_step(carried_rl, new, {**done, **finished})
+        (out / "records_rl.json").write_text(json.dumps(merged, default=str))
 
     if "throughput" in phases:
         actor = seed_actor(work, 0, args.state, tok_hash)

@@ -125,7 +125,7 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  part "$s" "learning_curve$tag" "${LEARNING_CAP_S:-560}" python3 benchmarks/learning_curve.py \
                    --preset "${LEARNING_PRESET:-h200}" --out "$RES/learning_curve" ${LEARNING_ARGS:-}
                  mkdir -p "$OUT/learning_state"
-                 mv "$RES"/learning_curve/state_seed*.safetensors "$OUT/learning_state/" 2>/dev/null
+                 mv "$RES"/learning_curve/*.safetensors "$OUT/learning_state/" 2>/dev/null  # SFT actors; RL actors, critics
                  cp "$RES"/learning_curve/data_core.tar.gz "$RES"/learning_curve/records_*.json "$OUT/learning_state/" 2>/dev/null
                  ls -l "$OUT/learning_state" >> "$s" ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;

@@ -192,6 +192,12 @@ class PPOStageConfig(StrictModel):
     rollout: RolloutSettings = Field(default_factory=RolloutSettings, description="Rollout engine (hf or vllm).")
     max_new_tokens: int = Field(1024, ge=1, description="Kernel env: tokens generated at most per turn.")
     ppo: PPOSettings = Field(default_factory=PPOSettings, description="PPO hyper-parameters.")
+    init_critic: str | None = Field(
+        None,
+        description="A critic state dict (the critic.pt of an earlier run, e.g. carried between device runs) the "
+                    "critic starts from. None: the previous stage's critic (value_pretrain), else the actor's "
+                    "backbone with a fresh value head.",
+    )
     checkpoint_every: int = Field(5, ge=1, description="Save a checkpoint every this many steps (and at the end).")
     eval_samples: int = Field(0, ge=0, description="Toy envs: pass rate over this many samples before step 1 and after the last step.")
     eval_tasks: list[str] = Field(

@@ -153,3 +153,37 @@ def test_toy_chain_on_gpu_bf16(tmp_path, zero_stage):
     assert Path(out["actor"], "model.safetensors").exists() and Path(out["critic"]).exists()
     lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert all(l["value_loss"] == l["value_loss"] for l in lines if "value_loss" in l)  # no NaN in bf16
+
+
+def test_a_ppo_stage_starts_from_a_carried_critic_and_refuses_a_missing_one(tmp_path):
+    """issue 22: RL spread over device runs carries its critic between runs (``init_critic``): the critic a stage
+    builds is that file's, not the previous stage's nor a fresh head; a path that is not there is a clear error."""
+    from cuda_agent.protocols import StageContext
+    from cuda_agent.training.engines.checkpoint import full_state_dict
+    from cuda_agent.training.engines.models import CriticModel, load_causal_lm
+    from cuda_agent.training.stages.runtime import StageRuntime
+
+    config = _config(tmp_path / "run", "engine.zero_stage=0")
+    carried = CriticModel(load_causal_lm(config.model, seed=123))
+    with torch.no_grad():
+        carried.value_head.weight.fill_(0.25)  # distinct from any fresh head (zeros)
+    path = tmp_path / "carried_critic.pt"
+    torch.save(carried.state_dict(), path)
+    other = tmp_path / "previous_stage_critic.pt"
+    torch.save(CriticModel(load_causal_lm(config.model, seed=7)).state_dict(), other)
+
+    rt = StageRuntime("ppo_agentic", StageContext(run_dir=tmp_path / "stage", config=config,
+                                                  plugin_manager=PluginManager(), inputs={"critic": str(other)}))
+    built = full_state_dict(rt.build_critic(1e-3, init=str(path)))
+    want = carried.state_dict()
+    assert set(built) == set(want)
+    assert all(torch.equal(built[k].float().cpu(), want[k].float()) for k in want)
+    previous = full_state_dict(rt.build_critic(1e-3))  # without init: the previous stage's critic, as before
+    assert torch.equal(previous["backbone.embed_tokens.weight"].float().cpu(),
+                       torch.load(other)["backbone.embed_tokens.weight"].float())
+
+    missing = str(tmp_path / "nowhere.pt")
+    stage = ("stages=[{name: ppo_agentic, config: {env: toy_two_turn, steps: 1, episodes_per_step: 4, "
+             f"init_critic: '{missing}'}}}}]")
+    with pytest.raises(FileNotFoundError, match=r"critic state .*nowhere.pt does not exist \(init_critic"):
+        run_training(_config(tmp_path / "run2", stage))

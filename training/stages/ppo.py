@@ -36,7 +36,7 @@ class PPOStage(StageDriver):
         c = self.config
         s = c.ppo
         actor = rt.build_actor(c.actor_lr)
-        critic = rt.build_critic(c.critic_lr) if s.use_critic else None
+        critic = rt.build_critic(c.critic_lr, init=c.init_critic) if s.use_critic else None
         reference = rt.build_reference() if s.kl_coef > 0 else None
         learner = Learner(actor, critic, reference)
         source = make_source(rt, c.env, mode=self.mode, tasks=c.tasks, max_new_tokens=c.max_new_tokens,

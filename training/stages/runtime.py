@@ -78,11 +78,15 @@ class StageRuntime:
         """The trainable actor engine."""
         return build_train_engine(self._lm(self.actor_source), lr, self.config.engine)
 
-    def build_critic(self, lr: float) -> Any:
-        """The critic engine: the previous stage's critic if any, else the actor's backbone with a fresh head."""
+    def build_critic(self, lr: float, init: str | None = None) -> Any:
+        """The critic engine from ``init`` (a critic state dict file), else the previous stage's critic, else the
+        actor's backbone with a fresh head."""
         critic = CriticModel(self._lm(self.actor_source))
-        path = self.ctx.inputs.get("critic")
+        path = init or self.ctx.inputs.get("critic")
         if path:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"critic state {path} does not exist (init_critic, or the previous stage's "
+                                        "'critic' output)")
             critic.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         return build_train_engine(critic, lr, self.config.engine)
 
