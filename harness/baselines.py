@@ -155,8 +155,10 @@ def cached_baselines(
                       protocol=protocol, compile_mode=timing.compile_mode, threads=threads, timing_cpus=timing_cpus)
         cached = cache.get(key)
         if cached is None:
-            # The key's lock is taken before the device's timing lock and never while holding it: no cycle.
-            with cache.computing(key):
+            # The key's lock is taken before the device's timing lock and never while holding it, in either mode
+            # (a device step holds the shared mode; another holder of the key may be waiting for the exclusive one
+            # behind it): no cycle.
+            with lock.outside(), cache.computing(key):
                 cached = cache.get(key, count=False)
                 if cached is None:
                     all_cached = False

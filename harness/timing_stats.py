@@ -1,23 +1,19 @@
 """Timing decisions of the trusted side: statistics, stopping rules, the device lock, the physical floor.
 
 :func:`summarize` turns per-call samples into a :class:`~cuda_agent.schemas.Timing`, :func:`timing_done` decides
-when an adaptive loop may stop, :class:`TimingLock` keeps one timed batch per GPU at a time (a file lock, so
-separate processes honour it), :func:`speed_of_light_ms` is the physical floor (T22). The in-process timer the
+when an adaptive loop may stop, :class:`TimingLock` keeps one timed batch per GPU at a time with nothing beside it
+(a file lock, so separate processes honour it: ``harness/device_lock.py``), :func:`speed_of_light_ms` is the physical floor (T22). The in-process timer the
 child processes run is :class:`cuda_agent.harness.timing.DeviceTimer`.
 """
 
 from __future__ import annotations
 
-import fcntl
 import math
-import os
 import statistics
-import tempfile
-import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from cuda_agent.harness.device_lock import SharedHold, TimingLock, device_timing_lock  # noqa: F401 - re-exported
 from cuda_agent.schemas.result import Timing
 
 #: Generous device peaks (spec sheet, dense): (FLOP/s, bytes/s). A result under the floor is impossible.
@@ -58,45 +54,12 @@ def net_of_overhead(ms: float, overhead_ms: float) -> float:
     return max(ms - overhead_ms, NET_FLOOR_MS)
 
 
-class TimingLock:
-    """Exclusive per-device lock held around every timed batch (``flock`` under /tmp).
-
-    Any process on the machine that times on the same device takes the same
-    file lock, so two timed batches never overlap on one GPU. Re-entrant per
-    thread; threads of one process sharing the object exclude each other too
-    (each holds the lock through its own open file, and ``flock`` locks belong
-    to open files, not processes).
-    """
-
-    def __init__(self, device_key: str, lock_dir: Path | None = None) -> None:
-        safe = "".join(c if c.isalnum() else "_" for c in device_key)
-        self.path = Path(lock_dir or tempfile.gettempdir()) / f"cuda-agent-timing-{safe}.lock"
-        self._mine = threading.local()  # this thread's fd and depth
-
-    def __enter__(self) -> TimingLock:
-        mine = self._mine
-        if getattr(mine, "depth", 0) == 0:
-            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            mine.fd = fd
-            mine.depth = 0
-        mine.depth += 1
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        mine = self._mine
-        mine.depth -= 1
-        if mine.depth == 0:
-            fcntl.flock(mine.fd, fcntl.LOCK_UN)
-            os.close(mine.fd)
-            mine.fd = None
-
-
-def device_timing_lock(kind: str, device_index: int = 0, lock_dir: Path | None = None) -> TimingLock:
-    """The timing lock of device ``device_index`` of backend ``kind`` (``cuda``/``cpu``): the one lock every evaluator
-    on the machine times that device under, and that a generation engine on the same device holds while it
-    generates (``rollout.exclusive_device``)."""
-    return TimingLock(f"{kind}{device_index}", lock_dir=lock_dir)
+def generation_hold(device: str) -> SharedHold | None:
+    """What a policy generating on torch device ``device`` holds per batch: that device's lock in the shared mode
+    (never beside a timed batch; beside other untimed work, other policies' generation included); None for a
+    device nothing times."""
+    lock = torch_device_timing_lock(device)
+    return SharedHold(lock) if lock is not None else None
 
 
 def torch_device_timing_lock(device: str) -> TimingLock | None:

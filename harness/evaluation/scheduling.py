@@ -20,6 +20,8 @@ and talks to it through :class:`ScheduledBackend`, which
 
 from __future__ import annotations
 
+import contextlib
+
 import threading
 import time
 from collections.abc import Iterator
@@ -65,6 +67,17 @@ class DeviceSlot:
                 "episodes": self.placed}
 
 
+def _machine_lock(slot: DeviceSlot) -> Any:
+    """The shared mode of the machine-wide lock of ``slot``'s device, for a backend whose evaluator times under
+    :func:`~cuda_agent.harness.device_lock.device_timing_lock` (its ``kind``); nothing otherwise."""
+    kind = getattr(slot.backend, "kind", None)
+    if kind not in ("cuda", "cpu"):
+        return contextlib.nullcontext()
+    from cuda_agent.harness.device_lock import device_timing_lock
+
+    return device_timing_lock(kind, slot.index if kind == "cuda" else 0).shared()
+
+
 class DevicePool:
     """Device slots plus the build pool; thread-safe."""
 
@@ -90,9 +103,11 @@ class DevicePool:
 
     @contextmanager
     def on_device(self, slot: DeviceSlot, usage: EpisodeUsage) -> Iterator[None]:
-        """Hold ``slot``'s timing lock, accounting the wait and the held time."""
+        """Hold ``slot`` (one device step of this process at a time) and its device's machine-wide lock in the
+        shared mode (no other process times on the device meanwhile; the step's own timing takes the exclusive
+        mode inside), accounting the wait and the held time."""
         t0 = time.monotonic()
-        with slot.lock:
+        with slot.lock, _machine_lock(slot):
             t1 = time.monotonic()
             try:
                 yield

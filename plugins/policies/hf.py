@@ -41,10 +41,11 @@ class HFPolicyConfig(BaseModel):
     max_batch: int = Field(64, ge=1, description="With batch_across_episodes: rows of one batch at most.")
     exclusive_device: bool = Field(
         True,
-        description="Generate while holding the timing lock of the policy's device (cuda:N, or the CPU), the lock "
-                    "every harness process on the machine times that device under: no candidate or baseline is "
-                    "timed while this policy's kernels share the device (they would read slower). False only when "
-                    "nothing is timed on the policy's device.",
+        description="Generate while holding the lock of the policy's device (cuda:N, or the CPU) in its shared "
+                    "mode; every harness process on the machine times that device under its exclusive mode: no "
+                    "candidate or baseline is timed while this policy's kernels share the device (they would read "
+                    "slower), while untimed work (checks, other policies' generation) may run beside it. False "
+                    "only when nothing is timed on the policy's device.",
     )
 
 
@@ -67,9 +68,9 @@ def build_hf_policy(config: HFPolicyConfig) -> Any:
         )
     params = SamplingParams(max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                             top_p=config.top_p, seed=config.seed, stop=config.stop)
-    from cuda_agent.harness.timing_stats import torch_device_timing_lock
+    from cuda_agent.harness.timing_stats import generation_hold
 
-    hold = torch_device_timing_lock(config.device) if config.exclusive_device else None
+    hold = generation_hold(config.device) if config.exclusive_device else None
     if config.batch_across_episodes:
         engine, tokenizer = _shared_engine(str(path.resolve()), config.device, config.dtype, config.max_batch, hold)
     else:

@@ -319,3 +319,47 @@ def test_a_real_cpu_grade_rebuilds_from_scratch_outside_the_device_lock(tmp_path
         assert slot.calls == 1
     finally:
         p.close()
+
+
+def test_a_device_step_shares_the_device_across_processes_but_never_with_a_timed_batch(tmp_path: Path):
+    """Seeds side by side are separate processes: each one's device steps (checks, set making) hold the machine's
+    device lock shared, so another process's timed batch waits for them and they wait for it; another process's
+    untimed work runs beside them."""
+    import subprocess
+    import sys
+    import time
+
+    from cuda_agent.harness.device_lock import device_timing_lock
+
+    class CpuBackend:
+        name, skill, kernel_suffix, kind = "cpu-probe", "cpu", ".cpp", "cpu"
+
+    pool = DevicePool({0: CpuBackend()}, build_workers=1)
+    slot = pool.acquire()
+    stamp = tmp_path / "timed_in"
+    script = ("import sys, time\nfrom cuda_agent.harness.device_lock import device_timing_lock\n"
+              "with device_timing_lock('cpu', 0):\n"
+              f"    open({str(stamp)!r}, 'w').write(repr(time.time()))\n")
+    with pool.on_device(slot, EpisodeUsage()):
+        timed = subprocess.Popen([sys.executable, "-c", script])
+        time.sleep(1.0)
+        assert not stamp.exists()  # the other process's timed batch waits for this device step
+        with device_timing_lock("cpu", 0).shared():  # (this thread) untimed work nests in the step's hold
+            pass
+        step_end = time.time()
+    timed.wait(timeout=30)
+    assert float(stamp.read_text()) >= step_end
+    entered: list[float] = []
+
+    def step() -> None:
+        with pool.on_device(slot, EpisodeUsage()):
+            entered.append(time.time())
+
+    with device_timing_lock("cpu", 0):  # and a step waits while a timed batch runs (here: this thread's)
+        holder = threading.Thread(target=step, daemon=True)
+        holder.start()
+        holder.join(timeout=0.8)
+        assert holder.is_alive() and not entered
+        released = time.time()
+    holder.join(timeout=30)
+    assert entered and entered[0] >= released

@@ -161,7 +161,7 @@ def test_rollouts_generate_under_the_lock_their_evaluators_time_under() -> None:
     try:
         hold = rollouts.generation_hold()
         evaluator = rollouts.pool().slots[0].backend.evaluator()  # the real harness evaluator of the cpu backend
-        assert hold is not None and hold.path == evaluator.lock.path == device_timing_lock("cpu", 0).path
+        assert hold is not None and hold.lock.path == evaluator.lock.path == device_timing_lock("cpu", 0).path
         off = ConcurrentKernelRollouts(cfg, pm, RolloutSettings(concurrency=2, exclusive_device=False), "cpu")
         assert off.generation_hold() is None
     finally:

@@ -148,7 +148,7 @@ def test_the_policy_generates_only_while_no_timing_holds_its_device(policy, tiny
     from cuda_agent.harness.timing_stats import device_timing_lock
     from cuda_agent.plugins.policies.hf import HFPolicyConfig, build_hf_policy
 
-    assert policy.engine.hold.path == device_timing_lock("cpu", 0).path
+    assert policy.engine.hold.lock.path == device_timing_lock("cpu", 0).path
     finished: list[float] = []
 
     def turn() -> None:
@@ -164,6 +164,12 @@ def test_the_policy_generates_only_while_no_timing_holds_its_device(policy, tiny
         released = time.monotonic()
     t.join(timeout=60)
     assert finished and finished[0] >= released
+    with device_timing_lock("cpu", 0).shared():  # untimed work (a check) on the device: the turn runs beside it
+        finished.clear()
+        t = threading.Thread(target=turn)
+        t.start()
+        t.join(timeout=60)
+        assert finished
     off = build_hf_policy(HFPolicyConfig(model=str(tiny_lm_dir), max_new_tokens=4, exclusive_device=False))
     with device_timing_lock("cpu", 0):  # nothing held by the policy: it generates beside a timing
         off.query([Message(role="system", content="s"), Message(role="user", content="u")], TOOLS)

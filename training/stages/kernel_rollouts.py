@@ -125,12 +125,12 @@ class ConcurrentKernelRollouts:
         return self._batching
 
     def generation_hold(self) -> Any:
-        """The device timing lock generation holds (``rollout.exclusive_device``), or None: when the engine runs on
-        the device the backend times (``cuda:N`` with the cuda backend on device N, or the CPU with the cpu
-        backend)."""
+        """The device lock generation holds in its shared mode (``rollout.exclusive_device``), or None: when the
+        engine runs on the device the backend times (``cuda:N`` with the cuda backend on device N, or the CPU with
+        the cpu backend). Never beside a timed batch; beside untimed work (checks, other seeds' generation)."""
         if not self.settings.exclusive_device:
             return None
-        from cuda_agent.harness.timing_stats import torch_device_timing_lock
+        from cuda_agent.harness.timing_stats import generation_hold
 
         engine = torch.device(self.device)
         if engine.type != self.run_config.backend:  # e.g. a cuda engine beside the cpu backend: nothing timed there
@@ -139,7 +139,7 @@ class ConcurrentKernelRollouts:
             index = engine.index if engine.index is not None else torch.cuda.current_device()
             if index not in {slot.index for slot in self.pool().slots}:  # the pool's slots are the timed devices
                 return None
-        return torch_device_timing_lock(self.device)
+        return generation_hold(self.device)
 
     def close(self) -> None:
         """Stop the generation server and close the backends."""

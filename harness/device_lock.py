@@ -1,0 +1,169 @@
+"""The per-device lock every harness process and generation engine on a machine shares: timing alone, the rest shared.
+
+A timed batch must have the device to itself: any other work on the GPU (another candidate's checks, a reference
+making its sets, a policy generating) makes the candidate read slower and can deny it a speed-up milestone. Work
+that is not timed only has to stay out of timed batches; two such pieces of work may share the device.
+
+So the lock has two modes, on one ``flock`` file under /tmp that separate processes honour:
+
+* exclusive (``with lock:``), around every timed batch;
+* shared (``with lock.shared():``), around untimed device work: a scheduler's device steps (checks, set making,
+  loading), and generation.
+
+A thread holding the shared mode that enters the exclusive one (a profile's timing inside its device step) drops
+its shared lock first and takes the exclusive one, then returns to shared; so two such threads never wait on each
+other. A second file, the turnstile, gives waiting exclusive holders priority: a new shared holder passes through
+it, and an exclusive one holds it while it waits for the shared holders to leave, so a stream of untimed work
+cannot starve a timed batch. A thread that holds the shared mode must not block on anything a waiting exclusive holder
+may hold: it waits :meth:`TimingLock.outside` its hold (a baseline's cache key). Both modes are re-entrant per thread (over every lock object naming the same file);
+threads of one process exclude each other like processes do (each holds the lock through its own open file, and
+``flock`` locks belong to open files).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class _Held:
+    """One thread's hold of one lock file: its open file and how deep it is in each mode."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.exclusive = 0
+        self.shared = 0
+
+
+_THREAD = threading.local()
+
+
+class TimingLock:
+    """A device's lock: exclusive for timed batches (``with lock``), shared for untimed device work
+    (``with lock.shared()``); see the module docstring."""
+
+    def __init__(self, device_key: str, lock_dir: Path | None = None) -> None:
+        safe = "".join(c if c.isalnum() else "_" for c in device_key)
+        folder = Path(lock_dir or tempfile.gettempdir())
+        self.path = folder / f"cuda-agent-timing-{safe}.lock"
+        self.turnstile = folder / f"cuda-agent-timing-{safe}.turnstile"
+
+    def _state(self) -> _Held:
+        """This thread's hold of this lock file, shared by every TimingLock object naming it (an evaluator's and a
+        scheduler's objects nest: one fd per thread and file, or a thread would wait for itself)."""
+        held: dict[str, _Held] = _THREAD.__dict__.setdefault("held", {})
+        return held.setdefault(str(self.path), _Held())
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+
+    def _through_turnstile(self, fd: int, mode: int) -> None:
+        """Take ``mode`` on the lock file while holding the turnstile (released when the lock is ours)."""
+        gate = os.open(self.turnstile, os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(fd, mode)
+        finally:
+            os.close(gate)  # closing the file releases its flock
+
+    def _release(self, mine: _Held) -> None:
+        fcntl.flock(mine.fd, fcntl.LOCK_UN)
+        os.close(mine.fd)
+        mine.fd = None
+
+    # exclusive --------------------------------------------------------------------------------------
+    def __enter__(self) -> TimingLock:
+        mine = self._state()
+        if mine.exclusive == 0:
+            if mine.fd is None:
+                mine.fd = self._open()
+            else:  # held shared: let go first, so a peer converting at the same time is not waiting on us
+                fcntl.flock(mine.fd, fcntl.LOCK_UN)
+            try:
+                self._through_turnstile(mine.fd, fcntl.LOCK_EX)
+            except BaseException:
+                if mine.shared:  # interrupted while converting: hold what the caller still expects
+                    fcntl.flock(mine.fd, fcntl.LOCK_SH)
+                else:
+                    os.close(mine.fd)
+                    mine.fd = None
+                raise
+        mine.exclusive += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        mine = self._state()
+        mine.exclusive -= 1
+        if mine.exclusive == 0:
+            if mine.shared:
+                fcntl.flock(mine.fd, fcntl.LOCK_SH)  # back to the shared mode the caller entered with
+            else:
+                self._release(mine)
+
+    # shared -----------------------------------------------------------------------------------------
+    @contextmanager
+    def shared(self) -> Iterator[TimingLock]:
+        """Hold the device for untimed work: beside other shared holders, never beside a timed batch."""
+        mine = self._state()
+        if mine.fd is None:
+            fd = self._open()
+            try:
+                self._through_turnstile(fd, fcntl.LOCK_SH)
+            except BaseException:
+                os.close(fd)
+                raise
+            mine.fd = fd
+        mine.shared += 1
+        try:
+            yield self
+        finally:
+            mine.shared -= 1
+            if mine.shared == 0 and mine.exclusive == 0:
+                self._release(mine)
+
+
+    @contextmanager
+    def outside(self) -> Iterator[None]:
+        """Let go of this thread's shared hold for the block, then take it again: around a wait for something
+        (a baseline's cache key) whose holder may be waiting for the exclusive mode behind our shared hold."""
+        mine = self._state()
+        if mine.shared == 0 or mine.exclusive > 0:
+            yield
+            return
+        depth, mine.shared = mine.shared, 0
+        self._release(mine)
+        try:
+            yield
+        finally:
+            fd = self._open()
+            self._through_turnstile(fd, fcntl.LOCK_SH)
+            mine.fd, mine.shared = fd, depth
+
+
+class SharedHold:
+    """``lock.shared()`` as a reusable context manager object (for code that takes a ``hold`` to enter per call)."""
+
+    def __init__(self, lock: TimingLock) -> None:
+        self.lock = lock
+        self._held = threading.local()
+
+    def __enter__(self) -> SharedHold:
+        cm = self.lock.shared()
+        cm.__enter__()
+        self._held.stack = getattr(self._held, "stack", []) + [cm]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._held.stack.pop().__exit__(None, None, None)
+
+
+def device_timing_lock(kind: str, device_index: int = 0, lock_dir: Path | None = None) -> TimingLock:
+    """The lock of device ``device_index`` of backend kind ``kind`` (``cuda``/``cpu``): the one lock every evaluator
+    on the machine times that device under (exclusive), and that untimed device work and a generation engine on
+    the same device hold shared."""
+    return TimingLock(f"{kind}{device_index}", lock_dir=lock_dir)
