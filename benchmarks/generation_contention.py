@@ -8,8 +8,9 @@ are possible, and each wants a different fix:
 * ``busy_threads``: Python threads of the same process keep the GIL busy (the episode threads, their clients);
 * ``gpu_load``: another process keeps the GPU busy with back-to-back kernels (timing loops, warm-ups): the GPU
   time-slices between the two contexts;
-* ``gpu_load_locked``: the same load, but it takes the device's timing lock per burst and generation holds that
-  lock per batch (``rollout.exclusive_device``, the default since session 19);
+* ``gpu_load_locked``: the same load, but it takes the device's timing lock per burst (a timed batch) and
+  generation holds that lock's shared mode per batch (``rollout.exclusive_device``, the default since session 19;
+  shared since session 20);
 * ``peers``: two more processes generate at the same time (the seeds side by side);
 * ``busy_threads_process``: the ``busy_threads`` load, with the engine in a child process of its own
   (:class:`~cuda_agent.training.rollout.process_engine.ProcessRolloutEngine`, ``rollout.engine_process``, the
@@ -121,7 +122,7 @@ def _busy(stop: threading.Event) -> None:
 
 def run_condition(name: str, engine: Any, args: argparse.Namespace, device: str) -> dict[str, Any]:
     """One condition's step times (median of ``--repeats``)."""
-    from cuda_agent.harness.timing_stats import device_timing_lock
+    from cuda_agent.harness.timing_stats import SharedHold, device_timing_lock
 
     ctx = mp.get_context("spawn")
     stop, ready = ctx.Event(), ctx.Event()
@@ -139,7 +140,7 @@ def run_condition(name: str, engine: Any, args: argparse.Namespace, device: str)
         procs = [ctx.Process(target=_gpu_load, args=(stop, ready, device, lock_dir if locked else None, args.burst_s))]
         if locked:
             dev = torch.device(device)
-            hold = device_timing_lock(dev.type, dev.index or 0, lock_dir=args.lock_dir)
+            hold = SharedHold(device_timing_lock(dev.type, dev.index or 0, lock_dir=args.lock_dir))  # as the rollouts
     elif name == "peers":
         procs = [ctx.Process(target=_peer, args=(stop, ready, device, args.dtype, args.vocab, args.batch, args.prompt,
                                                  args.tokens)) for _ in range(2)]
