@@ -76,6 +76,10 @@ class TimingLock:
         os.close(mine.fd)
         mine.fd = None
 
+    def held_exclusive(self) -> bool:
+        """Whether this thread holds the exclusive mode (is inside a timed batch) now."""
+        return self._state().exclusive > 0
+
     # exclusive --------------------------------------------------------------------------------------
     def __enter__(self) -> TimingLock:
         mine = self._state()

@@ -251,7 +251,7 @@ def test_net_timing_calibrates_under_the_lock_before_the_candidate_loads(setting
         real_request = proc.request
 
         def request(timeout_s, req):  # type: ignore[no-untyped-def]
-            requests.append((req.op, ev.lock._mine.__dict__.get("depth", 0) > 0))
+            requests.append((req.op, ev.lock.held_exclusive()))
             return real_request(timeout_s, req)
 
         proc.request = request  # type: ignore[method-assign]
