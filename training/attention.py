@@ -21,7 +21,10 @@ ATTENTION_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
 
 
 def attention_backends(names: Sequence[str] | None = ATTENTION_BACKENDS) -> Any:
-    """A context in which SDPA may use only ``names``; None: torch's own choice (nothing restricted)."""
+    """A context in which SDPA may use only ``names``; None: torch's own choice (nothing restricted).
+
+    torch keeps the allowed set process-wide: threads entering and leaving at once may leave cuDNN disabled after
+    the last one left (slower for nobody here: every policy forward excludes it anyway)."""
     if names is None:
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
