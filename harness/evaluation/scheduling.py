@@ -21,7 +21,6 @@ and talks to it through :class:`ScheduledBackend`, which
 from __future__ import annotations
 
 import contextlib
-
 import threading
 import time
 from collections.abc import Iterator
@@ -50,7 +49,7 @@ class EpisodeUsage:
 
 @dataclass
 class DeviceSlot:
-    """One device: its backend, timing lock and counters."""
+    """One device: its backend, the lock of this process's device steps on it, and counters."""
 
     index: int
     backend: Any
