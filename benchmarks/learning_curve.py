@@ -181,18 +181,24 @@ def save_state(actor_dir: Path, dest: Path, tok_hash: str) -> None:
               metadata={"tokenizer": tok_hash})
 
 
+def check_tokenizer(src: Path, tok_hash: str) -> None:
+    """Refuse a carried state file trained with another tokenizer than this run's data has."""
+    from safetensors import safe_open
+
+    with safe_open(str(src), "pt") as f:
+        if (f.metadata() or {}).get("tokenizer") != tok_hash:
+            raise SystemExit(f"{src} was trained with another tokenizer (data rebuilt differently); run --phase sft again")
+
+
 def load_state(src: Path, model_dir: Path, dest: Path, tok_hash: str) -> Path:
     """Rebuild an actor folder from a carried state file over the seed's model folder (same config, tokenizer)."""
     import shutil
 
     import torch
-    from safetensors import safe_open
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    with safe_open(str(src), "pt") as f:
-        if (f.metadata() or {}).get("tokenizer") != tok_hash:
-            raise SystemExit(f"{src} was trained with another tokenizer (data rebuilt differently); run --phase sft again")
+    check_tokenizer(src, tok_hash)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     model.load_state_dict({k: v.float() for k, v in load_file(str(src)).items()})
     if dest.exists():
@@ -222,12 +228,9 @@ def save_critic_state(critic_pt: Path, dest: Path, tok_hash: str) -> None:
 def load_critic_state(src: Path, dest: Path, tok_hash: str) -> Path:
     """A carried bf16 critic back as the fp32 ``critic.pt`` a PPO stage's ``init_critic`` reads."""
     import torch
-    from safetensors import safe_open
     from safetensors.torch import load_file
 
-    with safe_open(str(src), "pt") as f:
-        if (f.metadata() or {}).get("tokenizer") != tok_hash:
-            raise SystemExit(f"{src} was trained with another tokenizer (data rebuilt differently)")
+    check_tokenizer(src, tok_hash)
     dest.parent.mkdir(parents=True, exist_ok=True)
     torch.save({k: v.float() for k, v in load_file(str(src)).items()}, str(dest))
     return dest

@@ -14,10 +14,10 @@ A thread holding the shared mode that enters the exclusive one (a profile's timi
 its shared lock first and takes the exclusive one, then returns to shared; so two such threads never wait on each
 other. A second file, the turnstile, gives waiting exclusive holders priority: a new shared holder passes through
 it, and an exclusive one holds it while it waits for the shared holders to leave, so a stream of untimed work
-cannot starve a timed batch. A thread that holds the shared mode must not block on anything a waiting exclusive holder
-may hold: it waits :meth:`TimingLock.outside` its hold (a baseline's cache key). Both modes are re-entrant per thread (over every lock object naming the same file);
-threads of one process exclude each other like processes do (each holds the lock through its own open file, and
-``flock`` locks belong to open files).
+cannot starve a timed batch. A thread that holds the shared mode must not block on anything a waiting exclusive
+holder may hold: it waits :meth:`TimingLock.outside` its hold (a baseline's cache key). Both modes are re-entrant
+per thread (over every lock object naming the same file); threads of one process exclude each other like processes
+do (each holds the lock through its own open file, and ``flock`` locks belong to open files).
 """
 
 from __future__ import annotations
@@ -110,26 +110,38 @@ class TimingLock:
                 self._release(mine)
 
     # shared -----------------------------------------------------------------------------------------
+    def _take_shared(self, mine: _Held) -> None:
+        """This thread holds nothing on the file yet: take the shared mode through the turnstile."""
+        fd = self._open()
+        try:
+            self._through_turnstile(fd, fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        mine.fd = fd
+
+    def enter_shared(self) -> None:
+        """Hold the device for untimed work (re-entrant; :meth:`exit_shared` once per call)."""
+        mine = self._state()
+        if mine.fd is None:
+            self._take_shared(mine)
+        mine.shared += 1
+
+    def exit_shared(self) -> None:
+        """Leave one :meth:`enter_shared`; the file is let go when this thread holds it in no mode."""
+        mine = self._state()
+        mine.shared -= 1
+        if mine.shared == 0 and mine.exclusive == 0:
+            self._release(mine)
+
     @contextmanager
     def shared(self) -> Iterator[TimingLock]:
         """Hold the device for untimed work: beside other shared holders, never beside a timed batch."""
-        mine = self._state()
-        if mine.fd is None:
-            fd = self._open()
-            try:
-                self._through_turnstile(fd, fcntl.LOCK_SH)
-            except BaseException:
-                os.close(fd)
-                raise
-            mine.fd = fd
-        mine.shared += 1
+        self.enter_shared()
         try:
             yield self
         finally:
-            mine.shared -= 1
-            if mine.shared == 0 and mine.exclusive == 0:
-                self._release(mine)
-
+            self.exit_shared()
 
     @contextmanager
     def outside(self) -> Iterator[None]:
@@ -144,26 +156,22 @@ class TimingLock:
         try:
             yield
         finally:
-            fd = self._open()
-            self._through_turnstile(fd, fcntl.LOCK_SH)
-            mine.fd, mine.shared = fd, depth
+            self._take_shared(mine)
+            mine.shared = depth
 
 
 class SharedHold:
-    """``lock.shared()`` as a reusable context manager object (for code that takes a ``hold`` to enter per call)."""
+    """A lock's shared mode as a context manager object, entered once per call (a generation engine's ``hold``)."""
 
     def __init__(self, lock: TimingLock) -> None:
         self.lock = lock
-        self._held = threading.local()
 
     def __enter__(self) -> SharedHold:
-        cm = self.lock.shared()
-        cm.__enter__()
-        self._held.stack = getattr(self._held, "stack", []) + [cm]
+        self.lock.enter_shared()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._held.stack.pop().__exit__(None, None, None)
+        self.lock.exit_shared()
 
 
 def device_timing_lock(kind: str, device_index: int = 0, lock_dir: Path | None = None) -> TimingLock:
