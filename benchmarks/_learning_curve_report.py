@@ -261,7 +261,8 @@ def diagnostics(work: Path, seeds: list[int], sample_chars: int = 1200) -> dict[
     """Where a device run's time went, readable after the run folder is gone: per run folder (``sft_seed0``,
     ``rl_seed1``...) its training metrics (first, last and every 25th row) and, per episode folder group (a held-out
     evaluation or a step's rollouts), how many episodes ended or were still running and the mean seconds per
-    episode by where they went (``heldout.time_summary``), with one episode's turns as a sample."""
+    episode by where they went (``heldout.time_summary``; ``usage_mean`` and ``device_phase_s_mean`` from the
+    episodes' ``usage.json``), with one episode's turns as a sample."""
     from cuda_agent.schemas.trajectory import load_trajectory
     from cuda_agent.training.stages.heldout import episode_record, time_summary
 
@@ -286,7 +287,13 @@ def diagnostics(work: Path, seeds: list[int], sample_chars: int = 1200) -> dict[
             usages = [json.loads((d / "usage.json").read_text()) for d in dirs if (d / "usage.json").exists()]
             if usages:  # per ended episode: build seconds, device seconds held and waited for
                 info["usage_mean"] = {k: round(sum(u.get(k, 0.0) for u in usages) / len(usages), 2)
-                                      for k in ("build_s", "device_busy_s", "device_wait_s", "wall_s")}
+                                      for k in ("build_s", "build_wait_s", "warm_wait_s", "device_busy_s",
+                                                "device_wait_s", "wall_s")}
+                phases: dict[str, float] = {}
+                for u in usages:  # the device steps' evaluator sub-phases, mean seconds per ended episode
+                    for name, seconds in (u.get("device_phase_s") or {}).items():
+                        phases[name] = phases.get(name, 0.0) + seconds / len(usages)
+                info["device_phase_s_mean"] = {k: round(v, 2) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])}
             sample = load_trajectory(sorted(dirs)[0] / "trajectory.jsonl")
             info["sample"] = [{"turn": t.turn, "text": t.text[:sample_chars],
                                "observations": [o.content[:400] for o in t.observations], "timings": t.timings}

@@ -57,14 +57,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
                  rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
-                 concurrency=16, build_workers=5, max_turns=8, max_new_tokens=1100, dtype="bf16", budget_s=560,
+                 concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
+                 budget_s=560,
                  sft_reserve_s=240, device_gib=120,
                  lengths=None, eval_temperature=1.0,
                  throughput_args=["--concurrency", "16", "--sequential", "4", "--concurrent", "32", "--build-workers", "8"]),
     "cpu_tiny": dict(backend="cpu", seeds=1, heldout=8, train_tasks=300, per_task=1, vocab=1024,
                      model=dict(hidden=128, layers=3, heads=2, intermediate=384), sft_epochs=6, sft_batch=4, sft_lr=3e-3,
                      rl_steps=1, episodes_per_step=4, vp_episodes=4, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=1,
-                     concurrency=2, build_workers=2, max_turns=6, max_new_tokens=800, dtype="fp32", budget_s=7200,
+                     concurrency=2, build_workers=2, device_steps=1, max_turns=6, max_new_tokens=800, dtype="fp32",
+                     budget_s=7200,
                      sft_reserve_s=900,
                      lengths=[0.4, 0.6], eval_temperature=0.0,
                      throughput_args=["--concurrency", "2", "--sequential", "2", "--concurrent", "4", "--build-workers", "2"]),
@@ -108,7 +110,8 @@ def train_config(p: dict[str, Any], data: Path, model: str, run_dir: Path, stage
 
 def rollout_block(p: dict[str, Any]) -> dict[str, Any]:
     """The stages' rollout settings (concurrent, batched generation)."""
-    return {"concurrency": p["concurrency"], "build_workers": p["build_workers"], "max_batch": 64, "gather_s": 0.05,
+    return {"concurrency": p["concurrency"], "build_workers": p["build_workers"],
+            "device_steps": p.get("device_steps", 1), "max_batch": 64, "gather_s": 0.05,
             "dtype": "bfloat16" if p["dtype"] == "bf16" else "float32"}
 
 

@@ -151,6 +151,12 @@ class RolloutSettings(BaseModel):
                     "generation batched across the episodes ready to generate.",
     )
     build_workers: int = Field(4, ge=1, description="Kernel env, concurrency > 1: compiles running at once.")
+    device_steps: int = Field(
+        1, ge=1,
+        description="Kernel env, concurrency > 1: device steps (verify, profile, grade after their build) running at "
+                    "once on one device. Timed batches stay alone (exclusive device lock); more than 1 overlaps the "
+                    "untimed parts (runner start-up, set making, checks) inside the evaluator's memory budget.",
+    )
     max_batch: int = Field(64, ge=1, description="Kernel env, concurrency > 1: rows of one batched generate at most.")
     gather_s: float = Field(
         0.02, ge=0,

@@ -17,7 +17,8 @@ from cuda_agent.schemas.task import TaskManifest
 SelectionMode = Literal["best", "final", "first_passing"]
 
 #: eval.* fields a resumed run may change (scheduling only).
-EXECUTION_ONLY_FIELDS: tuple[str, ...] = ("concurrency", "build_workers", "devices", "progress", "retry_errors")
+EXECUTION_ONLY_FIELDS: tuple[str, ...] = ("concurrency", "build_workers", "device_steps", "devices", "progress",
+                                          "retry_errors")
 
 
 class EvalBlock(StrictModel):
@@ -30,6 +31,13 @@ class EvalBlock(StrictModel):
     limit: int | None = Field(None, ge=1, description="Take at most this many tasks from the source (in its order).")
     concurrency: int = Field(4, ge=1, description="Episodes in flight at once (an API policy mostly waits).")
     build_workers: int = Field(2, ge=1, description="Compile calls running at once (the CPU build pool).")
+    device_steps: int = Field(
+        1, ge=1,
+        description="Device steps (verify, profile, grade after their build) of one device slot running at once. "
+                    "Timed batches stay alone on the device whatever this is (they take the device lock "
+                    "exclusively); more than 1 overlaps the untimed parts (runner start-up, set making, checks). "
+                    "The evaluator's memory budget still bounds what they hold on the device together.",
+    )
     devices: list[int] | None = Field(
         None,
         description="Device slots, one backend each: GPU indices for 'cuda' (None = every visible GPU); "

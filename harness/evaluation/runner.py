@@ -191,7 +191,7 @@ class EvalRunner:
                  resuming=resuming, seeds=self.config.eval.seeds)
         if todo and not self.stop.is_set():
             session_start = time.time()
-            pool = DevicePool(self.make_backends(), self.config.eval.build_workers)
+            pool = DevicePool(self.make_backends(), self.config.eval.build_workers, self.config.eval.device_steps)
             try:
                 self._run_all(todo, pool, outcome)
             finally:
@@ -261,6 +261,7 @@ class EvalRunner:
             "devices": [s.as_dict() for s in pool.slots],
             "concurrency": self.config.eval.concurrency,
             "build_workers": self.config.eval.build_workers,
+            "device_steps": self.config.eval.device_steps,
         }
         write_json_atomic(sessions / f"{n:04d}.json", data)
         return data

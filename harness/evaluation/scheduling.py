@@ -43,27 +43,70 @@ class EpisodeUsage:
     """What one episode used of the shared resources."""
 
     build_s: float = 0.0
+    build_wait_s: float = 0.0
+    warm_wait_s: float = 0.0
     gpu_busy_s: float = 0.0
     gpu_wait_s: float = 0.0
+    device_phase_s: dict[str, float] = field(default_factory=dict)
+
+    def add_phases(self, phase_s: dict[str, float]) -> None:
+        """Add a device step's evaluator sub-phases (``Diagnostics.phase_s``) to the episode's sums."""
+        for name, seconds in phase_s.items():
+            self.device_phase_s[name] = self.device_phase_s.get(name, 0.0) + float(seconds)
+
+
+class StepGate:
+    """At most ``places`` holders at once (``with gate:``); :meth:`locked` says whether every place is taken."""
+
+    def __init__(self, places: int = 1) -> None:
+        if places < 1:
+            raise ValueError(f"a step gate needs at least one place, got {places}")
+        self.places = places
+        self.held = 0
+        self._cond = threading.Condition()
+
+    def __enter__(self) -> StepGate:
+        with self._cond:
+            while self.held >= self.places:
+                self._cond.wait()
+            self.held += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self.held -= 1
+            self._cond.notify()
+
+    def locked(self) -> bool:
+        """Whether a new holder would wait now."""
+        with self._cond:
+            return self.held >= self.places
 
 
 @dataclass
 class DeviceSlot:
-    """One device: its backend, the lock of this process's device steps on it, and counters."""
+    """One device: its backend, the gate of this process's device steps on it (``device_steps`` at once), and
+    counters."""
 
     index: int
     backend: Any
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: StepGate = field(default_factory=StepGate)
     in_flight: int = 0
     placed: int = 0
     busy_s: float = 0.0
     wait_s: float = 0.0
     calls: int = 0
+    phase_s: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Counters for the session record."""
         return {"index": self.index, "busy_s": self.busy_s, "wait_s": self.wait_s, "calls": self.calls,
                 "episodes": self.placed}
+
+    def top_phases(self, n: int = 6) -> dict[str, float]:
+        """The ``n`` evaluator sub-phases that took the most of this slot's device steps, in seconds."""
+        top = sorted(self.phase_s.items(), key=lambda kv: -kv[1])[:n]
+        return {name: round(seconds, 1) for name, seconds in top}
 
 
 def _machine_lock(slot: DeviceSlot) -> Any:
@@ -80,10 +123,19 @@ def _machine_lock(slot: DeviceSlot) -> Any:
 class DevicePool:
     """Device slots plus the build pool; thread-safe."""
 
-    def __init__(self, backends: dict[int, Any], build_workers: int) -> None:
+    def __init__(self, backends: dict[int, Any], build_workers: int, device_steps: int = 1) -> None:
+        """:param backends: one backend per device slot. :param build_workers: compiles at once (the build pool).
+        :param device_steps: device steps of this process at once per slot. Each holds the device's machine lock
+        in the shared mode and a timed batch inside one takes it exclusively, so timing stays alone whatever this
+        is; more than 1 overlaps the untimed work of several steps (runner start-up, set making, checks), each
+        inside the evaluator's memory budget."""
         if not backends:
             raise ValueError("a device pool needs at least one device slot")
-        self.slots = [DeviceSlot(index=i, backend=b) for i, b in sorted(backends.items())]
+        if device_steps < 1:
+            raise ValueError(f"device_steps must be at least 1, got {device_steps}")
+        self.device_steps = device_steps
+        self.slots = [DeviceSlot(index=i, backend=b, lock=StepGate(device_steps))
+                      for i, b in sorted(backends.items())]
         self.build_pool = threading.BoundedSemaphore(build_workers)
         self._guard = threading.Lock()
 
@@ -102,9 +154,9 @@ class DevicePool:
 
     @contextmanager
     def on_device(self, slot: DeviceSlot, usage: EpisodeUsage) -> Iterator[None]:
-        """Hold ``slot`` (one device step of this process at a time) and its device's machine-wide lock in the
-        shared mode (no other process times on the device meanwhile; the step's own timing takes the exclusive
-        mode inside), accounting the wait and the held time."""
+        """Hold one of ``slot``'s device-step places (``device_steps`` of this process at a time) and its device's
+        machine-wide lock in the shared mode (nobody times on the device meanwhile; the step's own timing takes the
+        exclusive mode inside), accounting the wait and the held time."""
         t0 = time.monotonic()
         with slot.lock, _machine_lock(slot):
             t1 = time.monotonic()
@@ -119,11 +171,21 @@ class DevicePool:
                 usage.gpu_wait_s += t1 - t0
                 usage.gpu_busy_s += t2 - t1
 
+    def note_phases(self, slot: DeviceSlot, usage: EpisodeUsage, result: CandidateResult) -> None:
+        """Account where a device step's time went (the result's evaluator sub-phases), per episode and slot."""
+        phase_s = result.diagnostics.phase_s if result.diagnostics is not None else {}
+        usage.add_phases(phase_s)
+        with self._guard:
+            for name, seconds in phase_s.items():
+                slot.phase_s[name] = slot.phase_s.get(name, 0.0) + float(seconds)
+
     @contextmanager
     def building(self, usage: EpisodeUsage) -> Iterator[None]:
-        """Hold a build-pool slot, accounting the build time."""
+        """Hold a build-pool slot, accounting the wait for it and the build time."""
+        t_wait = time.monotonic()
         with self.build_pool:
             t0 = time.monotonic()
+            usage.build_wait_s += t0 - t_wait
             try:
                 yield
             finally:
@@ -199,9 +261,13 @@ class ScheduledBackend:
         """
         inner = self._slot.backend
         if not isinstance(inner, SplitBackend):
+            t_warm = time.monotonic()
             self.warm(task)
+            self.usage.warm_wait_s += time.monotonic() - t_warm
             with self._pool.on_device(self._slot, self.usage):
-                return getattr(inner, phase)(workspace, task)
+                result = getattr(inner, phase)(workspace, task)
+            self._pool.note_phases(self._slot, self.usage, result)
+            return result
         warming = self._warm_async(task)  # seconds of process start and torch.compile, beside the build
         with self._pool.building(self.usage):
             prepared = inner.build_for(phase, workspace, task)
@@ -209,9 +275,13 @@ class ScheduledBackend:
             if prepared.outcome is None:  # did not build: nothing for the device to do
                 return inner.evaluate_built(prepared)
             if warming is not None:
+                t_warm = time.monotonic()
                 warming.join()  # warm before the device is ours
+                self.usage.warm_wait_s += time.monotonic() - t_warm
             with self._pool.on_device(self._slot, self.usage):
-                return inner.evaluate_built(prepared)
+                result = inner.evaluate_built(prepared)
+            self._pool.note_phases(self._slot, self.usage, result)
+            return result
         finally:
             prepared.close()
 

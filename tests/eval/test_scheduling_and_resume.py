@@ -363,3 +363,74 @@ def test_a_device_step_shares_the_device_across_processes_but_never_with_a_timed
         released = time.time()
     holder.join(timeout=30)
     assert entered and entered[0] >= released
+
+
+class PhasedBackend(LockProbeBackend):
+    """Device steps that report evaluator sub-phases and wait at a barrier of ``meet`` steps (when set)."""
+
+    def __init__(self, meet: int = 0) -> None:
+        super().__init__()
+        self.barrier = threading.Barrier(meet) if meet else None
+        self.concurrent = 0
+        self.peak = 0
+        self._count = threading.Lock()
+
+    def _call(self, phase: str) -> CandidateResult:
+        with self._count:
+            self.concurrent += 1
+            self.peak = max(self.peak, self.concurrent)
+        try:
+            if self.barrier is not None:
+                self.barrier.wait(timeout=5)  # BrokenBarrierError when fewer steps can be inside at once
+            result = CandidateResult(task_id="t", phase=phase, status=Status.correct)
+            result.diagnostics.phase_s.update({"acquire": 0.25, "forward_calls": 1.5})
+            return result
+        finally:
+            with self._count:
+                self.concurrent -= 1
+
+
+def _steps_at_once(device_steps: int, episodes: int) -> tuple[PhasedBackend, list[BaseException]]:
+    backend = PhasedBackend(meet=episodes)
+    pool = DevicePool({0: backend}, build_workers=1, device_steps=device_steps)
+    backend.slot = pool.slots[0]
+    errors: list[BaseException] = []
+
+    def episode() -> None:
+        try:
+            ScheduledBackend(pool, pool.acquire(), EpisodeUsage()).verify(None, None)
+        except BaseException as exc:  # noqa: BLE001 - the barrier's verdict, read by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=episode) for _ in range(episodes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    return backend, errors
+
+
+def test_device_steps_lets_that_many_device_steps_of_one_slot_run_at_once():
+    backend, errors = _steps_at_once(device_steps=3, episodes=3)
+    assert errors == [] and backend.peak == 3
+    backend, errors = _steps_at_once(device_steps=2, episodes=3)  # the third waits: the barrier of 3 breaks
+    assert errors and backend.peak == 2
+
+
+def test_a_pool_refuses_zero_device_steps():
+    with pytest.raises(ValueError, match="device_steps must be at least 1, got 0"):
+        DevicePool({0: LockProbeBackend()}, build_workers=1, device_steps=0)
+
+
+def test_device_steps_account_their_sub_phases_per_episode_and_slot(pool):
+    slot = pool.acquire()
+    slot.backend = PhasedBackend()
+    slot.backend.slot = slot
+    usage = EpisodeUsage()
+    be = ScheduledBackend(pool, slot, usage)
+    be.verify(None, None)
+    be.profile(None, None)
+    be.compile(None, None)  # a build: no device step, no sub-phases
+    assert usage.device_phase_s == {"acquire": 0.5, "forward_calls": 3.0}
+    assert slot.top_phases(1) == {"forward_calls": 3.0}
+    assert usage.build_wait_s >= 0 and usage.warm_wait_s >= 0

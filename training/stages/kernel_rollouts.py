@@ -99,7 +99,7 @@ class ConcurrentKernelRollouts:
                 if entry.config_model is not None and "device_index" in entry.config_model.model_fields:
                     block["device_index"] = index
                 backends[index] = entry.build(block)
-            self._pool = DevicePool(backends, self.settings.build_workers)
+            self._pool = DevicePool(backends, self.settings.build_workers, self.settings.device_steps)
         return self._pool
 
     def engine(self, model_dir: Path, refresh: bool) -> Any:
@@ -169,7 +169,7 @@ class ConcurrentKernelRollouts:
         cfg = self.run_config.model_copy(deep=True)
         cfg.policy = f"hf:{model_dir}"
         with self._lock:
-            self._live = len(jobs)
+            self._live = min(len(jobs), max(1, self.settings.concurrency))  # episodes in flight (a full batch)
 
         done = [0]
         t0 = time.monotonic()
@@ -196,7 +196,8 @@ class ConcurrentKernelRollouts:
             finally:
                 pool.release(slot)
                 with self._lock:
-                    self._live -= 1
+                    left = len(jobs) - done[0] - len(stats.errors)  # episodes not ended yet
+                    self._live = min(left, max(1, self.settings.concurrency))
                     stats.build_s += usage.build_s
                     stats.gpu_busy_s += usage.gpu_busy_s
                     stats.gpu_wait_s += usage.gpu_wait_s
@@ -213,7 +214,9 @@ class ConcurrentKernelRollouts:
                          cpus=os.cpu_count(),
                          device_busy_s=round(sum(x["busy_s"] for x in slots), 1),
                          device_wait_s=round(sum(x["wait_s"] for x in slots), 1),
-                         device_calls=sum(x["calls"] for x in slots), **_generation_counters(engine))
+                         device_calls=sum(x["calls"] for x in slots),
+                         device_phases={f"{sl.index}": sl.top_phases() for sl in pool.slots},
+                         **_generation_counters(engine))
 
         beat = threading.Thread(target=heartbeat, name="rollouts-heartbeat", daemon=True)
         beat.start()
@@ -237,15 +240,17 @@ def _generation_counters(engine: Any) -> dict[str, float]:
 
 
 def _write_usage(out_dir: Path, usage: Any, wall_s: float) -> None:
-    """``usage.json`` in the episode folder: its build seconds and device seconds (held, and waited for)."""
+    """``usage.json`` in the episode folder: its build seconds (and the wait for a build slot), the wait for its
+    task's warm-up, device seconds (held, and waited for) and the device steps' evaluator sub-phases."""
     import json
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "usage.json").write_text(json.dumps({"build_s": round(usage.build_s, 3),
-                                                        "device_busy_s": round(usage.gpu_busy_s, 3),
-                                                        "device_wait_s": round(usage.gpu_wait_s, 3),
-                                                        "wall_s": round(wall_s, 3)}))
+        (out_dir / "usage.json").write_text(json.dumps({
+            "build_s": round(usage.build_s, 3), "build_wait_s": round(usage.build_wait_s, 3),
+            "warm_wait_s": round(usage.warm_wait_s, 3), "device_busy_s": round(usage.gpu_busy_s, 3),
+            "device_wait_s": round(usage.gpu_wait_s, 3), "wall_s": round(wall_s, 3),
+            "device_phase_s": {k: round(v, 3) for k, v in sorted(usage.device_phase_s.items())}}))
     except OSError as exc:  # diagnostics only: never fail an episode over it
         log.warning("usage not written", out=str(out_dir), error=str(exc))
 
