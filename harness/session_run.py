@@ -8,6 +8,8 @@ returned result; only a failure of the harness itself (a reference process that 
 
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import secrets
 import time
@@ -95,7 +97,9 @@ def run_session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path
     except TooLarge as exc:
         return fold(evaluator, result, start, status=Status.too_large, message=str(exc))
     try:
-        with evaluator.memory.session(task, plan):
+        with contextlib.ExitStack() as stack:
+            with ctx.lock.outside():  # a wait for room in the budget must not keep a timed batch waiting
+                stack.enter_context(evaluator.memory.session(task, plan))
             return _run(evaluator, ctx, runners, result, start, phase, task, root, so_path, body, seeds, before,
                         timing, plan, torch_compute_allowed)
     except TimeoutError as exc:  # the budget never had room: other sessions held it all along
@@ -107,14 +111,16 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
          before: dict[str, str], timing: bool, plan: SetPlan | None, torch_compute_allowed: bool) -> CandidateResult:
     """:func:`run_session` inside its memory reservation."""
     try:
-        ref = evaluator.references.acquire(task)
+        with ctx.lock.outside():  # a process start is seconds of host work: no timed batch waits for it
+            ref = evaluator.references.acquire(task)
     except ReferenceError_ as exc:
         return fold(evaluator, result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
     sess: Session | None = None
     proc = None
     try:
         t_acquire = time.perf_counter()
-        proc = runners.acquire()
+        with ctx.lock.outside():  # waiting for a runner to finish starting: no timed batch waits for it
+            proc = runners.acquire()
         limits = ctx.settings.limits
         runner = RunnerClient(proc, call_timeout_s=limits.call_timeout_s, load_timeout_s=limits.load_timeout_s,
                               request_timeout_s=limits.request_timeout_s)

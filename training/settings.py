@@ -169,8 +169,8 @@ class RolloutSettings(BaseModel):
     exclusive_device: bool = Field(
         True,
         description="Kernel env, concurrency > 1: when the generation engine runs on a device the backend times on "
-                    "(cuda engine and cuda backend, or both on the CPU), every batch holds that device's lock in its "
-                    "shared mode; every harness process on the machine times under its exclusive mode. No timed "
+                    "(cuda engine and cuda backend, or both on the CPU), every decode step holds that device's lock in "
+                    "its shared mode (a timed batch waits for one step, not a whole batch); every harness process on the machine times under its exclusive mode. No timed "
                     "measurement then runs beside generation (a candidate timed while the policy's kernels share the "
                     "GPU reads slower, and its speed-up milestone is wrongly denied), while untimed work (checks, "
                     "other seeds' generation) may. False: generation overlaps timing (only for a policy on a device "

@@ -165,3 +165,49 @@ def test_the_trainers_log_probs_use_the_same_attention_kernels_as_generation(tin
     assert torch.backends.cuda.cudnn_sdp_enabled()  # torch's setting is back
     with pytest.raises(ValueError, match="unknown SDPA backend.*valid: .*MATH"):
         attention_backends(["NOT_A_BACKEND"])
+
+
+def test_a_timed_batch_waits_for_one_decode_step_not_for_the_whole_generation(tiny_lm_dir: Path, tmp_path: Path) -> None:
+    """With the device lock held shared per decode step, an exclusive holder (a timed batch) gets the device in the
+    middle of a generation, and no step runs while it holds it; the generation then finishes unchanged."""
+    import threading
+    import time
+
+    from cuda_agent.harness.device_lock import SharedHold, TimingLock
+    from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
+
+    lock = TimingLock("cpu0", lock_dir=tmp_path)
+    engine = HFRolloutEngine(tiny_lm_dir, batch_size=2)
+    params = SamplingParams(max_new_tokens=60, seed=3, temperature=0.0)
+    prompts = [[5, 6, 7], [8, 9]]
+    expected = engine.generate(prompts, params)
+
+    class CountingHold(SharedHold):
+        def __init__(self) -> None:
+            super().__init__(lock)
+            self.entered = 0
+
+        def __enter__(self) -> CountingHold:
+            super().__enter__()
+            self.entered += 1
+            return self
+
+    hold = CountingHold()
+    engine.step_hold = hold
+    timed: dict[str, int] = {}
+
+    def timed_batch() -> None:
+        while hold.entered < 5:
+            time.sleep(0.001)
+        with lock:  # exclusive: waits for the step in flight only
+            timed["steps_at_entry"] = hold.entered
+            time.sleep(0.3)
+            timed["steps_at_exit"] = hold.entered
+
+    t = threading.Thread(target=timed_batch)
+    t.start()
+    got = engine.generate(prompts, params)
+    t.join(timeout=30)
+    assert [g.output_ids for g in got] == [g.output_ids for g in expected]  # the hold changes nothing sampled
+    assert timed["steps_at_entry"] == timed["steps_at_exit"] < engine.profile.steps == hold.entered
+    assert engine.profile.hold_s >= 0.25  # the step after the timed batch waited for it

@@ -117,3 +117,28 @@ def test_a_folder_that_does_not_load_fails_the_start_with_the_childs_error(tmp_p
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(GenerationProcessError, match=r"start \(loading .*\) failed in the child"):
         ProcessRolloutEngine(tmp_path)
+
+
+def test_a_child_holding_the_device_lock_per_step_pauses_while_a_timed_batch_holds_it(tiny_lm_dir: Path) -> None:
+    """``hold_steps``: the child takes the CPU device's lock shared around each decode step, so a generation asked for
+    while this process holds it exclusively (a timed batch) waits, then samples what it would have."""
+    import time
+
+    from cuda_agent.harness.device_lock import device_timing_lock
+    from cuda_agent.training.rollout.process_engine import ProcessRolloutEngine
+
+    engine = ProcessRolloutEngine(tiny_lm_dir, batch_size=8, hold_steps=True)
+    try:
+        want = engine.generate_requests(REQUESTS)
+        got: list = []
+        worker = threading.Thread(target=lambda: got.extend(engine.generate_requests(REQUESTS)))
+        with device_timing_lock("cpu", 0):
+            worker.start()
+            worker.join(timeout=1.0)
+            assert worker.is_alive() and not got  # the child's first step waits for the timed batch
+            released = time.perf_counter()
+        worker.join(timeout=60)
+        assert [g.output_ids for g in got] == [g.output_ids for g in want]
+        assert engine.profile.hold_s >= 0.5 and time.perf_counter() - released < 60
+    finally:
+        engine.close()

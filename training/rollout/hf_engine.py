@@ -10,6 +10,8 @@ untempered distribution.
 
 from __future__ import annotations
 
+import contextlib
+
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,11 +60,12 @@ class BatchProfile:
     wall_s: float = 0.0
     cpu_s: float = 0.0
     sync_s: float = 0.0
+    hold_s: float = 0.0  # waiting to enter the per-step hold (a timed batch had the device)
 
     def as_log(self) -> dict[str, float]:
         """Rounded fields for a log line (``gen_`` prefixed)."""
         return {"gen_steps": self.steps, "gen_wall_s": round(self.wall_s, 2), "gen_cpu_s": round(self.cpu_s, 2),
-                "gen_sync_s": round(self.sync_s, 2)}
+                "gen_sync_s": round(self.sync_s, 2), "gen_hold_s": round(self.hold_s, 2)}
 
 
 class HFRolloutEngine:
@@ -99,6 +102,9 @@ class HFRolloutEngine:
         self.profile = BatchProfile()  # of the last generate_requests
         #: SDPA backends of generation's forwards (training.attention.ATTENTION_BACKENDS); None = torch's choice.
         self.attention: tuple[str, ...] | None = ATTENTION_BACKENDS
+        #: Held around each decode step's device work, which ends with the step's sync (e.g. the device's timing lock
+        #: in the shared mode: a timed batch waits for one step, not a whole batch); None = nothing held.
+        self.step_hold: Any = None
 
     # ------------------------------------------------------------------ generation
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
@@ -145,8 +151,7 @@ class HFRolloutEngine:
         for i, p in enumerate(prompts):  # left padding: every row's next token is at the end
             ids[i, width - len(p):] = torch.tensor(p)
             mask[i, width - len(p):] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # on the host: the device is touched inside holds only
         gen = torch.Generator(device=self.device)
         if seed is not None:
             gen.manual_seed(seed)
@@ -156,21 +161,53 @@ class HFRolloutEngine:
         logps: list[list[float]] = [[] for _ in range(b)]
         reasons = ["length"] * b
         live = list(range(b))  # original row of each row still in the batch
-        res = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
-        logits = res.logits[:, -1, :].float()
-        cache = res.past_key_values
-        for _ in range(max(limits)):
-            if params.temperature <= 0:
-                token = logits.argmax(-1)
-                logp = selected_logprobs(logits, token)
-            else:
-                tempered = _nucleus_mask(logits / params.temperature, params.top_p)
-                token = torch.multinomial(tempered.softmax(-1), 1, generator=gen).squeeze(-1)
-                logp = selected_logprobs(tempered, token)
-            t_sync = time.perf_counter()
-            step_tokens, step_logps = token.tolist(), logp.tolist()  # one device sync per step
-            self.profile.sync_s += time.perf_counter() - t_sync
+
+        def step(inputs: Any) -> tuple[list[int], list[float]]:
+            """One step's device work, all of it inside ``step_hold`` (its sync ends it): ``inputs()`` builds the
+            forward's inputs, the forward runs, the next tokens are sampled and brought to the host."""
+            t_hold = time.perf_counter()
+            with self.step_hold if self.step_hold is not None else contextlib.nullcontext():
+                self.profile.hold_s += time.perf_counter() - t_hold
+                res = self.model(**inputs(), use_cache=True)
+                state["cache"] = res.past_key_values
+                logits = res.logits[:, -1, :].float()
+                if params.temperature <= 0:
+                    token = logits.argmax(-1)
+                    logp = selected_logprobs(logits, token)
+                else:
+                    tempered = _nucleus_mask(logits / params.temperature, params.top_p)
+                    token = torch.multinomial(tempered.softmax(-1), 1, generator=gen).squeeze(-1)
+                    logp = selected_logprobs(tempered, token)
+                t_sync = time.perf_counter()
+                step_tokens, step_logps = token.tolist(), logp.tolist()  # one device sync per step
+                self.profile.sync_s += time.perf_counter() - t_sync
             self.profile.steps += 1
+            state["token"] = token
+            return step_tokens, step_logps
+
+        state: dict[str, Any] = {}
+
+        def prefill_inputs() -> dict[str, Any]:
+            state["mask"], state["positions"] = mask.to(self.device), positions.to(self.device)
+            return {"input_ids": ids.to(self.device), "attention_mask": state["mask"],
+                    "position_ids": state["positions"]}
+
+        def decode_inputs(keep: list[int], shrink: bool) -> Any:
+            def build() -> dict[str, Any]:
+                token, mask, positions = state["token"], state["mask"], state["positions"]
+                if shrink:  # drop finished rows: the batch shrinks with its cache
+                    idx = torch.tensor(keep, device=self.device)
+                    state["cache"].batch_select_indices(idx)
+                    token, mask, positions = token[idx], mask[idx], positions[idx]
+                state["mask"] = torch.cat([mask, torch.ones((len(keep), 1), dtype=mask.dtype, device=self.device)],
+                                          dim=1)
+                state["positions"] = positions[:, -1:] + 1
+                return {"input_ids": token[:, None], "attention_mask": state["mask"],
+                        "position_ids": state["positions"], "past_key_values": state["cache"]}
+            return build
+
+        step_tokens, step_logps = step(prefill_inputs)
+        for _ in range(max(limits)):
             keep: list[int] = []
             for j, i in enumerate(live):
                 t = step_tokens[j]
@@ -182,16 +219,9 @@ class HFRolloutEngine:
                     keep.append(j)
             if not keep:
                 break
-            if len(keep) < len(live):  # drop finished rows: the batch shrinks with its cache
-                idx = torch.tensor(keep, device=self.device)
-                cache.batch_select_indices(idx)
-                token, mask, positions = token[idx], mask[idx], positions[idx]
-                live = [live[j] for j in keep]
-            mask = torch.cat([mask, torch.ones((len(live), 1), dtype=mask.dtype, device=self.device)], dim=1)
-            positions = positions[:, -1:] + 1
-            res = self.model(input_ids=token[:, None], attention_mask=mask, position_ids=positions,
-                             past_key_values=cache, use_cache=True)
-            logits = res.logits[:, -1, :].float()
+            shrink = len(keep) < len(live)
+            live = [live[j] for j in keep]
+            step_tokens, step_logps = step(decode_inputs(keep, shrink))
         return [Generation(output_ids=o, logprobs=lp, finish_reason=r) for o, lp, r in zip(outputs, logps, reasons)]
 
     def _hit_stop(self, output: list[int], stop: list[str]) -> bool:

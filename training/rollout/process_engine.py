@@ -43,8 +43,9 @@ class GenerationProcessError(RuntimeError):
     """The generation child failed: it did not start, it raised, or it died."""
 
 
-def _serve(conn: Any, model_dir: str, device: str, dtype: str, batch_size: int) -> None:
-    """The child: load the engine, then answer ``(op, payload)`` messages until ``close`` or a closed pipe."""
+def _serve(conn: Any, model_dir: str, device: str, dtype: str, batch_size: int, hold_steps: bool = False) -> None:
+    """The child: load the engine, then answer ``(op, payload)`` messages until ``close`` or a closed pipe.
+    ``hold_steps``: every decode step holds ``device``'s timing lock in the shared mode."""
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -54,6 +55,10 @@ def _serve(conn: Any, model_dir: str, device: str, dtype: str, batch_size: int) 
         tokenizer = AutoTokenizer.from_pretrained(model_dir) if has_tokenizer else None  # None: no stop strings
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=resolve_dtype(dtype))
         engine = HFRolloutEngine(model, tokenizer, device=device, dtype=dtype, batch_size=batch_size)
+        if hold_steps:
+            from cuda_agent.harness.timing_stats import generation_hold
+
+            engine.step_hold = generation_hold(device)
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send(("error", traceback.format_exc()))
         return
@@ -97,16 +102,18 @@ class ProcessRolloutEngine:
     :param dtype: weights dtype (``"float32"``, ``"bfloat16"``...).
     :param batch_size: rows of one batched generate at most.
     :param start_timeout_s: seconds the child may take to load before the start fails.
+    :param hold_steps: each decode step in the child holds ``device``'s timing lock in the shared mode (a timed
+        batch on that device waits for one step, and generation for the timed batch).
     """
 
     def __init__(self, model_dir: str | Path, *, device: str = "cpu", dtype: str = "float32", batch_size: int = 8,
-                 start_timeout_s: float = START_TIMEOUT_S) -> None:
+                 start_timeout_s: float = START_TIMEOUT_S, hold_steps: bool = False) -> None:
         path = Path(model_dir)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"model folder {path} has no config.json (expected a save_pretrained folder)")
         ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, str(path), device, str(dtype), batch_size),
+        self._proc = ctx.Process(target=_serve, args=(child, str(path), device, str(dtype), batch_size, hold_steps),
                                  name="rollout-engine", daemon=True)
         self._lock = threading.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="rollout-engine-")

@@ -112,22 +112,25 @@ class ConcurrentKernelRollouts:
 
         if self._engine is None:
             self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
+            # Each decode step holds the device lock (shared), so a timed batch waits for one step, not a batch.
+            hold = self.generation_hold()
             if self.settings.engine_process:
                 self._engine = ProcessRolloutEngine(model_dir, device=self.device, dtype=self.settings.dtype,
-                                                    batch_size=self.settings.max_batch)
+                                                    batch_size=self.settings.max_batch, hold_steps=hold is not None)
             else:
                 self._engine = HFRolloutEngine(model_dir, self._tokenizer, device=self.device,
                                                dtype=self.settings.dtype, batch_size=self.settings.max_batch)
-            self._batching = BatchingEngine(self._engine, gather_s=self.settings.gather_s, expected=lambda: self._live,
-                                            hold=self.generation_hold())
+                self._engine.step_hold = hold
+            self._batching = BatchingEngine(self._engine, gather_s=self.settings.gather_s, expected=lambda: self._live)
         elif refresh:
             self._engine.update_weights(model_dir)
         return self._batching
 
     def generation_hold(self) -> Any:
-        """The device lock generation holds in its shared mode (``rollout.exclusive_device``), or None: when the
-        engine runs on the device the backend times (``cuda:N`` with the cuda backend on device N, or the CPU with
-        the cpu backend). Never beside a timed batch; beside untimed work (checks, other seeds' generation)."""
+        """The device lock generation holds in its shared mode per decode step (``rollout.exclusive_device``), or
+        None: when the engine runs on the device the backend times (``cuda:N`` with the cuda backend on device N,
+        or the CPU with the cpu backend). Never beside a timed batch; beside untimed work (checks, other seeds'
+        generation)."""
         if not self.settings.exclusive_device:
             return None
         from cuda_agent.harness.timing_stats import generation_hold
