@@ -294,6 +294,9 @@ def diagnostics(work: Path, seeds: list[int], sample_chars: int = 1200) -> dict[
                     for name, seconds in (u.get("device_phase_s") or {}).items():
                         phases[name] = phases.get(name, 0.0) + seconds / len(usages)
                 info["device_phase_s_mean"] = {k: round(v, 2) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])}
+                starts = sorted(x for u in usages for x in u.get("runner_start_s") or [])
+                if starts:  # how long a runner took to start on the loaded host (spares refill that fast)
+                    info["runner_start_s"] = {"n": len(starts), "median": starts[len(starts) // 2], "max": starts[-1]}
             sample = load_trajectory(sorted(dirs)[0] / "trajectory.jsonl")
             info["sample"] = [{"turn": t.turn, "text": t.text[:sample_chars],
                                "observations": [o.content[:400] for o in t.observations], "timings": t.timings}

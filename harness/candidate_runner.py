@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -318,7 +319,8 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the evaluation as a harness error
         runner.send(Failure(error=f"runner start failed: {type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-3000:]))
         return 1
-    runner.send(m.Ready(pid=os.getpid(), threads=runner.torch.get_num_threads(), spin=runner.timer.spin_calibration()))
+    runner.send(m.Ready(pid=os.getpid(), threads=runner.torch.get_num_threads(), spin=runner.timer.spin_calibration(),
+                        ready_clock=time.monotonic()))
     while True:
         try:
             line = reader.read_line(3600.0 * 24)

@@ -100,6 +100,7 @@ class Ready(Reply):
     pid: int
     threads: int
     spin: SpinCalibration
+    ready_clock: float | None = None  # its time.monotonic() when ready (CLOCK_MONOTONIC: one clock per machine)
 
 
 class Setup(Request):

@@ -323,6 +323,13 @@ class CandidateProcess:
             self._ready = reply  # type: ignore[assignment]
         return self._ready  # type: ignore[return-value]
 
+    @property
+    def start_s(self) -> float | None:
+        """Seconds from this runner's spawn to its ready reply (importing torch, initialising the device, sizing
+        its spin); None before :meth:`wait_ready` or when the runner did not say when."""
+        clock = getattr(self._ready, "ready_clock", None)
+        return round(clock - self.started_at, 3) if clock is not None else None
+
     def request(self, timeout_s: float, req: Request) -> Reply | Failure:
         """Send ``req`` and return the runner's reply, validated against the request's reply class (raises
         :class:`CandidateDied`; a reply that does not fit is a 'protocol' death: the candidate wrote it)."""

@@ -128,6 +128,7 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
         sess = Session(ctx, task, runner, ref, reference_sets=plan.reference_sets if caps else None,
                        runner_sets=plan.runner_sets if caps else None, torch_compute_allowed=torch_compute_allowed)
         sess.tick("acquire", t_acquire)
+        sess.diagnostics.runner_start_s = proc.start_s
         if timing and ctx.kind == "cuda":  # how this runner sized its pre-roll spin (made when it started)
             sess.diagnostics.runner_spin = runner.ready().spin
         sess.open(root, so_path, seeds, timing=timing)

@@ -122,8 +122,13 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  # comes back on its own in $OUT/learning_state: the actors, data_core.tar.gz and the record files
                  # (with summary.txt and results.tar.gz, 7 of the 8 files a call returns: run no other part that
                  # returns files, e.g. kb_check, in the same call).
+                 # where the machine's CPU goes meanwhile, by kind of process (builds, runners, references, generation)
+                 python3 benchmarks/cpu_sampler.py --out "$RES/cpu_usage$tag.jsonl" --interval 1 --report-every 30 &
+                 local sampler=$!
                  part "$s" "learning_curve$tag" "${LEARNING_CAP_S:-560}" python3 benchmarks/learning_curve.py \
                    --preset "${LEARNING_PRESET:-h200}" --out "$RES/learning_curve" ${LEARNING_ARGS:-}
+                 kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+                 python3 benchmarks/cpu_sampler.py --summarize "$RES/cpu_usage$tag.jsonl" >> "$s" 2>&1
                  mkdir -p "$OUT/learning_state"
                  mv "$RES"/learning_curve/*.safetensors "$OUT/learning_state/" 2>/dev/null  # SFT actors; RL actors, critics
                  cp "$RES"/learning_curve/data_core.tar.gz "$RES"/learning_curve/records_*.json "$OUT/learning_state/" 2>/dev/null

@@ -208,6 +208,9 @@ class Diagnostics(BaseModel):
     speed_of_light_ms: float | None = Field(None, description="The physical floor the time was capped at (T22).")
     grade_rounds: int | None = Field(None, description="Interleaved rounds of the grading pass.")
     runner_spin: SpinCalibration | None = Field(None, description="How the runner sized its spin at its start.")
+    runner_start_s: float | None = Field(
+        None, description="Seconds the session's runner took from its spawn to ready (torch import, device "
+                          "initialisation); on a loaded host this bounds how fast the spare runners refill.")
     runner_spin_recalibrated: SpinCalibration | None = Field(None, description="Sized again under the lock.")
     timing_overhead_ms: float | None = Field(None, description="The protocol's own cost subtracted (experiments).")
     sanitizer: SanitizerInfo | None = Field(None, description="The compute-sanitizer pass, when one ran.")

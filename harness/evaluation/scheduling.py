@@ -48,6 +48,7 @@ class EpisodeUsage:
     gpu_busy_s: float = 0.0
     gpu_wait_s: float = 0.0
     device_phase_s: dict[str, float] = field(default_factory=dict)
+    runner_start_s: list[float] = field(default_factory=list)  # spawn-to-ready seconds of the runners it used
 
     def add_phases(self, phase_s: dict[str, float]) -> None:
         """Add a device step's evaluator sub-phases (``Diagnostics.phase_s``) to the episode's sums."""
@@ -175,6 +176,8 @@ class DevicePool:
         """Account where a device step's time went (the result's evaluator sub-phases), per episode and slot."""
         phase_s = result.diagnostics.phase_s if result.diagnostics is not None else {}
         usage.add_phases(phase_s)
+        if result.diagnostics is not None and result.diagnostics.runner_start_s is not None:
+            usage.runner_start_s.append(result.diagnostics.runner_start_s)
         with self._guard:
             for name, seconds in phase_s.items():
                 slot.phase_s[name] = slot.phase_s.get(name, 0.0) + float(seconds)

@@ -115,7 +115,8 @@ def test_diagnostics_say_where_a_cut_runs_time_went(tmp_path) -> None:
                 append_record(fh, EndRecord(exit="submitted", turns=2, reward=1.0, wall_s=30.0))
                 # what the concurrent rollouts write beside an episode that ended
                 _write_usage(d, EpisodeUsage(build_s=2.5, build_wait_s=1.0, warm_wait_s=6.0, gpu_busy_s=4.0, gpu_wait_s=9.0,
-                                             device_phase_s={"acquire": 0.5, "forward_calls": 3.0}), 30.0)
+                                             device_phase_s={"acquire": 0.5, "forward_calls": 3.0},
+                                             runner_start_s=[9.0, 2.0, 4.0]), 30.0)
     out = diagnostics(tmp_path, [0])
     info = out["sft_seed0"]["episodes"]["0_sft/heldout/final"]
     assert (info["ended"], info["running"]) == (1, 1)
@@ -127,6 +128,7 @@ def test_diagnostics_say_where_a_cut_runs_time_went(tmp_path) -> None:
     assert info["usage_mean"] == {"build_s": 2.5, "build_wait_s": 1.0, "warm_wait_s": 6.0, "device_busy_s": 4.0,
                                   "device_wait_s": 9.0, "wall_s": 30.0}
     assert list(info["device_phase_s_mean"].items()) == [("forward_calls", 3.0), ("acquire", 0.5)]  # largest first
+    assert info["runner_start_s"] == {"n": 3, "median": 4.0, "max": 9.0}
 
 
 def test_a_phase_run_one_seed_at_a_time_keeps_the_other_seeds_records() -> None:

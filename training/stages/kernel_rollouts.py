@@ -253,7 +253,8 @@ def _write_usage(out_dir: Path, usage: Any, wall_s: float) -> None:
             "build_s": round(usage.build_s, 3), "build_wait_s": round(usage.build_wait_s, 3),
             "warm_wait_s": round(usage.warm_wait_s, 3), "device_busy_s": round(usage.gpu_busy_s, 3),
             "device_wait_s": round(usage.gpu_wait_s, 3), "wall_s": round(wall_s, 3),
-            "device_phase_s": {k: round(v, 3) for k, v in sorted(usage.device_phase_s.items())}}))
+            "device_phase_s": {k: round(v, 3) for k, v in sorted(usage.device_phase_s.items())},
+            "runner_start_s": [round(x, 2) for x in usage.runner_start_s]}))
     except OSError as exc:  # diagnostics only: never fail an episode over it
         log.warning("usage not written", out=str(out_dir), error=str(exc))
 
