@@ -58,7 +58,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
                  rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
                  concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
-                 budget_s=560,
+                 budget_s=560, drain_s=180,
                  sft_reserve_s=240, device_gib=120,
                  lengths=None, eval_temperature=1.0,
                  throughput_args=["--concurrency", "16", "--sequential", "4", "--concurrent", "32", "--build-workers", "8"]),
@@ -108,20 +108,23 @@ def train_config(p: dict[str, Any], data: Path, model: str, run_dir: Path, stage
     return cfg
 
 
-def rollout_block(p: dict[str, Any]) -> dict[str, Any]:
-    """The stages' rollout settings (concurrent, batched generation)."""
+def rollout_block(p: dict[str, Any], admit_until: float | None = None) -> dict[str, Any]:
+    """The stages' rollout settings (concurrent, batched generation); ``admit_until``: no held-out episode starts
+    after it (an evaluation that a resumed run can finish, cut between episodes rather than in them)."""
     return {"concurrency": p["concurrency"], "build_workers": p["build_workers"],
             "device_steps": p.get("device_steps", 1), "max_batch": 64, "gather_s": 0.05,
-            "dtype": "bfloat16" if p["dtype"] == "bf16" else "float32"}
+            "dtype": "bfloat16" if p["dtype"] == "bf16" else "float32", "eval_admit_until": admit_until}
 
 
-def sft_stage(p: dict[str, Any], data: Path, **over: Any) -> dict[str, Any]:
-    """The ``sft`` stage block (held-out loss from the held-out experts; held-out tasks evaluated at the end)."""
+def sft_stage(p: dict[str, Any], data: Path, admit_until: float | None = None, **over: Any) -> dict[str, Any]:
+    """The ``sft`` stage block (held-out loss from the held-out experts; held-out tasks evaluated at the end, none
+    started after ``admit_until``)."""
     cfg = {"episodes": [str(data / "expert_train.pt")], "heldout": [str(data / "expert_heldout.pt")],
            "epochs": p["sft_epochs"], "batch_size": p["sft_batch"], "lr": p["sft_lr"], "warmup_steps": 20,
            "eval_every": p.get("sft_eval_every", 50), "patience": 4, "checkpoint_every": 100000,
            "eval_tasks": [str(data / "tasks_heldout.jsonl")],
-           "max_new_tokens": p["max_new_tokens"], "rollout": rollout_block(p), "temperature": p["eval_temperature"]}
+           "max_new_tokens": p["max_new_tokens"], "rollout": rollout_block(p, admit_until),
+           "temperature": p["eval_temperature"]}
     cfg.update(over)
     return {"name": "sft", "config": cfg}
 
@@ -273,6 +276,9 @@ def main() -> None:  # noqa: C901 - one linear script
         raise SystemExit(f"unknown phase(s) {unknown}; valid: all, {', '.join(PHASES)}")
     t_start = time.time()
     deadline = t_start + p["budget_s"]
+    # The SFT evaluations (resumable by --phase sft_eval) start no episode in the last drain_s: the device is then
+    # spent on ending the episodes in flight, where a kill at the deadline would throw them away.
+    admit = deadline - p["drain_s"] if p.get("drain_s") else None
     work = args.work or Path("/tmp/learning_curve")
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -332,7 +338,7 @@ def main() -> None:  # noqa: C901 - one linear script
         start = {s: seed_actor(work, s, args.state, tok_hash) if args.state else None for s in seeds}
         over = {} if evaluate else {"eval_tasks": []}
         cmds = {s: write_cfg(train_config(p, data, str(start[s] or work / f"model_seed{s}"), work / f"sft_seed{s}",
-                                          [sft_stage(p, data, max_train_s=round(max_train_s), **over)], seed=s),
+                                          [sft_stage(p, data, admit, max_train_s=round(max_train_s), **over)], seed=s),
                              work / f"sft_seed{s}.yaml") for s in seeds}
         codes = run_seeds(cmds, logs, "sft", deadline)
         timings["sft_s"] = time.time() - t0
@@ -366,7 +372,7 @@ def main() -> None:  # noqa: C901 - one linear script
                 continue
             task_file = work / f"sft_eval_tasks_seed{s}.jsonl"
             task_file.write_text("".join(json.dumps(t) + "\n" for t in left))
-            stage = sft_stage(p, data, train=False, eval_tasks=[str(task_file)], heldout=[])
+            stage = sft_stage(p, data, admit, train=False, eval_tasks=[str(task_file)], heldout=[])
             cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"sft_eval_seed{s}", [stage], seed=s),
                                 work / f"sft_eval_seed{s}.yaml")
         codes = run_seeds(cmds, logs, "sft_eval", deadline)

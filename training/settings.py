@@ -151,6 +151,13 @@ class RolloutSettings(BaseModel):
                     "generation batched across the episodes ready to generate.",
     )
     build_workers: int = Field(4, ge=1, description="Kernel env, concurrency > 1: compiles running at once.")
+    eval_admit_until: float | None = Field(
+        None,
+        description="Kernel env, held-out evaluations: an episode not started by this time (Unix seconds, "
+                    "time.time()) is not started, and the evaluation is written as partial (its episodes that ended, "
+                    "no <tag>.jsonl) for a resumed run to finish. A run with a hard deadline sets it a typical "
+                    "episode's length before the deadline, so no episode is cut half-way. None: every episode runs.",
+    )
     device_steps: int = Field(
         1, ge=1,
         description="Kernel env, concurrency > 1: device steps (verify, profile, grade after their build) running at "

@@ -166,3 +166,30 @@ def test_rollouts_generate_under_the_lock_their_evaluators_time_under() -> None:
         assert off.generation_hold() is None
     finally:
         rollouts.close()
+
+
+def test_no_episode_starts_after_the_admission_deadline(tiny_lm_dir, tmp_path) -> None:
+    """``admit_until`` in the past: the real concurrent rollouts start none of the jobs (no folder written), count
+    them as not admitted, and say so in their metrics."""
+    import time
+
+    from cuda_agent.config import RunConfig
+    from cuda_agent.plugin_manager import PluginManager
+    from cuda_agent.protocols import SamplingParams
+    from cuda_agent.training.settings import RolloutSettings
+    from cuda_agent.training.stages.episodes import load_tasks
+    from cuda_agent.training.stages.kernel_rollouts import ConcurrentKernelRollouts, EpisodeJob
+
+    from pathlib import Path
+
+    task = load_tasks([str(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "swish.py")], "cpu")[0]
+    cfg = RunConfig.model_validate({"backend": "cpu"})
+    rollouts = ConcurrentKernelRollouts(cfg, PluginManager(), RolloutSettings(concurrency=2, build_workers=1,
+                                                                               engine_process=False), "cpu")
+    jobs = [EpisodeJob(task, tmp_path / f"{i:03d}", i) for i in range(3)]
+    try:
+        stats = rollouts.run(jobs, tiny_lm_dir, SamplingParams(max_new_tokens=4), admit_until=time.time() - 1)
+    finally:
+        rollouts.close()
+    assert stats.not_admitted == 3 and stats.as_dict()["rollout_not_admitted"] == 3.0
+    assert stats.errors == [] and not any(j.out_dir.exists() for j in jobs)

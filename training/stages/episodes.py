@@ -180,12 +180,14 @@ class KernelEpisodeSource:
     def evaluate(self, model_dir: Path, tasks: list[TaskManifest], folder: Path, repeats: int = 1,
                  temperature: float | None = None, seed: int = 0) -> tuple[list[Path], Any]:
         """Run every task ``repeats`` times with the policy in ``model_dir`` (no training); return the episode
-        folders and the collection's stats. Episodes run concurrently when ``rollout.concurrency`` > 1."""
+        folders and the collection's stats. Episodes run concurrently when ``rollout.concurrency`` > 1; none starts
+        after ``rollout.eval_admit_until`` (``stats.not_admitted`` counts them)."""
         from cuda_agent.training.stages.kernel_rollouts import EpisodeJob
 
         jobs = [EpisodeJob(t, folder / f"{k:03d}_{j:02d}", stable_seed(seed, "heldout", t.id, j) % (2**31))
                 for k, t in enumerate(tasks) for j in range(repeats)]
-        stats = self.concurrent().run(jobs, Path(model_dir), self._params(temperature))
+        stats = self.concurrent().run(jobs, Path(model_dir), self._params(temperature),
+                                      admit_until=self.rollout.eval_admit_until)
         return [j.out_dir for j in jobs], stats
 
     def _hf_policy(self, model_dir: Path, seed: int, refresh: bool) -> Any:

@@ -15,8 +15,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from cuda_agent.schemas.trajectory import load_trajectory
 from cuda_agent.training.kernel_family.features import kernel_features, kernel_sources
+
+log = structlog.get_logger(__name__)
 
 #: Flags of a graded result that mean the candidate was caught doing something other than computing.
 INTEGRITY_FLAGS = frozenset({"fresh_inputs_slower"})
@@ -134,13 +138,24 @@ def write_records(path: Path, records: list[dict[str, Any]]) -> Path:
 def run_heldout(source: Any, model_dir: Path, task_paths: list[str], folder: Path, tag: str, *, repeats: int = 1,
                 temperature: float | None = None, seed: int = 0) -> dict[str, float]:
     """Evaluate the policy in ``model_dir`` on the held-out tasks; write ``<folder>/<tag>.jsonl``; return the
-    summary with keys prefixed ``heldout_`` (plus the collection's timing)."""
+    summary with keys prefixed ``heldout_`` (plus the collection's timing).
+
+    An evaluation whose admission deadline (``rollout.eval_admit_until``) left episodes unstarted is partial: no
+    ``<tag>.jsonl`` is written (the episode folders in ``<folder>/<tag>/`` hold the ones that ended, for a run
+    that resumes it), and the summary is over the ended episodes, with ``heldout_not_admitted`` > 0."""
     from cuda_agent.training.stages.episodes import load_tasks
 
     tasks = load_tasks(task_paths, source.rt.config.backend)
     dirs, stats = source.evaluate(model_dir, tasks, folder / tag, repeats=repeats, temperature=temperature, seed=seed)
-    records = [episode_record(d) for d in dirs]
-    write_records(folder / f"{tag}.jsonl", records)
+    if getattr(stats, "not_admitted", 0):
+        records = [r for r in (episode_record(d) for d in dirs if (d / "trajectory.jsonl").exists())
+                   if r["exit"] is not None]
+        log.info("held-out evaluation partial", tag=tag, ended=len(records), not_admitted=stats.not_admitted,
+                 of=len(dirs))
+    else:
+        records = [episode_record(d) for d in dirs]
+        write_records(folder / f"{tag}.jsonl", records)
     summary = {f"heldout_{k}": v for k, v in summarize(records).items()}
     summary.update({f"heldout_{k}": v for k, v in stats.as_dict().items()})
+    summary["heldout_not_admitted"] = float(getattr(stats, "not_admitted", 0))
     return summary

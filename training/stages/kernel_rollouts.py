@@ -48,6 +48,7 @@ class CollectionStats:
     build_s: float = 0.0
     gpu_busy_s: float = 0.0
     gpu_wait_s: float = 0.0
+    not_admitted: int = 0  # episodes not started: the admission deadline had passed
     episode_s: float = 0.0  # summed wall time of the episodes
     policy_s: float = 0.0  # of which waiting for generation (queue included); the rest is the environment
     errors: list[str] = field(default_factory=list)
@@ -57,6 +58,7 @@ class CollectionStats:
         return {"rollout_wall_s": self.wall_s, "rollout_episodes": float(self.episodes), "rollout_build_s": self.build_s,
                 "rollout_device_busy_s": self.gpu_busy_s, "rollout_device_wait_s": self.gpu_wait_s,
                 "rollout_episode_s": self.episode_s, "rollout_policy_s": self.policy_s,
+                "rollout_not_admitted": float(self.not_admitted),
                 "rollout_env_share": 1.0 - self.policy_s / self.episode_s if self.episode_s else 0.0,
                 "rollout_errors": float(len(self.errors))}
 
@@ -157,10 +159,13 @@ class ConcurrentKernelRollouts:
             self._pool = None
 
     # -- running -------------------------------------------------------------------------------------
-    def run(self, jobs: list[EpisodeJob], model_dir: Path, params: Any, refresh: bool = True) -> CollectionStats:
+    def run(self, jobs: list[EpisodeJob], model_dir: Path, params: Any, refresh: bool = True,
+            admit_until: float | None = None) -> CollectionStats:
         """Run ``jobs`` concurrently with the policy in ``model_dir``; each writes its folder's trajectory.
 
         An episode that raises is recorded in ``stats.errors`` (its folder then has no complete trajectory).
+        ``admit_until`` (Unix seconds): a job whose turn comes later is not started (``stats.not_admitted``; its
+        folder stays empty).
         """
         from cuda_agent.harness.evaluation.scheduling import EpisodeUsage, ScheduledBackend
         from cuda_agent.loop import run_episode
@@ -177,7 +182,26 @@ class ConcurrentKernelRollouts:
         done = [0]
         t0 = time.monotonic()
 
+        admitted = [0]
+
+        def live_now() -> int:  # episodes generating or in tools now, or about to start (self._lock held)
+            running = admitted[0] - done[0] - len(stats.errors)
+            if stats.not_admitted:  # admission closed: no episode starts any more
+                return running
+            return min(len(jobs) - done[0] - len(stats.errors), max(1, self.settings.concurrency))
+
         def one(job: EpisodeJob) -> None:
+            if admit_until is not None and time.time() >= admit_until:
+                with self._lock:
+                    stats.not_admitted += 1
+                    self._live = live_now()
+                    if stats.not_admitted == 1:
+                        log.info("admission closed", started=admitted[0], of=len(jobs),
+                                 elapsed_s=round(time.monotonic() - t0, 1))
+                engine.wake()
+                return
+            with self._lock:
+                admitted[0] += 1
             usage = EpisodeUsage()
             slot = pool.acquire()
             policy = EngineTokenPolicy(engine, self._tokenizer, params.model_copy(update={"seed": job.seed}))
@@ -199,8 +223,7 @@ class ConcurrentKernelRollouts:
             finally:
                 pool.release(slot)
                 with self._lock:
-                    left = len(jobs) - done[0] - len(stats.errors)  # episodes not ended yet
-                    self._live = min(left, max(1, self.settings.concurrency))
+                    self._live = live_now()
                     stats.build_s += usage.build_s
                     stats.gpu_busy_s += usage.gpu_busy_s
                     stats.gpu_wait_s += usage.gpu_wait_s

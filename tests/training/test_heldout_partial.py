@@ -1,0 +1,56 @@
+"""A held-out evaluation cut by its admission deadline is written as partial, for a resumed run to finish."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from cuda_agent.schemas.trajectory import EndRecord, HeaderRecord, TurnRecord, append_record
+from cuda_agent.training.stages.heldout import run_heldout
+from cuda_agent.training.stages.kernel_rollouts import CollectionStats
+
+
+def _episode(d: Path, ended: bool) -> None:
+    d.mkdir(parents=True)
+    with (d / "trajectory.jsonl").open("w") as fh:
+        append_record(fh, HeaderRecord(run_id="r", task_id=d.name, task_code_hash="h", policy="hf", backend="cpu",
+                                       system_prompt="s", task_prompt="p", started_at="2026-12-03T00:00:00Z"))
+        append_record(fh, TurnRecord(turn=1, text="write", timings={"policy_s": 1.0, "tools_s": 1.0}))
+        if ended:
+            append_record(fh, EndRecord(exit="max_turns", turns=1, reward=-1.0, wall_s=3.0))
+
+
+class _Source:
+    """An episode source whose evaluation ran two episodes (one ended, one cut) and never started a third."""
+
+    rt = SimpleNamespace(config=SimpleNamespace(backend="cpu"))
+
+    def __init__(self, not_admitted: int) -> None:
+        self.not_admitted = not_admitted
+
+    def evaluate(self, model_dir, tasks, folder, repeats=1, temperature=None, seed=0):  # noqa: ANN001
+        dirs = [folder / f"{k:03d}_00" for k in range(3)]
+        _episode(dirs[0], ended=True)
+        _episode(dirs[1], ended=self.not_admitted == 0)
+        if not self.not_admitted:
+            _episode(dirs[2], ended=True)
+        return dirs, CollectionStats(episodes=3, not_admitted=self.not_admitted)
+
+
+TASKS = [str(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "swish.py")]  # probed by the real loader
+
+
+def test_an_evaluation_with_unstarted_episodes_writes_no_final_records(tmp_path: Path) -> None:
+    summary = run_heldout(_Source(not_admitted=1), tmp_path / "model", TASKS, tmp_path / "heldout",
+                          "final")
+    assert not (tmp_path / "heldout" / "final.jsonl").exists()  # the resumed run reads the folder instead
+    assert summary["heldout_not_admitted"] == 1.0 and summary["heldout_episodes"] == 1.0  # the ended one only
+
+
+def test_a_whole_evaluation_writes_its_records(tmp_path: Path) -> None:
+    summary = run_heldout(_Source(not_admitted=0), tmp_path / "model", TASKS, tmp_path / "heldout",
+                          "final")
+    lines = (tmp_path / "heldout" / "final.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and all(json.loads(x)["exit"] == "max_turns" for x in lines)
+    assert summary["heldout_not_admitted"] == 0.0
