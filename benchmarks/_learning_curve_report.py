@@ -49,9 +49,10 @@ def collect_records(work: Path, seeds: list[int], phase: str, rl_steps: int = 0)
             extra.setdefault("partial", {}).setdefault(point, {})[str(s)] = len(recs)
 
     for s in seeds:
-        if phase in ("sft", "control", "sft_eval"):
+        if phase in ("sft", "control", "sft_eval", "rl_eval"):
             stage = work / f"{phase}_seed{s}" / "0_sft"
-            add("sft" if phase == "sft_eval" else phase, s, stage / "heldout", "final")
+            point = {"sft_eval": "sft", "rl_eval": "rl_eval"}.get(phase, phase)  # rl_eval: each seed's own step
+            add(point, s, stage / "heldout", "final")
             if (stage / "outputs.json").exists():
                 extra.setdefault("outputs", {})[str(s)] = {k: v for k, v in json.loads((stage / "outputs.json").read_text()).items()
                                                           if k != "metrics"}
@@ -89,6 +90,29 @@ def merge_rl_step(carried: dict[str, Any], new: dict[str, Any], done: dict[int, 
     for s, rows in new.get("train_metrics", {}).items():
         merged.setdefault("train_metrics", {}).setdefault(s, []).extend(rows)
     merged.setdefault("steps_done", {}).update({str(s): k for s, k in done.items()})
+    return merged
+
+
+def pending_rl_evals(carried_rl: dict[str, Any], seeds: list[int], n_tasks: int) -> dict[int, int]:
+    """Per seed, the RL step whose held-out evaluation is unfinished (its point has fewer than ``n_tasks`` records
+    for the seed), for the seeds that took at least one step."""
+    out: dict[int, int] = {}
+    for s in seeds:
+        k = int(carried_rl.get("steps_done", {}).get(str(s), 0))
+        if k and len(carried_rl.get("points", {}).get(f"rl_{k}", {}).get(str(s), [])) < n_tasks:
+            out[s] = k
+    return out
+
+
+def merge_rl_eval(carried_rl: dict[str, Any], resumed: dict[str, Any], pending: dict[int, int],
+                  n_tasks: int) -> dict[str, Any]:
+    """``records_rl.json`` after an ``rl_eval`` run: each seed's resumed records (``resumed`` from
+    ``collect_records(..., "rl_eval")``, point ``rl_eval``) joined to its step's point ``rl_<k>``."""
+    merged = carried_rl
+    records = resumed.get("points", {}).get("rl_eval", {})
+    for k in sorted(set(pending.values())):
+        seeds = {str(s): records.get(str(s), []) for s, step in pending.items() if step == k}
+        merged = merge_resumed(merged, {"points": {f"rl_{k}": seeds}}, f"rl_{k}", n_tasks)
     return merged
 
 

@@ -30,8 +30,10 @@ and write ``records_control.json`` /
 per run: the first pretrains the critic and takes step 1 from the SFT actor, each later run takes the next step from
 the carried ``rl_actor_seed<k>.safetensors`` and ``rl_critic_seed<k>.safetensors`` (bf16, ~12 and ~14 MB; the
 optimizer moments are not carried), evaluating the held-out tasks after each step; ``records_rl.json`` counts the
-steps done per seed (``steps_done``). Every run rebuilds ``learning_curve.json`` and the PNG from all
-record files it finds.
+steps done per seed (``steps_done``). A step's evaluation cut by the deadline is finished by ``rl_eval`` (the carried
+actor on the held-out tasks still missing, like ``sft_eval``); ``rl_step`` takes no further step for a seed until
+then. The SFT and RL evaluations start no episode in the last ``drain_s`` seconds before the deadline. Every run
+rebuilds ``learning_curve.json`` and the PNG from all record files it finds.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _learning_curve_report import (  # noqa: E402
-    build_report, collect_records, collect_rl_step, diagnostics, merge_resumed, merge_rl_step, merge_seeds,
-    rl_stage_folder, write_png)
+    build_report, collect_records, collect_rl_step, diagnostics, merge_resumed, merge_rl_eval, merge_rl_step,
+    merge_seeds, pending_rl_evals, rl_stage_folder, write_png)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
@@ -72,6 +74,10 @@ PRESETS: dict[str, dict[str, Any]] = {
                      throughput_args=["--concurrency", "2", "--sequential", "2", "--concurrent", "4", "--build-workers", "2"]),
 }
 
+#: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
+SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
+                                                 "sft_eval_every", "sft_evaluate"})
+
 #: h200's ``concurrency`` is per seed, and the seeds run side by side on the one GPU. Every episode in flight holds
 #: two CUDA processes (its task's reference process and its candidate runner, ~0.75 GiB each): at 64 per seed, 3
 #: seeds started 192 reference processes and the rest hit out-of-memory at start (session 19); the warm-ups'
@@ -83,6 +89,20 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: Grading at training scale: real builds, verification and timing with the harness's 'quick' timing preset (few
 #: calls, one grading round) and three input sets; fused and unfused kernels differ by 2-4x, far above its noise.
 HARNESS = {"verify": {"input_sets": 3}, "timing": {"preset": "quick"}}
+
+
+def apply_sets(p: dict[str, Any], sets: list[str]) -> dict[str, Any]:
+    """``p`` with each ``KEY=VALUE`` of ``--set`` applied: VALUE as JSON (numbers, booleans, lists, quoted strings),
+    else as the bare string (``dtype=fp32``, ``backend=cpu``); a key outside :data:`SETTABLE` is refused."""
+    for kv in sets:
+        k, sep, v = kv.partition("=")
+        if not sep or k not in SETTABLE:
+            raise SystemExit(f"--set {kv!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(SETTABLE))}")
+        try:
+            p[k] = json.loads(v)
+        except json.JSONDecodeError:
+            p[k] = v
+    return p
 
 
 def sh(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -129,16 +149,18 @@ def sft_stage(p: dict[str, Any], data: Path, admit_until: float | None = None, *
     return {"name": "sft", "config": cfg}
 
 
-def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None) -> list[dict[str, Any]]:
+def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
+              admit_until: float | None = None) -> list[dict[str, Any]]:
     """``value_pretrain`` then ``ppo_agentic`` (``steps``, default the preset's) with held-out evaluation after
-    every step."""
+    every step (none of its episodes started after ``admit_until``)."""
     train, held = str(data / "tasks_train.jsonl"), str(data / "tasks_heldout.jsonl")
     vp = {"env": "kernel", "tasks": [train], "collect_episodes": p["vp_episodes"], "max_steps": 40, "batch_size": 8,
           "lr": p["critic_lr"], "ev_gate": 0.5, "eval_every": 5, "max_new_tokens": p["max_new_tokens"],
           "rollout": rollout_block(p), "checkpoint_every": 1000}
     ppo = {"env": "kernel", "tasks": [train], "steps": steps or p["rl_steps"], "episodes_per_step": p["episodes_per_step"],
            "actor_lr": p["actor_lr"], "critic_lr": p["critic_lr"], "max_new_tokens": p["max_new_tokens"],
-           "rollout": rollout_block(p), "eval_tasks": [held], "eval_at_start": False, "checkpoint_every": 1000,
+           "rollout": rollout_block(p, admit_until), "eval_tasks": [held], "eval_at_start": False,
+           "checkpoint_every": 1000,
            "eval_temperature": p["eval_temperature"],
            "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": 4, "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
                    "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean"}}
@@ -218,7 +240,7 @@ def load_state(src: Path, model_dir: Path, dest: Path, tok_hash: str) -> Path:
     return dest
 
 
-PHASES = ("sft", "sft_eval", "control", "rl", "rl_step", "throughput")
+PHASES = ("sft", "sft_eval", "control", "rl", "rl_eval", "rl_step", "throughput")
 
 
 def save_critic_state(critic_pt: Path, dest: Path, tok_hash: str) -> None:
@@ -266,10 +288,7 @@ def main() -> None:  # noqa: C901 - one linear script
                     help="run only these seeds (e.g. '0' or '1,2'): a phase spread over device runs one seed at a "
                          "time; its records are merged with the carried --state records of the other seeds")
     args = ap.parse_args()
-    p = dict(PRESETS[args.preset])
-    for kv in args.set:
-        k, _, v = kv.partition("=")
-        p[k] = json.loads(v) if v[:1] in "[{0123456789-tfn\"" else v
+    p = apply_sets(dict(PRESETS[args.preset]), args.set)
     phases = ["sft", "control", "rl"] if args.phase == "all" else args.phase.split(",")
     unknown = [x for x in phases if x not in PHASES]
     if unknown:
@@ -412,6 +431,36 @@ def main() -> None:  # noqa: C901 - one linear script
         print(f"rl exit codes {codes} after {timings['rl_s']:.0f} s", flush=True)
         records_file("rl", collect_records(work, seeds, "rl", p["rl_steps"]))
 
+    if "rl_eval" in phases:
+        # Finish the held-out evaluations that rl_step runs cut: per seed, the carried actor of its last step on the
+        # held-out tasks that point still lacks (like sft_eval), merged into records_rl.json.
+        carried_path = args.state / "records_rl.json" if args.state else None
+        if carried_path is None or not carried_path.exists():
+            raise SystemExit("--phase rl_eval finishes cut RL evaluations: --state must hold records_rl.json and the "
+                             "rl_actor_seed*.safetensors of the rl_step runs")
+        carried_rl = json.loads(carried_path.read_text())
+        held = [json.loads(x) for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip()]
+        pending = pending_rl_evals(carried_rl, seeds, len(held))
+        t0 = time.time()
+        cmds = {}
+        for s, k in pending.items():
+            src = args.state / f"rl_actor_seed{s}.safetensors"
+            if not src.exists():
+                raise SystemExit(f"records_rl.json says seed {s}'s step {k} evaluation is unfinished, but --state "
+                                 f"lacks {src.name}")
+            actor = load_state(src, work / f"model_seed{s}", work / f"rl_eval_actor_seed{s}", tok_hash)
+            done_ids = {r["task_id"] for r in carried_rl.get("points", {}).get(f"rl_{k}", {}).get(str(s), [])}
+            task_file = work / f"rl_eval_tasks_seed{s}.jsonl"
+            task_file.write_text("".join(json.dumps(t) + "\n" for t in held if t["id"] not in done_ids))
+            stage = sft_stage(p, data, admit, train=False, eval_tasks=[str(task_file)], heldout=[])
+            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_eval_seed{s}", [stage], seed=s + 1000 * k),
+                                work / f"rl_eval_seed{s}.yaml")
+        codes = run_seeds(cmds, logs, "rl_eval", deadline)
+        timings["rl_eval_s"] = time.time() - t0
+        print(f"rl_eval exit codes {codes} after {timings['rl_eval_s']:.0f} s (steps {pending})", flush=True)
+        merged = merge_rl_eval(carried_rl, collect_records(work, list(pending), "rl_eval"), pending, len(held))
+        (out / "records_rl.json").write_text(json.dumps(merged, default=str))
+
     if "rl_step" in phases:
         # RL one PPO step per seed per device run: the first run pretrains the critic and takes step 1 from the SFT
         # actor; each later run takes the next step from the carried actor and critic (bf16 files; the optimizers
@@ -419,15 +468,22 @@ def main() -> None:  # noqa: C901 - one linear script
         # draws its own training tasks.
         carried_path = args.state / "records_rl.json" if args.state else None
         carried_rl = json.loads(carried_path.read_text()) if carried_path is not None and carried_path.exists() else {}
+        if (out / "records_rl.json").exists():  # rl_eval ran first in this call: its merged records
+            carried_rl = json.loads((out / "records_rl.json").read_text())
         done = {s: int(carried_rl.get("steps_done", {}).get(str(s), 0)) for s in seeds}
+        n_held = sum(1 for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip())
+        waiting = pending_rl_evals(carried_rl, seeds, n_held)
+        for s, k in waiting.items():
+            print(f"rl_step: seed {s} waits for step {k}'s held-out evaluation to be finished (--phase rl_eval)",
+                  flush=True)
         t0 = time.time()
         cmds, stepping = {}, {}
         for s in seeds:
             k = done[s]
-            if k >= p["rl_steps"]:
+            if k >= p["rl_steps"] or s in waiting:
                 continue
             if k == 0:
-                actor, stages = seed_actor(work, s, args.state, tok_hash), rl_stages(p, data, steps=1)
+                actor, stages = seed_actor(work, s, args.state, tok_hash), rl_stages(p, data, steps=1, admit_until=admit)
             else:
                 src = args.state / f"rl_actor_seed{s}.safetensors"
                 critic_src = args.state / f"rl_critic_seed{s}.safetensors"
@@ -436,7 +492,7 @@ def main() -> None:  # noqa: C901 - one linear script
                                      f"{src.name} or {critic_src.name}")
                 actor = load_state(src, work / f"model_seed{s}", work / f"rl_carried_seed{s}", tok_hash)
                 critic = load_critic_state(critic_src, work / f"rl_carried_critic_seed{s}.pt", tok_hash)
-                ppo = rl_stages(p, data, steps=1)[1]
+                ppo = rl_stages(p, data, steps=1, admit_until=admit)[1]
                 ppo["config"]["init_critic"] = str(critic)
                 stages = [ppo]
             if actor is None:

@@ -13,7 +13,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _learning_curve_report import collect_rl_step, merge_rl_step, rl_stage_folder  # noqa: E402
+from _learning_curve_report import (  # noqa: E402
+    collect_records, collect_rl_step, merge_rl_eval, merge_rl_step, pending_rl_evals, rl_stage_folder)
 
 
 def _run(work: Path, seed: int, step: int, rewards: dict[str, float]) -> None:
@@ -55,6 +56,40 @@ def test_a_step_cut_before_any_evaluation_episode_ended_gives_no_point_and_says_
     assert merged["steps_done"] == {"0": 1}
 
 
+def _ended_episode(folder: Path, task_id: str, reward: float) -> None:
+    """An episode folder whose trajectory ended (what a cut evaluation keeps)."""
+    from cuda_agent.schemas.trajectory import EndRecord, HeaderRecord, append_record
+
+    folder.mkdir(parents=True)
+    with (folder / "trajectory.jsonl").open("w") as fh:
+        append_record(fh, HeaderRecord(run_id="r", task_id=task_id, task_code_hash="h", policy="hf", backend="cpu",
+                                       system_prompt="s", task_prompt="p", started_at="2026-12-03T00:00:00Z"))
+        append_record(fh, EndRecord(exit="max_turns", turns=0, reward=reward, wall_s=1.0))
+
+
+def test_a_cut_step_evaluation_waits_for_rl_eval_which_joins_its_missing_tasks(tmp_path: Path) -> None:
+    """Seed 0's step-2 evaluation kept 1 of 3 tasks, seed 1's step 1 is whole: only seed 0 is pending; the
+    resumed evaluation's records join point rl_2 for seed 0 and the point is then whole (no partial left)."""
+    carried = {"steps_done": {"0": 2, "1": 1},
+               "points": {"rl_1": {"0": [{"task_id": t, "reward": 1.0} for t in "abc"],
+                                   "1": [{"task_id": t, "reward": 1.0} for t in "abc"]},
+                          "rl_2": {"0": [{"task_id": "a", "reward": 2.0}]}},
+               "partial": {"rl_2": {"0": 1}}}
+    assert pending_rl_evals(carried, [0, 1], 3) == {0: 2}
+    assert pending_rl_evals(carried, [0, 1], 2) == {0: 2}  # still short of 2
+    assert pending_rl_evals({"steps_done": {"0": 0}}, [0], 3) == {}  # no step taken: nothing to evaluate
+
+    final = tmp_path / "rl_eval_seed0" / "0_sft" / "heldout" / "final"
+    _ended_episode(final / "000_00", "b", 3.0)
+    _ended_episode(final / "001_00", "c", -1.0)
+    resumed = collect_records(tmp_path, [0], "rl_eval")
+    merged = merge_rl_eval(json.loads(json.dumps(carried)), resumed, {0: 2}, 3)
+    assert sorted((r["task_id"], r["reward"]) for r in merged["points"]["rl_2"]["0"]) == [
+        ("a", 2.0), ("b", 3.0), ("c", -1.0)]
+    assert "partial" not in merged and pending_rl_evals(merged, [0, 1], 3) == {}
+    assert merged["points"]["rl_1"] == carried["points"]["rl_1"] and merged["steps_done"] == carried["steps_done"]
+
+
 def test_the_carried_critic_round_trips_through_bf16_and_refuses_another_tokenizer(tmp_path: Path) -> None:
     import learning_curve
 
@@ -68,3 +103,15 @@ def test_the_carried_critic_round_trips_through_bf16_and_refuses_another_tokeniz
     assert all(torch.equal(back[k], state[k].to(torch.bfloat16).float()) for k in state)
     with pytest.raises(SystemExit, match="another tokenizer"):
         learning_curve.load_critic_state(carried, tmp_path / "x.pt", "tok2")
+
+
+def test_set_takes_json_or_bare_strings_and_refuses_unknown_keys() -> None:
+    import learning_curve
+
+    p = learning_curve.apply_sets({}, ["dtype=fp32", "budget_s=440", "lengths=[0.4, 0.6]", "backend=cpu",
+                                       "sft_evaluate=false"])
+    assert p == {"dtype": "fp32", "budget_s": 440, "lengths": [0.4, 0.6], "backend": "cpu", "sft_evaluate": False}
+    with pytest.raises(SystemExit, match="budget_sx=1.*one of .*budget_s"):
+        learning_curve.apply_sets({}, ["budget_sx=1"])
+    with pytest.raises(SystemExit, match="expected KEY=VALUE"):
+        learning_curve.apply_sets({}, ["budget_s"])
