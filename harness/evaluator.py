@@ -93,6 +93,7 @@ class Evaluator:
         self.memory.on_pressure(self.references.close_idle)
         self._pools: dict[str, CandidatePool] = {}
         self._pools_lock = threading.Lock()
+        self._cleanups: list[threading.Thread] = []  # finished sessions' set drops still running
         tools_pool = self._pool(self.settings.integrity.isolation)
         self.isolation = tools_pool.isolation
         self._provenance: Provenance | None = None
@@ -244,8 +245,22 @@ class Evaluator:
         return self._provenance
 
     # ------------------------------------------------------------------ ending
+    def track_cleanup(self, thread: threading.Thread) -> None:
+        """A finished session's cleanup thread (its sets' drop), which :meth:`close` waits for."""
+        with self._pools_lock:
+            self._cleanups = [t for t in self._cleanups if t.is_alive()] + [thread]
+
+    def wait_cleanups(self, timeout_s: float = 120.0) -> None:
+        """Wait for the finished sessions' cleanups (their sets' drops, their memory reservations' end)."""
+        with self._pools_lock:
+            cleanups, self._cleanups = list(self._cleanups), []
+        for thread in cleanups:
+            thread.join(timeout=timeout_s)
+
     def close(self) -> None:
-        """Stop the runners and the reference processes (all reference processes at once)."""
+        """Stop the runners and the reference processes (all reference processes at once), after the finished
+        sessions' cleanups (their sets' drops) are done."""
+        self.wait_cleanups()
         with self._pools_lock:
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:

@@ -141,6 +141,12 @@ class SetStore:
                 return  # every held set is needed now: one over the cap for a moment
             self._drop_in_reference([victim])
 
+    def read_peak(self) -> int | None:
+        """Ask the reference for its peak device bytes since its last drop (a drop of no set: nothing is freed);
+        kept in :attr:`reference_peak_bytes`."""
+        self._drop_in_reference([])
+        return self.reference_peak_bytes
+
     def _drop_in_reference(self, ks: list[int]) -> int:
         dropped = self.reference.drop(ks)  # type: ignore[attr-defined]
         self.changed += [k for k in dropped.changed if k not in self.changed]

@@ -287,3 +287,29 @@ def test_a_requested_sanitizer_that_cannot_run_is_a_harness_error(make_evaluator
 
     with pytest.raises(SanitizerUnavailable, match="needs the cuda backend"):
         make_evaluator(integrity={"sanitizer": "memcheck"})
+
+
+def test_a_sessions_sets_are_dropped_after_its_verdict_and_before_the_evaluator_closes(
+        cpu_evaluator, make_ws, kit, tasks, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The drop of a session's sets runs on a cleanup thread after the verdict is returned, holding the reference
+    until it is done; the reference's peak is read before the verdict (``reference_peak``), and
+    :meth:`Evaluator.wait_cleanups` waits for the drop."""
+    import threading
+
+    from cuda_agent.harness import session_run
+
+    drops: list[tuple[str, int]] = []
+    real_drop = session_run._drop_sets
+
+    def recording_drop(evaluator, sess):  # type: ignore[no-untyped-def]
+        drops.append((threading.current_thread().name, sess.reference.users))
+        return real_drop(evaluator, sess)
+
+    monkeypatch.setattr(session_run, "_drop_sets", recording_drop)
+    r = cpu_evaluator.verify(tasks.relu, make_ws(HONEST_RELU), kit)
+    assert r.status.value == "correct", r.summary_for_agent()
+    assert "reference_peak" in r.diagnostics.phase_s and "drop_sets" not in r.diagnostics.phase_s
+    cpu_evaluator.wait_cleanups()
+    assert drops == [("session-cleanup", 1)]  # on the cleanup thread, the reference still counted as in use
+    ref = cpu_evaluator.references.warm(tasks.relu)
+    assert ref is not None and ref.users == 0  # released once the drop was done
