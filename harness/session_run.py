@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-
 import hashlib
 import secrets
 import threading
@@ -103,8 +102,12 @@ def run_session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path
             with ctx.lock.outside():  # a wait for room in the budget must not keep a timed batch waiting
                 stack.enter_context(evaluator.memory.session(task, plan))
             deferred: list[Callable[[], None]] = []
-            folded = _run(evaluator, ctx, runners, result, start, phase, task, root, so_path, body, seeds, before,
-                          timing, plan, torch_compute_allowed, deferred)
+            try:
+                folded = _run(evaluator, ctx, runners, result, start, phase, task, root, so_path, body, seeds,
+                              before, timing, plan, torch_compute_allowed, deferred)
+            except BaseException:  # a harness bug or Ctrl-C: clean up now, inside the reservation, then raise
+                _run_steps(deferred)
+                raise
             if deferred:  # the sets' drop and the reservation's end happen after the verdict is returned
                 _after(evaluator, ctx, deferred, stack.pop_all())
             return folded
@@ -121,17 +124,23 @@ def _after(evaluator: Evaluator, ctx: SessionContext, work: list[Callable[[], No
     def run() -> None:
         try:
             with ctx.lock.shared():
-                for step in work:
-                    try:
-                        step()
-                    except Exception as exc:  # noqa: BLE001 - a drop that fails must still end the reservation
-                        log.warning("session.cleanup_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+                _run_steps(work)
         finally:
             reservation.close()
 
     thread = threading.Thread(target=run, name="session-cleanup", daemon=True)
     evaluator.track_cleanup(thread)
     thread.start()
+
+
+def _run_steps(work: list[Callable[[], None]]) -> None:
+    """Each cleanup step in order; one that fails is logged and the next still runs (the reference's release
+    must follow a drop that failed)."""
+    for step in work:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - logged; the caller ends the memory reservation either way
+            log.warning("session.cleanup_failed", error=f"{type(exc).__name__}: {exc}"[:300])
 
 
 def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: CandidateResult, start: float, phase: str,
