@@ -78,13 +78,14 @@ def episode_times(out: Path, n: int) -> dict[str, float]:
 
 
 def concurrent(tasks: list[Any], cfg: Any, model: Path, out: Path, params: Any, device: str, concurrency: int,
-               build_workers: int) -> dict[str, float]:
+               build_workers: int, device_steps: int = 1) -> dict[str, float]:
     """ConcurrentKernelRollouts over the same tasks (backends start inside the measured time)."""
     from cuda_agent.plugin_manager import PluginManager
     from cuda_agent.training.settings import RolloutSettings
     from cuda_agent.training.stages.kernel_rollouts import ConcurrentKernelRollouts, EpisodeJob
 
-    settings = RolloutSettings(concurrency=concurrency, build_workers=build_workers, max_batch=64, gather_s=0.05)
+    settings = RolloutSettings(concurrency=concurrency, build_workers=build_workers, device_steps=device_steps,
+                               max_batch=64, gather_s=0.05)
     runner = ConcurrentKernelRollouts(cfg, PluginManager(), settings, device)
     jobs = [EpisodeJob(t, out / f"{i:03d}", i) for i, t in enumerate(tasks)]
     try:
@@ -107,6 +108,7 @@ def main() -> None:
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--build-workers", type=int, default=6)
+    ap.add_argument("--device-steps", type=int, default=1, help="device steps at once (rollout.device_steps)")
     ap.add_argument("--sequential", type=int, default=6, help="episodes of the sequential run")
     ap.add_argument("--concurrent", type=int, default=32, help="episodes of the concurrent run")
     ap.add_argument("--max-turns", type=int, default=8)
@@ -137,10 +139,10 @@ def main() -> None:
     print(f"sequential: {seq['episodes_per_hour']:.1f} episodes/h (env share {seq['env_share']:.2f})", flush=True)
     args.out.write_text(json.dumps({"backend": args.backend, "sequential": seq, "partial": True}, indent=1))
     con = concurrent(tasks[: args.concurrent], cfg, args.model, args.work / "concurrent", params, device,
-                     args.concurrency, args.build_workers)
+                     args.concurrency, args.build_workers, args.device_steps)
     print(f"concurrent x{args.concurrency}: {con['episodes_per_hour']:.1f} episodes/h (env share {con['env_share']:.2f})")
     result = {"backend": args.backend, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-              "concurrency": args.concurrency, "sequential": seq, "concurrent": con,
+              "concurrency": args.concurrency, "device_steps": args.device_steps, "sequential": seq, "concurrent": con,
               "speedup": con["episodes_per_hour"] / seq["episodes_per_hour"]}
     args.out.write_text(json.dumps(result, indent=1))
     print(f"speedup {result['speedup']:.2f}x; wrote {args.out}")
