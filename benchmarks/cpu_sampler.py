@@ -50,14 +50,14 @@ def kind_of(cmdline: str) -> str:
     return "other"
 
 
-def _cpu_seconds(pid: str) -> float | None:
-    """user + system CPU seconds of a live process (None when it is gone)."""
+def _cpu_seconds(pid: str) -> tuple[float, int] | None:
+    """user + system CPU seconds of a live process and its start time in ticks (None when it is gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
-    return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+    return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[19])  # utime + stime, starttime
 
 
 def _cmdline(pid: str) -> str:
@@ -79,7 +79,7 @@ class Sampler:
     """Credits the CPU growth of every process to its kind between two :meth:`look` calls."""
 
     def __init__(self) -> None:
-        self.seen: dict[str, tuple[str, float]] = {}  # pid -> (kind, CPU seconds at the last look)
+        self.seen: dict[tuple[str, int], tuple[str, float]] = {}  # (pid, start) -> (kind, CPU s at the last look)
         self.window: dict[str, float] = {}
         self.live: dict[str, int] = {}
         self.machine0 = _machine_cpu_seconds()
@@ -89,20 +89,23 @@ class Sampler:
     def look(self) -> None:
         """Read every process once; add its CPU growth since the last look to its kind."""
         live: dict[str, int] = {}
-        current: dict[str, tuple[str, float]] = {}
+        current: dict[tuple[str, int], tuple[str, float]] = {}
         for pid in os.listdir("/proc"):
             if not pid.isdigit() or pid == self.me:
                 continue
-            cpu = _cpu_seconds(pid)
-            if cpu is None:
+            stat = _cpu_seconds(pid)
+            if stat is None:
                 continue
-            known = self.seen.get(pid)
-            kind = known[0] if known is not None else kind_of(_cmdline(pid))
+            cpu, started = stat
+            key = (pid, started)  # a reused pid is another process
+            known = self.seen.get(key)
+            # The command line is read at every look: a child forked by a run and not yet exec'd has its parent's.
+            kind = kind_of(_cmdline(pid)) if known is None or known[0] in ("run", "other") else known[0]
             # A process first seen now: its CPU so far counts too, unless it predates the sampler (first look).
             grown = cpu - known[1] if known is not None else (cpu if self.started else 0.0)
             if grown > 0:
                 self.window[kind] = self.window.get(kind, 0.0) + grown
-            current[pid] = (kind, cpu)
+            current[key] = (kind, cpu)
             live[kind] = live.get(kind, 0) + 1
         self.seen, self.live = current, live
 

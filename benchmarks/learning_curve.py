@@ -469,7 +469,7 @@ def main() -> None:  # noqa: C901 - one linear script
         # draws its own training tasks.
         carried_path = args.state / "records_rl.json" if args.state else None
         carried_rl = json.loads(carried_path.read_text()) if carried_path is not None and carried_path.exists() else {}
-        if (out / "records_rl.json").exists():  # rl_eval ran first in this call: its merged records
+        if "rl_eval" in phases and (out / "records_rl.json").exists():  # rl_eval ran first in this call: its merge
             carried_rl = json.loads((out / "records_rl.json").read_text())
         done = {s: int(carried_rl.get("steps_done", {}).get(str(s), 0)) for s in seeds}
         n_held = sum(1 for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip())

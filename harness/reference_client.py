@@ -58,6 +58,9 @@ class ReferenceClient:
         self._stop_sent = False
         self._closed = False
         self._lock = threading.RLock()  # one request at a time, whatever thread asks
+        #: Held by the one session using this process, from its start to the end of its sets' drop: the leak probe,
+        #: the peak counter and the T5 input check are process-wide, so two sessions must not overlap on them.
+        self.session_lock = threading.Lock()
         self._set_counter = 0
         #: Called once when the process is closed (the pool gives its memory-budget hold back here).
         self.on_close: Callable[[], None] | None = None

@@ -123,14 +123,43 @@ def _after(evaluator: Evaluator, ctx: SessionContext, work: list[Callable[[], No
     before it is free. :meth:`Evaluator.close` waits for these threads."""
     def run() -> None:
         try:
-            with ctx.lock.shared():
+            try:
+                ctx.lock.enter_shared()
+            except Exception as exc:  # noqa: BLE001 - the cleanup still runs (a drop beside a timed batch at worst)
+                log.warning("session.cleanup_unlocked", error=f"{type(exc).__name__}: {exc}"[:300])
                 _run_steps(work)
+                return
+            try:
+                _run_steps(work)
+            finally:
+                ctx.lock.exit_shared()
         finally:
             reservation.close()
 
     thread = threading.Thread(target=run, name="session-cleanup", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had: clean up now
+        try:
+            _run_steps(work)
+        finally:
+            reservation.close()
+        return
     evaluator.track_cleanup(thread)
-    thread.start()
+
+
+def _reference_for_session(evaluator: Evaluator, task: TaskManifest, attempts: int = 3) -> Any:
+    """``task``'s reference process, held for this session alone (``session_lock``): its leak probe, peak counter
+    and input checks are process-wide, so the same task's next session waits here for the previous one's deferred
+    drop. A process retired meanwhile (that drop found memory pinned) is let go and the pool asked again."""
+    for _ in range(attempts):
+        ref = evaluator.references.acquire(task)
+        ref.session_lock.acquire()
+        if ref.alive:
+            return ref
+        ref.session_lock.release()
+        evaluator.references.release(ref)
+    raise ReferenceError_(f"the reference process of {task.id} was retired {attempts} times while a session waited")
 
 
 def _run_steps(work: list[Callable[[], None]]) -> None:
@@ -151,7 +180,7 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
     session's sets, releasing the reference process) is appended to ``deferred``."""
     try:
         with ctx.lock.outside():  # a process start is seconds of host work: no timed batch waits for it
-            ref = evaluator.references.acquire(task)
+            ref = _reference_for_session(evaluator, task)
     except ReferenceError_ as exc:
         return fold(evaluator, result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
     sess: Session | None = None
@@ -208,8 +237,10 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
         if sess is not None and ref.alive:
             deferred.append(functools.partial(_drop_sets, evaluator, sess))
             deferred.append(functools.partial(evaluator.references.release, ref))
+            deferred.append(ref.session_lock.release)
         else:
             evaluator.references.release(ref)
+            ref.session_lock.release()
     return fold(evaluator, result, start, sess=sess, root=root, before=before)
 
 

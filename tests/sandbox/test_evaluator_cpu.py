@@ -313,3 +313,44 @@ def test_a_sessions_sets_are_dropped_after_its_verdict_and_before_the_evaluator_
     assert drops == [("session-cleanup", 1)]  # on the cleanup thread, the reference still counted as in use
     ref = cpu_evaluator.references.warm(tasks.relu)
     assert ref is not None and ref.users == 0  # released once the drop was done
+
+
+def test_two_sessions_of_one_task_never_overlap_on_its_reference_process(
+        cpu_evaluator, make_ws, kit, tasks, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Two verify calls of the same task at once (``device_steps`` > 1, or two episodes of one task): the second
+    session opens its sets only after the first one's deferred drop ended (the reference's leak probe, peak and
+    input checks are process-wide), and both verdicts are right."""
+    import threading
+    import time
+
+    from cuda_agent.harness import session_run
+    from cuda_agent.harness.session import Session
+
+    events: list[tuple[str, float]] = []
+    real_drop, real_open = session_run._drop_sets, Session.open
+
+    def recording_drop(evaluator, sess):  # type: ignore[no-untyped-def]
+        try:
+            return real_drop(evaluator, sess)
+        finally:
+            events.append(("dropped", time.monotonic()))
+
+    def recording_open(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        events.append(("open", time.monotonic()))
+        out = real_open(self, *args, **kwargs)
+        if len(events) == 1:  # the first session keeps its sets a while: long enough for the second to start
+            time.sleep(6.0)
+        return out
+
+    monkeypatch.setattr(session_run, "_drop_sets", recording_drop)
+    monkeypatch.setattr(Session, "open", recording_open)
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(cpu_evaluator.verify(tasks.relu, make_ws(HONEST_RELU), kit)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    cpu_evaluator.wait_cleanups()
+    assert [r.status.value for r in results] == ["correct", "correct"]
+    assert [e for e, _ in sorted(events, key=lambda e: e[1])] == ["open", "dropped", "open", "dropped"]
