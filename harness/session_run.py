@@ -179,7 +179,9 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
     """:func:`run_session` inside its memory reservation; what may wait until the verdict is out (dropping the
     session's sets, releasing the reference process) is appended to ``deferred``."""
     try:
-        with ctx.lock.outside():  # a process start is seconds of host work: no timed batch waits for it
+        # A process start (seconds: torch import, the model built; warm-ups start processes without the lock too)
+        # and the wait for the previous session of this task: no timed batch waits for either.
+        with ctx.lock.outside():
             ref = _reference_for_session(evaluator, task)
     except ReferenceError_ as exc:
         return fold(evaluator, result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
