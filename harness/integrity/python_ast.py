@@ -116,7 +116,9 @@ class _Checker(ImportChecks, ModuleScan, ClassScan):
             self.flag("T1.python.no_model_new", model_new.node, "ModelNew defines no forward() method")
         else:
             self.reach("forward", "ModelNew", "forward")
-            if not self.ext_called_in_forward:
+            # A forward not written yet (the workspace's starter: it only raises NotImplementedError) is no
+            # attempt to bypass the kernels: it fails when called, as an error, not as an integrity rejection.
+            if not self.ext_called_in_forward and not _not_written_yet(model_new.methods["forward"]):
                 self.flag("T1.python.extension_unused", model_new.methods["forward"],
                           "ModelNew.forward never calls the compiled extension "
                           f"({', '.join(sorted(self.extension_names))}.<function>(...)); the kernels must do the work")
@@ -174,6 +176,20 @@ class _Checker(ImportChecks, ModuleScan, ClassScan):
                               "try/except/finally can fall back to other code; only handlers whose body is `raise` are allowed")
             elif isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load):
                 self.flag("T3.python.alias_reference", node, "the reference `Model` must not be used in model_new.py")
+
+
+def _not_written_yet(func: ast.AST) -> bool:
+    """Whether a method's body is only ``raise NotImplementedError`` (with constant arguments), after an optional
+    docstring: the starter's forward."""
+    body = [s for s in getattr(func, "body", [])
+            if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str))]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].cause is not None:
+        return False
+    exc = body[0].exc
+    if isinstance(exc, ast.Name):
+        return exc.id == "NotImplementedError"
+    return (isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) and exc.func.id == "NotImplementedError"
+            and not exc.keywords and all(isinstance(a, ast.Constant) for a in exc.args))
 
 
 def check_model_new_source(

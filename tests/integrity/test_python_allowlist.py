@@ -71,3 +71,31 @@ def test_extension_name_is_configurable(name: str) -> None:
     src = f"import torch\nimport {name}\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
           f"        return {name}.f(x)\n"
     assert check_model_new_source(src, extension_names=(name,)) == []
+
+
+def test_the_workspace_starter_is_no_integrity_violation_but_fails_when_called() -> None:
+    """The starter model_new.py of every example task (forward only raises NotImplementedError) passes the static
+    rules: an episode that never wrote its ModelNew is a failure, not an attempted hack. Anything more than that lone
+    raise is judged as before."""
+    import inspect
+
+    from cuda_agent.harness.layout import starter_model_new
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "tasks"
+    for task in sorted(root.glob("*.py")):
+        for kind in ("cuda", "cpu"):
+            source = starter_model_new(task.read_text(), kind)
+            assert check_model_new_source(source) == [], (task.name, kind)
+            namespace: dict = {}
+            exec(compile(source.replace("import cuda_extension", ""), "model_new.py", "exec"), namespace)
+            forward = namespace["ModelNew"].forward
+            params = [p for p in inspect.signature(forward).parameters.values() if p.default is inspect.Parameter.empty]
+            with pytest.raises(NotImplementedError, match="not written yet"):
+                forward(*([None] * len(params)))
+    head = "import torch\nimport torch.nn as nn\nimport cuda_extension\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+    for body in ("        y = torch.relu(x)\n        raise NotImplementedError('later')\n",  # compute, then raise
+                 "        raise NotImplementedError(torch.relu(x))\n",  # compute inside the raise
+                 "        raise RuntimeError('not yet')\n",  # another exception: judged as before
+                 "        return torch.empty_like(x)\n"):
+        rules = {v.rule for v in check_model_new_source(head + body)}
+        assert rules & {"T1.python.extension_unused", "T1.python.torch_call", "T1.python.operator"}, body
