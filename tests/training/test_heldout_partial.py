@@ -54,3 +54,21 @@ def test_a_whole_evaluation_writes_its_records(tmp_path: Path) -> None:
     lines = (tmp_path / "heldout" / "final.jsonl").read_text().splitlines()
     assert len(lines) == 3 and all(json.loads(x)["exit"] == "max_turns" for x in lines)
     assert summary["heldout_not_admitted"] == 0.0
+
+
+def test_a_record_says_whether_the_episode_wrote_its_model_new(tmp_path: Path) -> None:
+    """``model_new_written``: False for the layout's own starter (what an episode that never wrote ModelNew leaves,
+    on either backend), True once the file changed, None without a workspace."""
+    from cuda_agent.harness.layout import write_layout
+    from cuda_agent.training.stages.episodes import load_tasks
+    from cuda_agent.training.stages.heldout import model_new_written
+
+    task = load_tasks(TASKS, "cpu")[0]
+    for kind in ("cuda", "cpu"):
+        ws = tmp_path / kind
+        write_layout(ws, task, kind)
+        assert model_new_written(ws) is False
+        (ws / "model_new.py").write_text((ws / "model_new.py").read_text().replace(
+            'raise NotImplementedError("ModelNew.forward is not written yet")', "return cuda_extension.swish(x)"))
+        assert model_new_written(ws) is True
+    assert model_new_written(tmp_path / "absent") is None

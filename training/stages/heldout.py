@@ -60,7 +60,21 @@ def episode_record(out_dir: Path) -> dict[str, Any]:
         else:
             rec["status"] = "not_graded"
     rec.update(kernel_features(kernel_sources(out_dir / "workspace")))
+    rec["model_new_written"] = model_new_written(out_dir / "workspace")
     return rec
+
+
+def model_new_written(workspace: Path) -> bool | None:
+    """Whether the workspace's ``model_new.py`` differs from the starter the layout wrote (None: no workspace): an
+    episode that never wrote its ModelNew failed, it did not try to bypass its kernels."""
+    from cuda_agent.harness.layout import starter_model_new
+
+    try:
+        task_code = (workspace / "model.py").read_text()
+        current = (workspace / "model_new.py").read_text()
+    except OSError:
+        return None
+    return all(current != starter_model_new(task_code, kind) for kind in ("cuda", "cpu"))
 
 
 def episode_times(traj: Any) -> dict[str, Any]:
