@@ -94,7 +94,7 @@ class DeviceSlot:
     lock: StepGate = field(default_factory=StepGate)
     in_flight: int = 0
     placed: int = 0
-    busy_s: float = 0.0
+    busy_s: float = 0.0  # summed over device steps: above wall time when device_steps > 1 overlap them
     wait_s: float = 0.0
     calls: int = 0
     phase_s: dict[str, float] = field(default_factory=dict)
