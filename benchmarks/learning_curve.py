@@ -265,6 +265,22 @@ def load_critic_state(src: Path, dest: Path, tok_hash: str) -> Path:
     return dest
 
 
+def heldout_tasks(data: Path) -> list[dict[str, Any]]:
+    """The held-out task manifests of the rebuilt data (one JSON object per line)."""
+    return [json.loads(x) for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip()]
+
+
+def resume_eval_cmd(p: dict[str, Any], data: Path, work: Path, name: str, s: int, actor: Path,
+                    left: list[dict[str, Any]], admit: float | None, seed: int) -> list[str]:
+    """The command that evaluates ``actor`` on the held-out tasks ``left`` (an ``sft`` stage with ``train: false``)
+    in ``work/<name>_seed<s>``: how ``sft_eval`` and ``rl_eval`` finish a cut evaluation."""
+    task_file = work / f"{name}_tasks_seed{s}.jsonl"
+    task_file.write_text("".join(json.dumps(t) + "\n" for t in left))
+    stage = sft_stage(p, data, admit, train=False, eval_tasks=[str(task_file)], heldout=[])
+    return write_cfg(train_config(p, data, str(actor), work / f"{name}_seed{s}", [stage], seed=seed),
+                     work / f"{name}_seed{s}.yaml")
+
+
 def seed_actor(work: Path, s: int, state: Path | None, tok_hash: str) -> Path | None:
     """The seed's SFT actor: trained in this work folder, else rebuilt from a carried state file."""
     actor = work / f"sft_seed{s}" / "0_sft" / "actor"
@@ -381,7 +397,7 @@ def main() -> None:  # noqa: C901 - one linear script
             raise SystemExit("--phase sft_eval finishes a cut SFT evaluation: --state must hold records_sft.json "
                              "and the state_seed*.safetensors of the sft run")
         carried_recs = json.loads(carried_path.read_text())
-        held = [json.loads(x) for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip()]
+        held = heldout_tasks(data)
         t0 = time.time()
         cmds = {}
         for s in seeds:
@@ -390,11 +406,7 @@ def main() -> None:  # noqa: C901 - one linear script
             actor = seed_actor(work, s, args.state, tok_hash)
             if not left or actor is None:
                 continue
-            task_file = work / f"sft_eval_tasks_seed{s}.jsonl"
-            task_file.write_text("".join(json.dumps(t) + "\n" for t in left))
-            stage = sft_stage(p, data, admit, train=False, eval_tasks=[str(task_file)], heldout=[])
-            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"sft_eval_seed{s}", [stage], seed=s),
-                                work / f"sft_eval_seed{s}.yaml")
+            cmds[s] = resume_eval_cmd(p, data, work, "sft_eval", s, actor, left, admit, seed=s)
         codes = run_seeds(cmds, logs, "sft_eval", deadline)
         timings["sft_eval_s"] = time.time() - t0
         print(f"sft_eval exit codes {codes} after {timings['sft_eval_s']:.0f} s", flush=True)
@@ -440,7 +452,7 @@ def main() -> None:  # noqa: C901 - one linear script
             raise SystemExit("--phase rl_eval finishes cut RL evaluations: --state must hold records_rl.json and the "
                              "rl_actor_seed*.safetensors of the rl_step runs")
         carried_rl = json.loads(carried_path.read_text())
-        held = [json.loads(x) for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip()]
+        held = heldout_tasks(data)
         pending = pending_rl_evals(carried_rl, seeds, len(held))
         t0 = time.time()
         cmds = {}
@@ -451,11 +463,8 @@ def main() -> None:  # noqa: C901 - one linear script
                                  f"lacks {src.name}")
             actor = load_state(src, work / f"model_seed{s}", work / f"rl_eval_actor_seed{s}", tok_hash)
             done_ids = {r["task_id"] for r in carried_rl.get("points", {}).get(f"rl_{k}", {}).get(str(s), [])}
-            task_file = work / f"rl_eval_tasks_seed{s}.jsonl"
-            task_file.write_text("".join(json.dumps(t) + "\n" for t in held if t["id"] not in done_ids))
-            stage = sft_stage(p, data, admit, train=False, eval_tasks=[str(task_file)], heldout=[])
-            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_eval_seed{s}", [stage], seed=s + 1000 * k),
-                                work / f"rl_eval_seed{s}.yaml")
+            left = [t for t in held if t["id"] not in done_ids]
+            cmds[s] = resume_eval_cmd(p, data, work, "rl_eval", s, actor, left, admit, seed=s + 1000 * k)
         codes = run_seeds(cmds, logs, "rl_eval", deadline)
         timings["rl_eval_s"] = time.time() - t0
         print(f"rl_eval exit codes {codes} after {timings['rl_eval_s']:.0f} s (steps {pending})", flush=True)
@@ -472,7 +481,7 @@ def main() -> None:  # noqa: C901 - one linear script
         if "rl_eval" in phases and (out / "records_rl.json").exists():  # rl_eval ran first in this call: its merge
             carried_rl = json.loads((out / "records_rl.json").read_text())
         done = {s: int(carried_rl.get("steps_done", {}).get(str(s), 0)) for s in seeds}
-        n_held = sum(1 for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip())
+        n_held = len(heldout_tasks(data))
         waiting = pending_rl_evals(carried_rl, seeds, n_held)
         for s, k in waiting.items():
             print(f"rl_step: seed {s} waits for step {k}'s held-out evaluation to be finished (--phase rl_eval)",

@@ -192,19 +192,17 @@ class HFRolloutEngine:
             return {"input_ids": ids.to(self.device), "attention_mask": state["mask"],
                     "position_ids": state["positions"]}
 
-        def decode_inputs(keep: list[int], shrink: bool) -> Any:
-            def build() -> dict[str, Any]:
-                token, mask, positions = state["token"], state["mask"], state["positions"]
-                if shrink:  # drop finished rows: the batch shrinks with its cache
-                    idx = torch.tensor(keep, device=self.device)
-                    state["cache"].batch_select_indices(idx)
-                    token, mask, positions = token[idx], mask[idx], positions[idx]
-                state["mask"] = torch.cat([mask, torch.ones((len(keep), 1), dtype=mask.dtype, device=self.device)],
-                                          dim=1)
-                state["positions"] = positions[:, -1:] + 1
-                return {"input_ids": token[:, None], "attention_mask": state["mask"],
-                        "position_ids": state["positions"], "past_key_values": state["cache"]}
-            return build
+        def decode_inputs(keep: list[int], shrink: bool) -> dict[str, Any]:
+            """The next step's inputs from the last one's state (device work: called inside the hold)."""
+            token, mask, positions = state["token"], state["mask"], state["positions"]
+            if shrink:  # drop finished rows: the batch shrinks with its cache
+                idx = torch.tensor(keep, device=self.device)
+                state["cache"].batch_select_indices(idx)
+                token, mask, positions = token[idx], mask[idx], positions[idx]
+            state["mask"] = torch.cat([mask, torch.ones((len(keep), 1), dtype=mask.dtype, device=self.device)], dim=1)
+            state["positions"] = positions[:, -1:] + 1
+            return {"input_ids": token[:, None], "attention_mask": state["mask"],
+                    "position_ids": state["positions"], "past_key_values": state["cache"]}
 
         step_tokens, step_logps = step(prefill_inputs)
         for _ in range(max(limits)):
@@ -221,7 +219,7 @@ class HFRolloutEngine:
                 break
             shrink = len(keep) < len(live)
             live = [live[j] for j in keep]
-            step_tokens, step_logps = step(decode_inputs(keep, shrink))
+            step_tokens, step_logps = step(lambda: decode_inputs(keep, shrink))  # noqa: B023 - called at once
         return [Generation(output_ids=o, logprobs=lp, finish_reason=r) for o, lp, r in zip(outputs, logps, reasons)]
 
     def _hit_stop(self, output: list[int], stop: list[str]) -> bool:
