@@ -2,8 +2,9 @@
 
 Started ahead of time (``python -m cuda_agent.harness.candidate_runner``), it reads its ``setup`` (device and
 timing protocol), imports torch, initialises the device, warms the thread pools, takes the integrity guard snapshot,
-answers ``ready``, and then serves the requests of one evaluation before it is killed. Nothing here decides a
-verdict: it reports what happened; the trusted side compares and times.
+answers ``ready`` (with the wall and CPU seconds of each of those phases), and then serves the requests of one
+evaluation before it is killed. Nothing here decides a verdict: it reports what happened; the trusted side compares
+and times.
 
 Channel: the harness's one wire format (:mod:`cuda_agent.harness.wire`, messages in
 :mod:`cuda_agent.harness.messages`) on two inherited pipe descriptors (``CUDA_AGENT_RUNNER_FDS=in,out``);
@@ -20,11 +21,34 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.harness import messages as m
 from cuda_agent.harness.wire import Failure, LineReader, Reply, WireError, decode_request, encode, write_all
+
+
+class _StartClock:
+    """Wall and CPU seconds of each phase of the runner's start, for its ``ready`` reply: where a slow start went."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, m.StartPhase] = {}
+        self._wall = time.monotonic()
+        self._cpu = time.process_time()  # the whole process, every thread (torch's pools, CUPTI's)
+
+    def since_spawn(self, spawn_clock: float | None) -> None:
+        """Record the 'interpreter' phase: the parent's spawn (its monotonic clock, the machine's) to ``main()``,
+        with the CPU the process used before ``main()``. Nothing when the parent did not say when it spawned."""
+        if spawn_clock is not None:
+            self.phases["interpreter"] = m.StartPhase(wall_s=round(max(0.0, self._wall - spawn_clock), 4),
+                                                      cpu_s=round(self._cpu, 4))
+
+    def lap(self, name: str) -> None:
+        """End phase ``name``: the seconds since the previous lap (or since ``main()`` began)."""
+        wall, cpu = time.monotonic(), time.process_time()
+        self.phases[name] = m.StartPhase(wall_s=round(wall - self._wall, 4), cpu_s=round(cpu - self._cpu, 4))
+        self._wall, self._cpu = wall, cpu
 
 
 class _Runner:
@@ -57,32 +81,40 @@ class _Runner:
         write_all(self.out_fd, encode(reply))
 
     # ------------------------------------------------------------------ startup
-    def start(self) -> None:
-        """Work done before the candidate exists: device init, pool warm-up, timer, guard snapshot."""
+    def start(self, lap: Callable[[str], None]) -> None:
+        """Work done before the candidate exists: device init, pool warm-up, timer, guard snapshot; ``lap(name)``
+        ends each phase (:class:`_StartClock`)."""
         from cuda_agent.harness.integrity import runtime  # an import failure is a harness error: no fallback
         from cuda_agent.harness.timing import DeviceTimer
 
+        lap("imports")  # with torch's and the harness's in __init__
         torch = self.torch
         if self.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(self.device))
             torch.ones(1, device=self.device).add_(1)
             torch.cuda.synchronize()
+        lap("device_init")
         x = torch.ones(1 << 16)  # intra-op/OpenMP worker threads now, so the thread count is stable before load
         (x * 2).sum()
+        lap("cpu_warmup")
         from cuda_agent.harness.device_adapter import load_runner_loader
 
         # The backend's language runtime is made ready before the guard's snapshot: what it does to the process
         # (environment, imports, threads) is not the candidate's doing.
         self.loader = load_runner_loader(self.setup.loader)
         self.loader.prepare(self.device)
+        lap("loader_prepare")
         # Never a retake of the candidate's call: it would run again on the same data; a guarded part of the
         # timer's state, so the candidate cannot switch it on.
         self.timer = DeviceTimer.from_spec(self.device, self.setup.timer, retakes=False)
+        lap("device_timer")
         self.runtime = runtime
         with runtime.audit_ops():  # lazy imports of the audit happen before the snapshot
             (x + 1).sum()
+        lap("audit_warmup")
         self.guard_before = runtime.take_guard_snapshot()
         self.timer_before = self.timer.state()
+        lap("guard_snapshot")
 
     def _guard_violations(self) -> list[m.Violation]:
         """The guard's violations since the snapshot, plus any change to this runner's timer itself (T8)."""
@@ -304,6 +336,7 @@ def _failure(exc: BaseException) -> Failure:
 
 def main() -> int:
     """Entry point inside the sandbox."""
+    clock = _StartClock()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends this process, not the terminal's Ctrl-C
     in_fd, out_fd = (int(x) for x in os.environ["CUDA_AGENT_RUNNER_FDS"].split(","))
     reader = LineReader(in_fd)
@@ -313,13 +346,16 @@ def main() -> int:
     except (EOFError, WireError) as exc:
         write_all(out_fd, encode(Failure(error=f"runner start failed: no setup message ({exc})")))
         return 1
+    clock.since_spawn(setup.spawn_clock)  # type: ignore[attr-defined]
+    clock.lap("setup")
     runner = _Runner(out_fd, setup)  # type: ignore[arg-type]
     try:
-        runner.start()
+        runner.start(clock.lap)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the evaluation as a harness error
         runner.send(Failure(error=f"runner start failed: {type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-3000:]))
         return 1
     runner.send(m.Ready(pid=os.getpid(), threads=runner.torch.get_num_threads(), spin=runner.timer.spin_calibration(),
+                        start_phases=clock.phases, start_cpu_s=round(time.process_time(), 4),
                         ready_clock=time.monotonic()))
     while True:
         try:

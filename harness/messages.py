@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from cuda_agent.harness.wire import Message, Reply, Request
-from cuda_agent.schemas.result import SpinCalibration
+from cuda_agent.schemas.result import SpinCalibration, StartPhase
 
 Transport = Literal["ipc", "host", "vmm"]
 
@@ -101,6 +101,11 @@ class Ready(Reply):
     threads: int
     spin: SpinCalibration
     ready_clock: float | None = None  # its time.monotonic() when ready (CLOCK_MONOTONIC: one clock per machine)
+    start_phases: dict[str, StartPhase] = Field(
+        default_factory=dict, description="Wall and CPU seconds of each phase of its start, in order, from its spawn "
+                                          "('interpreter', when the setup said when) to ready.")
+    start_cpu_s: float | None = Field(None, description="Its CPU seconds when ready (time.process_time), interpreter "
+                                                        "start and imports before main() included.")
 
 
 class Setup(Request):
@@ -112,6 +117,8 @@ class Setup(Request):
     timer: TimerSpec = Field(default_factory=TimerSpec)
     #: ``"module:Class"`` of the backend's RunnerLoader (harness/device_adapter.py); None = ``cuda_extension``.
     loader: str | None = None
+    spawn_clock: float | None = Field(None, description="The parent's time.monotonic() when it spawned the runner: the "
+                                                        "'interpreter' phase of its start is measured from it.")
 
 
 class SeededSet(Message):

@@ -35,6 +35,7 @@ from cuda_agent.harness._bwrap import BwrapSpec, Isolation, IsolationUnavailable
 from cuda_agent.harness._bwrap import resolve_isolation as _resolve
 from cuda_agent.harness.messages import Ready, Setup, TimerSpec
 from cuda_agent.harness.wire import Failure, LineReader, Reply, Request, WireError, decode_reply, encode, write_all
+from cuda_agent.schemas.result import StartPhase
 
 log = structlog.get_logger(__name__)
 
@@ -177,7 +178,8 @@ class CandidateProcess:
         WATCHDOGS.add(self)  # one thread of this process polls every live candidate's memory
         self._ready: Ready | None = None
         try:  # the runner reads it as it starts: the pipe holds it until then
-            write_all(self._req_w, encode(Setup(device=self.device, timer=options.timer, loader=options.loader)))
+            write_all(self._req_w, encode(Setup(device=self.device, timer=options.timer, loader=options.loader,
+                                                spawn_clock=self.started_at)))
         except OSError:
             pass  # a runner that died at once is reported by wait_ready
 
@@ -329,6 +331,18 @@ class CandidateProcess:
         its spin); None before :meth:`wait_ready` or when the runner did not say when."""
         clock = getattr(self._ready, "ready_clock", None)
         return round(clock - self.started_at, 3) if clock is not None else None
+
+    @property
+    def start_phases(self) -> dict[str, StartPhase]:
+        """Where :attr:`start_s` went: wall and CPU seconds per phase of the runner's start, in order (empty before
+        :meth:`wait_ready`)."""
+        return dict(getattr(self._ready, "start_phases", None) or {})
+
+    @property
+    def start_cpu_s(self) -> float | None:
+        """CPU seconds the runner process had used when ready (interpreter start included); None before
+        :meth:`wait_ready`."""
+        return getattr(self._ready, "start_cpu_s", None)
 
     def request(self, timeout_s: float, req: Request) -> Reply | Failure:
         """Send ``req`` and return the runner's reply, validated against the request's reply class (raises

@@ -199,6 +199,8 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
                        runner_sets=plan.runner_sets if caps else None, torch_compute_allowed=torch_compute_allowed)
         sess.tick("acquire", t_acquire)
         sess.diagnostics.runner_start_s = proc.start_s
+        sess.diagnostics.runner_start_phases = proc.start_phases
+        sess.diagnostics.runner_start_cpu_s = proc.start_cpu_s
         if timing and ctx.kind == "cuda":  # how this runner sized its pre-roll spin (made when it started)
             sess.diagnostics.runner_spin = runner.ready().spin
         sess.open(root, so_path, seeds, timing=timing)

@@ -108,6 +108,15 @@ class SpinCalibration(BaseModel):
     probes_ms: list[float] = Field(default_factory=list, description="Event times of the calibration probes, ms.")
 
 
+class StartPhase(BaseModel):
+    """What one phase of a candidate runner's start cost: wall seconds and the process's CPU seconds (all threads)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    wall_s: float = Field(description="Wall seconds the phase took.")
+    cpu_s: float = Field(description="CPU seconds the runner process spent in it (time.process_time, all threads).")
+
+
 class BuildInfo(BaseModel):
     """The build behind a result."""
 
@@ -211,6 +220,11 @@ class Diagnostics(BaseModel):
     runner_start_s: float | None = Field(
         None, description="Seconds the session's runner took from its spawn to ready (torch import, device "
                           "initialisation); on a loaded host this bounds how fast the spare runners refill.")
+    runner_start_phases: dict[str, StartPhase] = Field(
+        default_factory=dict, description="That start by phase, in order (interpreter, setup, imports, device_init, "
+                                          "cpu_warmup, loader_prepare, device_timer, audit_warmup, guard_snapshot).")
+    runner_start_cpu_s: float | None = Field(
+        None, description="CPU seconds the session's runner had used when ready, interpreter start included.")
     runner_spin_recalibrated: SpinCalibration | None = Field(None, description="Sized again under the lock.")
     timing_overhead_ms: float | None = Field(None, description="The protocol's own cost subtracted (experiments).")
     sanitizer: SanitizerInfo | None = Field(None, description="The compute-sanitizer pass, when one ran.")

@@ -254,15 +254,15 @@ def test_interfaces_document_every_field():
     from cuda_agent.schemas import (Baselines, BuildInfo, CandidateResult, CheckError, Diagnostics, EndRecord,
                                     FreshSetsInfo, HeaderRecord, InputDomain, InputSetsInfo, MemoryInfo, Message,
                                     PolicyOutput, PrecisionContract, Provenance, SanitizerInfo, SpinCalibration,
-                                    TaskManifest, TensorSpec, Timing, ToolCall, ToolSchema, TurnRecord, TurnTokens,
-                                    WidenedInfo)
+                                    StartPhase, TaskManifest, TensorSpec, Timing, ToolCall, ToolSchema, TurnRecord,
+                                    TurnTokens, WidenedInfo)
     from cuda_agent.schemas.trajectory import Observation
 
     doc = (ROOT / "docs" / "interfaces.md").read_text()
     missing = []
     for model in (TaskManifest, TensorSpec, InputDomain, PrecisionContract, CandidateResult, CheckError, Timing, Baselines,
-                  Provenance, Diagnostics, SpinCalibration, BuildInfo, InputSetsInfo, FreshSetsInfo, MemoryInfo,
-                  WidenedInfo, SanitizerInfo, HeaderRecord, TurnRecord, TurnTokens, Observation, EndRecord, ToolCall, ToolSchema, Message,
+                  Provenance, Diagnostics, SpinCalibration, StartPhase, BuildInfo, InputSetsInfo, FreshSetsInfo,
+                  MemoryInfo, WidenedInfo, SanitizerInfo, HeaderRecord, TurnRecord, TurnTokens, Observation, EndRecord, ToolCall, ToolSchema, Message,
                   PolicyOutput, ToolOutput, SamplingParams, Generation, FilterVerdict):
         section = re.search(rf"#### {model.__name__}\n(.*?)(?=\n#|\Z)", doc, re.S)
         if section is None:

@@ -244,6 +244,9 @@ def test_net_timing_calibrates_under_the_lock_before_the_candidate_loads(setting
         assert r.status.value == "correct", r.summary_for_agent()
         assert r.diagnostics.timing_overhead_ms == 0.0 and "calibrate" in r.diagnostics.phase_s
         assert 0 < r.diagnostics.runner_start_s < 600  # spawn to ready: the runner's own clock, the same machine's
+        # where that start went, phase by phase, as the runner's ready reply said
+        assert list(r.diagnostics.runner_start_phases)[:3] == ["interpreter", "setup", "imports"]
+        assert 0 < r.diagnostics.runner_start_cpu_s < 600
         assert r.diagnostics.runner_spin_recalibrated.model_dump() == {"preroll_us": 0.0, "cycles_per_us": 0.0,
                                                                       "probes_ms": []}
         # the same protocol by hand: calibrate is refused after load
