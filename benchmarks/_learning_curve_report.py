@@ -286,7 +286,8 @@ def diagnostics(work: Path, seeds: list[int], sample_chars: int = 1200) -> dict[
     ``rl_seed1``...) its training metrics (first, last and every 25th row) and, per episode folder group (a held-out
     evaluation or a step's rollouts), how many episodes ended or were still running and the mean seconds per
     episode by where they went (``heldout.time_summary``; ``usage_mean`` and ``device_phase_s_mean`` from the
-    episodes' ``usage.json``), with one episode's turns as a sample."""
+    episodes' ``usage.json``), how their runners started (``runner_start_s``, ``runner_start_cpu_s``: n, median,
+    max; ``runner_start_phases``: median wall and CPU seconds per phase), with one episode's turns as a sample."""
     from cuda_agent.schemas.trajectory import load_trajectory
     from cuda_agent.training.stages.heldout import episode_record, time_summary
 
@@ -321,6 +322,18 @@ def diagnostics(work: Path, seeds: list[int], sample_chars: int = 1200) -> dict[
                 starts = sorted(x for u in usages for x in u.get("runner_start_s") or [])
                 if starts:  # how long a runner took to start on the loaded host (spares refill that fast)
                     info["runner_start_s"] = {"n": len(starts), "median": starts[len(starts) // 2], "max": starts[-1]}
+                cpus = sorted(x for u in usages for x in u.get("runner_start_cpu_s") or [])
+                if cpus:  # a runner's CPU seconds when ready: what each start took from the host's cores
+                    info["runner_start_cpu_s"] = {"n": len(cpus), "median": cpus[len(cpus) // 2], "max": cpus[-1]}
+                by_phase: dict[str, list[dict[str, float]]] = {}
+                for start in (one for u in usages for one in u.get("runner_start_phases") or []):
+                    for name, cost in start.items():  # in the runner's order: interpreter, setup, imports...
+                        by_phase.setdefault(name, []).append(cost)
+                if by_phase:  # where those starts went, phase by phase (median over the runners)
+                    info["runner_start_phases"] = {
+                        name: {"wall_median": sorted(c["wall_s"] for c in costs)[len(costs) // 2],
+                               "cpu_median": sorted(c["cpu_s"] for c in costs)[len(costs) // 2]}
+                        for name, costs in by_phase.items()}
             sample = load_trajectory(sorted(dirs)[0] / "trajectory.jsonl")
             info["sample"] = [{"turn": t.turn, "text": t.text[:sample_chars],
                                "observations": [o.content[:400] for o in t.observations], "timings": t.timings}

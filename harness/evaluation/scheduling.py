@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from cuda_agent.protocols import SplitBackend, WarmableBackend
-from cuda_agent.schemas.result import CandidateResult
+from cuda_agent.schemas.result import CandidateResult, Diagnostics, StartPhase
 from cuda_agent.schemas.task import TaskManifest
 
 log = structlog.get_logger(__name__)
@@ -49,6 +49,18 @@ class EpisodeUsage:
     gpu_wait_s: float = 0.0
     device_phase_s: dict[str, float] = field(default_factory=dict)
     runner_start_s: list[float] = field(default_factory=list)  # spawn-to-ready seconds of the runners it used
+    runner_start_phases: list[dict[str, StartPhase]] = field(default_factory=list)  # where each of those starts went
+    runner_start_cpu_s: list[float] = field(default_factory=list)  # CPU seconds of each of those runners when ready
+
+    def add_runner_start(self, diagnostics: Diagnostics) -> None:
+        """Add the start of a device step's runner (``Diagnostics.runner_start_*``), when the step had one."""
+        if diagnostics.runner_start_s is None:
+            return
+        self.runner_start_s.append(diagnostics.runner_start_s)
+        if diagnostics.runner_start_phases:
+            self.runner_start_phases.append(dict(diagnostics.runner_start_phases))
+        if diagnostics.runner_start_cpu_s is not None:
+            self.runner_start_cpu_s.append(diagnostics.runner_start_cpu_s)
 
     def add_phases(self, phase_s: dict[str, float]) -> None:
         """Add a device step's evaluator sub-phases (``Diagnostics.phase_s``) to the episode's sums."""
@@ -176,8 +188,8 @@ class DevicePool:
         """Account where a device step's time went (the result's evaluator sub-phases), per episode and slot."""
         phase_s = result.diagnostics.phase_s if result.diagnostics is not None else {}
         usage.add_phases(phase_s)
-        if result.diagnostics is not None and result.diagnostics.runner_start_s is not None:
-            usage.runner_start_s.append(result.diagnostics.runner_start_s)
+        if result.diagnostics is not None:
+            usage.add_runner_start(result.diagnostics)
         with self._guard:
             for name, seconds in phase_s.items():
                 slot.phase_s[name] = slot.phase_s.get(name, 0.0) + float(seconds)

@@ -267,7 +267,8 @@ def _generation_counters(engine: Any) -> dict[str, float]:
 
 def _write_usage(out_dir: Path, usage: Any, wall_s: float) -> None:
     """``usage.json`` in the episode folder: its build seconds (and the wait for a build slot), the wait for its
-    task's warm-up, device seconds (held, and waited for) and the device steps' evaluator sub-phases."""
+    task's warm-up, device seconds (held, and waited for), the device steps' evaluator sub-phases, and its runners'
+    starts (spawn-to-ready seconds, CPU seconds, and wall and CPU seconds per phase of each start)."""
     import json
 
     try:
@@ -277,7 +278,10 @@ def _write_usage(out_dir: Path, usage: Any, wall_s: float) -> None:
             "warm_wait_s": round(usage.warm_wait_s, 3), "device_busy_s": round(usage.gpu_busy_s, 3),
             "device_wait_s": round(usage.gpu_wait_s, 3), "wall_s": round(wall_s, 3),
             "device_phase_s": {k: round(v, 3) for k, v in sorted(usage.device_phase_s.items())},
-            "runner_start_s": [round(x, 2) for x in usage.runner_start_s]}))
+            "runner_start_s": [round(x, 2) for x in usage.runner_start_s],
+            "runner_start_cpu_s": [round(x, 2) for x in usage.runner_start_cpu_s],
+            "runner_start_phases": [{k: {"wall_s": round(v.wall_s, 3), "cpu_s": round(v.cpu_s, 3)}
+                                     for k, v in phases.items()} for phases in usage.runner_start_phases]}))
     except OSError as exc:  # diagnostics only: never fail an episode over it
         log.warning("usage not written", out=str(out_dir), error=str(exc))
 
