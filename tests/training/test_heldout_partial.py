@@ -72,3 +72,23 @@ def test_a_record_says_whether_the_episode_wrote_its_model_new(tmp_path: Path) -
             'raise NotImplementedError("ModelNew.forward is not written yet")', "return cuda_extension.swish(x)"))
         assert model_new_written(ws) is True
     assert model_new_written(tmp_path / "absent") is None
+
+
+def test_a_record_keeps_the_grade_message_only_when_the_harness_could_not_grade(tmp_path: Path) -> None:
+    """A grade that ended in ``error`` (or timeout, too_large) keeps its message in the record, so a harness-side
+    failure can be told apart from a bad candidate in the returned records; an incorrect grade keeps none."""
+    from cuda_agent.schemas.result import CandidateResult, Status
+    from cuda_agent.training.stages.heldout import GRADE_MESSAGE_LIMIT, episode_record
+
+    for name, status in (("err", Status.error), ("bad", Status.incorrect)):
+        d = tmp_path / name
+        d.mkdir()
+        graded = CandidateResult(task_id="t", phase="grade", status=status, message="runner died: " + "x" * 2000)
+        with (d / "trajectory.jsonl").open("w") as fh:
+            append_record(fh, HeaderRecord(run_id="r", task_id="t", task_code_hash="h", policy="hf", backend="cpu",
+                                           system_prompt="s", task_prompt="p", started_at="2026-12-03T00:00:00Z"))
+            append_record(fh, EndRecord(exit="max_turns", turns=0, reward=-1.0, wall_s=1.0, graded=graded))
+    err, bad = episode_record(tmp_path / "err"), episode_record(tmp_path / "bad")
+    assert err["status"] == "error" and err["grade_message"].startswith("runner died: ")
+    assert len(err["grade_message"]) == GRADE_MESSAGE_LIMIT
+    assert bad["status"] == "incorrect" and "grade_message" not in bad

@@ -26,6 +26,8 @@ log = structlog.get_logger(__name__)
 INTEGRITY_FLAGS = frozenset({"fresh_inputs_slower"})
 #: Assistant turns kept per record, and characters kept of each.
 MAX_TEXTS, TEXT_LIMIT = 6, 1500
+#: Characters of the trusted grade's message kept in a record whose grade ended in error, timeout or too_large.
+GRADE_MESSAGE_LIMIT = 600
 
 
 def episode_record(out_dir: Path) -> dict[str, Any]:
@@ -57,6 +59,8 @@ def episode_record(out_dir: Path) -> dict[str, Any]:
             rec.update(status=g.status.value, passed=bool(g.passed), speedup_eager=g.speedup_eager,
                        speedup_compile=g.speedup_compile, rule=g.rule,
                        hack=g.status.value == "rejected" or bool(INTEGRITY_FLAGS & set(g.flags)))
+            if g.status.value in ("error", "timeout", "too_large"):  # the harness's side: why, readable from the records
+                rec["grade_message"] = g.message[:GRADE_MESSAGE_LIMIT]
         else:
             rec["status"] = "not_graded"
     rec.update(kernel_features(kernel_sources(out_dir / "workspace")))
