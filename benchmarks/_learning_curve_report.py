@@ -49,9 +49,10 @@ def collect_records(work: Path, seeds: list[int], phase: str, rl_steps: int = 0)
             extra.setdefault("partial", {}).setdefault(point, {})[str(s)] = len(recs)
 
     for s in seeds:
-        if phase in ("sft", "control", "sft_eval", "rl_eval"):
+        if phase in ("sft", "control", "sft_eval", "rl_eval", "control_eval"):
             stage = work / f"{phase}_seed{s}" / "0_sft"
-            point = {"sft_eval": "sft", "rl_eval": "rl_eval"}.get(phase, phase)  # rl_eval: each seed's own step
+            # the resumed evaluations join their phase's point (rl_eval: each seed's own step, joined by the caller)
+            point = {"sft_eval": "sft", "rl_eval": "rl_eval", "control_eval": "control"}.get(phase, phase)
             add(point, s, stage / "heldout", "final")
             if (stage / "outputs.json").exists():
                 extra.setdefault("outputs", {})[str(s)] = {k: v for k, v in json.loads((stage / "outputs.json").read_text()).items()
@@ -65,8 +66,33 @@ def collect_records(work: Path, seeds: list[int], phase: str, rl_steps: int = 0)
 
 
 def rl_stage_folder(step: int) -> str:
-    """The PPO stage's folder in a ``rl_step`` run: after value pretraining on the first step, alone afterwards."""
-    return "1_ppo_agentic" if step == 1 else "0_ppo_agentic"
+    """The PPO stage's folder in a ``rl_step`` run (the only stage of its run folder ``rl_seed<s>``: value
+    pretraining runs in ``rl_vp_seed<s>``); the same for every step."""
+    return "0_ppo_agentic"
+
+
+def collect_vp(work: Path, seeds: list[int]) -> dict[str, Any]:
+    """What the value pretraining of a ``rl_step`` run gives ``records_rl.json`` for the seeds whose pretraining
+    ended (``seeds``): their training metrics (``rl_vp_seed<s>/metrics.jsonl``)."""
+    return {"train_metrics": _train_metrics(work, seeds, folder="rl_vp_seed{s}"), "pretrained": list(seeds)}
+
+
+def merge_vp(carried: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``records_rl.json`` once value pretraining ended: the seeds' ``critic_pretrained`` set (their critic is carried
+    as ``rl_critic_seed<s>.safetensors``) and the pretraining's metrics appended to their ``train_metrics``."""
+    merged = json.loads(json.dumps(carried))
+    merged.setdefault("phase", "rl")
+    for s in new.get("pretrained", []):
+        merged.setdefault("critic_pretrained", {})[str(s)] = True
+        merged.setdefault("steps_done", {}).setdefault(str(s), 0)
+    for s, rows in new.get("train_metrics", {}).items():
+        merged.setdefault("train_metrics", {}).setdefault(s, []).extend(rows)
+    return merged
+
+
+def critic_pretrained(records_rl: dict[str, Any]) -> set[int]:
+    """The seeds whose value pretraining ended in an earlier run (their critic is carried)."""
+    return {int(s) for s, v in records_rl.get("critic_pretrained", {}).items() if v}
 
 
 def collect_rl_step(work: Path, steps: dict[int, int]) -> dict[str, Any]:
@@ -161,10 +187,12 @@ def merge_seeds(carried: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _train_metrics(work: Path, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
+def _train_metrics(work: Path, seeds: list[int], folder: str = "rl_seed{s}") -> dict[str, list[dict[str, Any]]]:
+    """Per seed, the RL rows (value pretraining, PPO) of ``work/<folder>/metrics.jsonl``, the figures the curve
+    reads."""
     out: dict[str, list[dict[str, Any]]] = {}
     for s in seeds:
-        path = work / f"rl_seed{s}" / "metrics.jsonl"
+        path = work / folder.format(s=s) / "metrics.jsonl"
         rows = [r for r in _read_jsonl(path) if r.get("stage") in ("ppo_agentic", "value_pretrain")]
         keep = ("stage", "step", "reward_mean", "pass_rate", "explained_variance", "policy_loss", "value_loss",
                 "rollout_wall_s", "rollout_env_share", "rollout_device_busy_s", "step_s", "heldout_reward_mean",

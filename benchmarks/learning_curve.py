@@ -27,12 +27,16 @@ SFT actor) read the actors back from ``--state`` (a folder holding the earlier r
 is rebuilt with the sft run's tokenizer and task files, ``data_core.tar.gz``, and the tokenizer's hash is checked)
 and write ``records_control.json`` /
 ``records_rl.json`` / ``rollout_episodes.json``. ``rl_step`` is RL spread over device runs, one PPO step per seed
-per run: the first pretrains the critic and takes step 1 from the SFT actor, each later run takes the next step from
-the carried ``rl_actor_seed<k>.safetensors`` and ``rl_critic_seed<k>.safetensors`` (bf16, ~12 and ~14 MB; the
-optimizer moments are not carried), evaluating the held-out tasks after each step; ``records_rl.json`` counts the
-steps done per seed (``steps_done``). A step's evaluation cut by the deadline is finished by ``rl_eval`` (the carried
+per run: value pretraining runs first, alone, and its critic is carried the moment it ends
+(``rl_critic_seed<k>.safetensors``, ``critic_pretrained`` in ``records_rl.json``); step 1 starts from the SFT actor and
+that critic, each later run takes the next step from the carried ``rl_actor_seed<k>.safetensors`` and
+``rl_critic_seed<k>.safetensors`` (bf16, ~12 and ~14 MB; the optimizer moments are not carried), evaluating the
+held-out tasks after each step; ``records_rl.json`` counts the steps done per seed (``steps_done``). A PPO step starts
+only with ``ppo_min_s`` seconds per seed stepping left (its rollouts are not resumable). A step's evaluation cut by the deadline is finished by ``rl_eval`` (the carried
 actor on the held-out tasks still missing, like ``sft_eval``); ``rl_step`` takes no further step for a seed until
-then. The SFT and RL evaluations start no episode in the last ``drain_s`` seconds before the deadline. Every run
+then. ``control`` also writes ``control_actor_seed<k>.safetensors`` (the control actor, exported before its
+evaluation), and ``control_eval`` finishes a control evaluation the deadline cut, like ``sft_eval``. The SFT, control
+and RL evaluations start no episode in the last ``drain_s`` seconds before the deadline. Every run
 rebuilds ``learning_curve.json`` and the PNG from all record files it finds.
 """
 
@@ -52,15 +56,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _learning_curve_report import (  # noqa: E402
-    build_report, collect_records, collect_rl_step, diagnostics, merge_resumed, merge_rl_eval, merge_rl_step,
-    merge_seeds, pending_rl_evals, rl_stage_folder, write_png)
+    build_report, collect_records, collect_rl_step, collect_vp, critic_pretrained, diagnostics, merge_resumed,
+    merge_rl_eval, merge_rl_step, merge_seeds, merge_vp, pending_rl_evals, rl_stage_folder, write_png)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
-                 rl_steps=2, episodes_per_step=32, vp_episodes=32, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
+                 rl_steps=2, episodes_per_step=32, vp_episodes=16, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
                  concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
-                 budget_s=560, drain_s=180,
+                 budget_s=560, drain_s=180, ppo_min_s=330,
                  sft_reserve_s=240, device_gib=120,
                  lengths=None, eval_temperature=1.0,
                  throughput_args=["--concurrency", "16", "--sequential", "4", "--concurrent", "32", "--build-workers", "8",
@@ -69,12 +73,17 @@ PRESETS: dict[str, dict[str, Any]] = {
                      model=dict(hidden=128, layers=3, heads=2, intermediate=384), sft_epochs=6, sft_batch=4, sft_lr=3e-3,
                      rl_steps=1, episodes_per_step=4, vp_episodes=4, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=1,
                      concurrency=2, build_workers=2, device_steps=1, max_turns=6, max_new_tokens=800, dtype="fp32",
-                     budget_s=7200,
+                     budget_s=7200, ppo_min_s=0,
                      sft_reserve_s=900,
                      lengths=[0.4, 0.6], eval_temperature=0.0,
                      throughput_args=["--concurrency", "2", "--sequential", "2", "--concurrent", "4", "--build-workers", "2"]),
 }
 
+#: h200's RL sizes from its first rl_step run (session 22, one seed alone on the H200): 32 value-pretraining
+#: episodes took ~270 s and a PPO step's 32 rollouts ~240 s, ~0.12-0.15 episodes/s whether one seed runs or three
+#: (the host's 16 cores bound it). ``vp_episodes`` 16 lets one run pretrain all three seeds' critics side by side
+#: (48 episodes, ~350 s); ``ppo_min_s`` is the time one seed's PPO step needs to end with its held-out evaluation
+#: started (rollouts ~240 s, update and model loads ~60 s), so a run starts no step it would cut in its rollouts.
 #: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
                                                  "sft_eval_every", "sft_evaluate"})
@@ -241,7 +250,7 @@ def load_state(src: Path, model_dir: Path, dest: Path, tok_hash: str) -> Path:
     return dest
 
 
-PHASES = ("sft", "sft_eval", "control", "rl", "rl_eval", "rl_step", "throughput")
+PHASES = ("sft", "sft_eval", "control", "control_eval", "rl", "rl_eval", "rl_step", "throughput")
 
 
 def save_critic_state(critic_pt: Path, dest: Path, tok_hash: str) -> None:
@@ -422,14 +431,46 @@ def main() -> None:  # noqa: C901 - one linear script
             actor = seed_actor(work, s, args.state, tok_hash)
             if actor is None:
                 continue
-            stage = sft_stage(p, data, limit=n_control, epochs=1.0, heldout=[], warmup_steps=0, lr=p["sft_lr"] * 0.1,
-                              offset=(s * n_control) % max(1, n_expert - n_control))
+            stage = sft_stage(p, data, admit, limit=n_control, epochs=1.0, heldout=[], warmup_steps=0,
+                              lr=p["sft_lr"] * 0.1, offset=(s * n_control) % max(1, n_expert - n_control))
             cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"control_seed{s}", [stage], seed=s),
                                 work / f"control_seed{s}.yaml")
         codes = run_seeds(cmds, logs, "control", deadline)
         timings["control_s"] = time.time() - t0
         print(f"control exit codes {codes} after {timings['control_s']:.0f} s", flush=True)
+        for s in cmds:  # the trained control actor (exported before its evaluation): control_eval finishes a cut one
+            actor = work / f"control_seed{s}" / "0_sft" / "actor"
+            if (actor / "config.json").exists():
+                save_state(actor, out / f"control_actor_seed{s}.safetensors", tok_hash)
         records_file("control", collect_records(work, seeds, "control"))
+
+    if "control_eval" in phases:
+        # A control evaluation the device budget cut: the carried control actors on the held-out tasks their
+        # records lack (like sft_eval), merged into records_control.json.
+        carried_path = args.state / "records_control.json" if args.state else None
+        if carried_path is None or not carried_path.exists():
+            raise SystemExit("--phase control_eval finishes a cut control evaluation: --state must hold "
+                             "records_control.json and the control_actor_seed*.safetensors of the control run")
+        carried_ctl = json.loads(carried_path.read_text())
+        held = heldout_tasks(data)
+        t0 = time.time()
+        cmds = {}
+        for s in seeds:
+            done_ids = {r["task_id"] for r in carried_ctl.get("points", {}).get("control", {}).get(str(s), [])}
+            left = [t for t in held if t["id"] not in done_ids]
+            if not left:
+                continue
+            src = args.state / f"control_actor_seed{s}.safetensors"
+            if not src.exists():
+                raise SystemExit(f"seed {s}'s control evaluation lacks {len(left)} task(s), but --state lacks "
+                                 f"{src.name} (run --phase control again for that seed)")
+            actor = load_state(src, work / f"model_seed{s}", work / f"control_eval_actor_seed{s}", tok_hash)
+            cmds[s] = resume_eval_cmd(p, data, work, "control_eval", s, actor, left, admit, seed=s)
+        codes = run_seeds(cmds, logs, "control_eval", deadline)
+        timings["control_eval_s"] = time.time() - t0
+        print(f"control_eval exit codes {codes} after {timings['control_eval_s']:.0f} s", flush=True)
+        merged = merge_resumed(carried_ctl, collect_records(work, list(cmds), "control_eval"), "control", len(held))
+        (out / "records_control.json").write_text(json.dumps(merged, default=str))
 
     if "rl" in phases:
         t0 = time.time()
@@ -472,10 +513,13 @@ def main() -> None:  # noqa: C901 - one linear script
         (out / "records_rl.json").write_text(json.dumps(merged, default=str))
 
     if "rl_step" in phases:
-        # RL one PPO step per seed per device run: the first run pretrains the critic and takes step 1 from the SFT
-        # actor; each later run takes the next step from the carried actor and critic (bf16 files; the optimizers
-        # start afresh each run, their moments are not carried). The seed of run k is seed + 1000 k, so every step
-        # draws its own training tasks.
+        # RL one PPO step per seed per device run. Value pretraining runs first, alone in its own run folder
+        # (``rl_vp_seed<s>``), for the seeds about to take step 1 without a pretrained critic: its critic is carried
+        # the moment it ends (``critic_pretrained`` in records_rl.json), so a run whose deadline falls in the PPO
+        # step keeps it. A PPO step starts only with ``ppo_min_s`` left (its rollouts are not resumable: a step cut
+        # in them would throw them away); it starts from the SFT actor and the pretrained critic (step 1) or from
+        # the carried actor and critic (bf16 files; the optimizers start afresh each run, their moments are not
+        # carried). The seed of run k is seed + 1000 k, so every step draws its own training tasks.
         carried_path = args.state / "records_rl.json" if args.state else None
         carried_rl = json.loads(carried_path.read_text()) if carried_path is not None and carried_path.exists() else {}
         if "rl_eval" in phases and (out / "records_rl.json").exists():  # rl_eval ran first in this call: its merge
@@ -487,27 +531,57 @@ def main() -> None:  # noqa: C901 - one linear script
             print(f"rl_step: seed {s} waits for step {k}'s held-out evaluation to be finished (--phase rl_eval)",
                   flush=True)
         t0 = time.time()
+        todo = [s for s in seeds if done[s] < p["rl_steps"] and s not in waiting]
+        pretrained = critic_pretrained(carried_rl)
+        critics: dict[int, Path] = {}  # fp32 critics of this run's value pretraining
+        vp_cmds = {}
+        for s in todo:
+            if done[s] == 0 and s not in pretrained:
+                actor = seed_actor(work, s, args.state, tok_hash)
+                if actor is not None:
+                    vp_cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_vp_seed{s}",
+                                                        rl_stages(p, data)[:1], seed=s), work / f"rl_vp_seed{s}.yaml")
+        if vp_cmds:
+            codes = run_seeds(vp_cmds, logs, "rl_vp", deadline)
+            print(f"rl_step: value pretraining exit codes {codes} after {time.time() - t0:.0f} s", flush=True)
+            for s in vp_cmds:
+                outputs = work / f"rl_vp_seed{s}" / "0_value_pretrain" / "outputs.json"
+                if outputs.exists():
+                    critics[s] = Path(json.loads(outputs.read_text())["critic"])
+                    save_critic_state(critics[s], out / f"rl_critic_seed{s}.safetensors", tok_hash)
+            carried_rl = merge_vp(carried_rl, collect_vp(work, sorted(critics)))
+            pretrained = critic_pretrained(carried_rl)
+            (out / "records_rl.json").write_text(json.dumps(carried_rl, default=str))
+            timings["rl_vp_s"] = time.time() - t0
         cmds, stepping = {}, {}
-        for s in seeds:
+        # Seeds whose value pretraining did not end in this run wait for the next run; of the others, as many step
+        # as the time left allows (seeds side by side share the machine's cores: ppo_min_s each).
+        ready = [s for s in todo if done[s] > 0 or s in pretrained]
+        left_s = deadline - time.time()
+        fit = len(ready) if not p.get("ppo_min_s") else int(left_s // p["ppo_min_s"])
+        for s in ready[fit:]:
+            print(f"rl_step: seed {s}'s PPO step {done[s] + 1} is left to the next run: {left_s:.0f} s are left, "
+                  f"{len(ready)} seed(s) stepping side by side need ppo_min_s={p.get('ppo_min_s')} s each", flush=True)
+        for s in ready[:fit]:
             k = done[s]
-            if k >= p["rl_steps"] or s in waiting:
-                continue
+            critic_src = args.state / f"rl_critic_seed{s}.safetensors" if args.state else None
             if k == 0:
-                actor, stages = seed_actor(work, s, args.state, tok_hash), rl_stages(p, data, steps=1, admit_until=admit)
+                actor = seed_actor(work, s, args.state, tok_hash)
+                if s not in critics and (critic_src is None or not critic_src.exists()):
+                    raise SystemExit(f"records_rl.json says seed {s}'s critic is pretrained, but --state lacks "
+                                     f"rl_critic_seed{s}.safetensors")
             else:
-                src = args.state / f"rl_actor_seed{s}.safetensors"
-                critic_src = args.state / f"rl_critic_seed{s}.safetensors"
-                if not (src.exists() and critic_src.exists()):
+                src = args.state / f"rl_actor_seed{s}.safetensors" if args.state else None
+                if src is None or not src.exists() or critic_src is None or not critic_src.exists():
                     raise SystemExit(f"records_rl.json says seed {s} took {k} RL step(s), but --state lacks "
-                                     f"{src.name} or {critic_src.name}")
+                                     f"rl_actor_seed{s}.safetensors or rl_critic_seed{s}.safetensors")
                 actor = load_state(src, work / f"model_seed{s}", work / f"rl_carried_seed{s}", tok_hash)
-                critic = load_critic_state(critic_src, work / f"rl_carried_critic_seed{s}.pt", tok_hash)
-                ppo = rl_stages(p, data, steps=1, admit_until=admit)[1]
-                ppo["config"]["init_critic"] = str(critic)
-                stages = [ppo]
             if actor is None:
                 continue
-            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_seed{s}", stages, seed=s + 1000 * k),
+            critic = critics.get(s) or load_critic_state(critic_src, work / f"rl_carried_critic_seed{s}.pt", tok_hash)
+            ppo = rl_stages(p, data, steps=1, admit_until=admit)[1]
+            ppo["config"]["init_critic"] = str(critic)
+            cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_seed{s}", [ppo], seed=s + 1000 * k),
                                 work / f"rl_seed{s}.yaml")
             stepping[s] = k + 1
         codes = run_seeds(cmds, logs, "rl_step", deadline)

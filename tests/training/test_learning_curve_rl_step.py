@@ -1,5 +1,6 @@
-"""RL spread over device runs (``learning_curve.py --phase rl_step``): the records of each run's one PPO step join
-the carried ones as the next point, and the carried critic survives its bf16 round trip."""
+"""RL spread over device runs (``learning_curve.py --phase rl_step``): value pretraining's critic is carried as soon
+as it ends, the records of each run's one PPO step join the carried ones as the next point, and the carried critic
+survives its bf16 round trip."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _learning_curve_report import (  # noqa: E402
-    collect_records, collect_rl_step, merge_rl_eval, merge_rl_step, pending_rl_evals, rl_stage_folder)
+    collect_records, collect_rl_step, collect_vp, critic_pretrained, merge_rl_eval, merge_rl_step, merge_vp,
+    pending_rl_evals, rl_stage_folder)
 
 
 def _run(work: Path, seed: int, step: int, rewards: dict[str, float]) -> None:
@@ -24,16 +26,42 @@ def _run(work: Path, seed: int, step: int, rewards: dict[str, float]) -> None:
     (held / "step_00001.jsonl").write_text("".join(json.dumps({"task_id": t, "reward": r}) + "\n"
                                                    for t, r in rewards.items()))
     metrics = [{"stage": "ppo_agentic", "step": 1, "reward_mean": sum(rewards.values()) / len(rewards)}]
-    if step == 1:
-        metrics.insert(0, {"stage": "value_pretrain", "step": 4, "explained_variance": 0.6})
     (work / f"rl_seed{seed}" / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+
+
+def _vp(work: Path, seed: int) -> None:
+    """What a value pretraining that ended leaves in its own run folder: its metrics."""
+    (work / f"rl_vp_seed{seed}").mkdir(parents=True)
+    rows = [{"stage": "value_pretrain", "step": 4, "explained_variance": 0.6, "value_loss": 0.2}]
+    (work / f"rl_vp_seed{seed}" / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
+
+
+def test_a_run_cut_after_value_pretraining_keeps_the_pretrained_critic_and_takes_no_step(tmp_path: Path) -> None:
+    """Run 1: seed 0's and seed 1's pretraining ran, only seed 0's ended (seed 1's was killed at the deadline): only
+    seed 0 is marked pretrained, with its metrics; no step is counted and no evaluation is pending. Run 2 steps seed
+    0 from that critic: its metrics follow the pretraining's."""
+    first = tmp_path / "call1"
+    _vp(first, 0)
+    (first / "rl_vp_seed1").mkdir(parents=True)  # killed: no metrics, no outputs
+    records = merge_vp({}, collect_vp(first, [0]))
+    assert critic_pretrained(records) == {0}
+    assert records["steps_done"] == {"0": 0} and pending_rl_evals(records, [0, 1], 2) == {}
+    assert [m["stage"] for m in records["train_metrics"]["0"]] == ["value_pretrain"]
+    assert critic_pretrained(merge_vp(records, collect_vp(tmp_path / "nothing", []))) == {0}  # a later run keeps it
+
+    second = tmp_path / "call2"
+    _run(second, 0, 1, {"a": 1.0, "b": -1.0})
+    records = merge_rl_step(records, collect_rl_step(second, {0: 1}), {0: 1})
+    assert records["steps_done"] == {"0": 1} and critic_pretrained(records) == {0}
+    assert [m["stage"] for m in records["train_metrics"]["0"]] == ["value_pretrain", "ppo_agentic"]
 
 
 def test_two_runs_make_points_rl_1_and_rl_2_and_count_the_steps_per_seed(tmp_path: Path) -> None:
     first = tmp_path / "call1"
+    _vp(first, 1)
     _run(first, 0, 1, {"a": 1.0, "b": -1.0})
     _run(first, 1, 1, {"a": 2.0, "b": 1.0})
-    records = merge_rl_step({}, collect_rl_step(first, {0: 1, 1: 1}), {0: 1, 1: 1})
+    records = merge_rl_step(merge_vp({}, collect_vp(first, [1])), collect_rl_step(first, {0: 1, 1: 1}), {0: 1, 1: 1})
     assert records["steps_done"] == {"0": 1, "1": 1}
     assert sorted(records["points"]) == ["rl_1"] and sorted(records["points"]["rl_1"]) == ["0", "1"]
 
@@ -115,3 +143,22 @@ def test_set_takes_json_or_bare_strings_and_refuses_unknown_keys() -> None:
         learning_curve.apply_sets({}, ["budget_sx=1"])
     with pytest.raises(SystemExit, match="expected KEY=VALUE"):
         learning_curve.apply_sets({}, ["budget_s"])
+
+
+def test_a_cut_control_evaluation_is_finished_by_control_eval_into_the_control_point(tmp_path: Path) -> None:
+    """The control run kept 1 of 3 tasks for seed 0 (cut) and all of seed 1's; ``control_eval`` evaluates seed 0's
+    two missing tasks and its records join point ``control``, which is then whole."""
+    from _learning_curve_report import merge_resumed
+
+    carried = {"phase": "control", "points": {"control": {"0": [{"task_id": "a", "reward": 1.0}],
+                                                          "1": [{"task_id": t, "reward": -1.0} for t in "abc"]}},
+               "partial": {"control": {"0": 1}}}
+    final = tmp_path / "control_eval_seed0" / "0_sft" / "heldout" / "final"
+    _ended_episode(final / "000_00", "b", 2.0)
+    _ended_episode(final / "001_00", "c", -1.0)
+    resumed = collect_records(tmp_path, [0], "control_eval")
+    assert sorted(resumed["points"]) == ["control"]
+    merged = merge_resumed(carried, resumed, "control", 3)
+    assert sorted((r["task_id"], r["reward"]) for r in merged["points"]["control"]["0"]) == [
+        ("a", 1.0), ("b", 2.0), ("c", -1.0)]
+    assert "partial" not in merged and merged["points"]["control"]["1"] == carried["points"]["control"]["1"]
