@@ -279,6 +279,12 @@ def heldout_tasks(data: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip()]
 
 
+def missing_tasks(records: dict[str, Any], point: str, s: int, held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The held-out tasks that seed ``s``'s records of ``point`` lack (what a resumed evaluation runs)."""
+    done = {r["task_id"] for r in records.get("points", {}).get(point, {}).get(str(s), [])}
+    return [t for t in held if t["id"] not in done]
+
+
 def resume_eval_cmd(p: dict[str, Any], data: Path, work: Path, name: str, s: int, actor: Path,
                     left: list[dict[str, Any]], admit: float | None, seed: int) -> list[str]:
     """The command that evaluates ``actor`` on the held-out tasks ``left`` (an ``sft`` stage with ``train: false``)
@@ -410,8 +416,7 @@ def main() -> None:  # noqa: C901 - one linear script
         t0 = time.time()
         cmds = {}
         for s in seeds:
-            done = {r["task_id"] for r in carried_recs.get("points", {}).get("sft", {}).get(str(s), [])}
-            left = [t for t in held if t["id"] not in done]
+            left = missing_tasks(carried_recs, "sft", s, held)
             actor = seed_actor(work, s, args.state, tok_hash)
             if not left or actor is None:
                 continue
@@ -456,8 +461,7 @@ def main() -> None:  # noqa: C901 - one linear script
         t0 = time.time()
         cmds = {}
         for s in seeds:
-            done_ids = {r["task_id"] for r in carried_ctl.get("points", {}).get("control", {}).get(str(s), [])}
-            left = [t for t in held if t["id"] not in done_ids]
+            left = missing_tasks(carried_ctl, "control", s, held)
             if not left:
                 continue
             src = args.state / f"control_actor_seed{s}.safetensors"
@@ -503,8 +507,7 @@ def main() -> None:  # noqa: C901 - one linear script
                 raise SystemExit(f"records_rl.json says seed {s}'s step {k} evaluation is unfinished, but --state "
                                  f"lacks {src.name}")
             actor = load_state(src, work / f"model_seed{s}", work / f"rl_eval_actor_seed{s}", tok_hash)
-            done_ids = {r["task_id"] for r in carried_rl.get("points", {}).get(f"rl_{k}", {}).get(str(s), [])}
-            left = [t for t in held if t["id"] not in done_ids]
+            left = missing_tasks(carried_rl, f"rl_{k}", s, held)
             cmds[s] = resume_eval_cmd(p, data, work, "rl_eval", s, actor, left, admit, seed=s + 1000 * k)
         codes = run_seeds(cmds, logs, "rl_eval", deadline)
         timings["rl_eval_s"] = time.time() - t0
