@@ -1,0 +1,125 @@
+"""Keep the learning curve's carried state (actors, critics, data core, records) in git history, out of the work tree.
+
+The GPU machine keeps nothing between runs, and a new development checkout holds only what has landed on main:
+``.learning_state/`` is ignored (it is tens of MB and travels with each device call), so a new checkout lost it once
+(session 23: the SFT actors had to be trained again). The working tree that travels to the device is capped at
+64 MiB, so the state cannot simply be tracked either. Instead ``save`` lands the files in one commit and removes
+them in the next: the blobs stay reachable from main's history, the tree stays small, and the manifest
+``gpu-state/learning_state.json`` names the commit and each file's SHA-256.
+
+    python scripts/learning_state.py save .learning_state      # two commits on the current branch
+    python scripts/learning_state.py restore .learning_state   # a new checkout: the files back, hashes checked
+    python scripts/learning_state.py list                      # what the manifest holds
+
+``save`` needs a clean index (it commits only its own paths) and keeps, per file name, the newest copy: a later
+save of ``records_sft.json`` replaces the earlier one in the manifest, files it does not name stay as they were.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = ROOT / "gpu-state" / "learning_state.json"
+STAGE = "gpu-state/learning_state"
+#: What a learning-curve state folder holds (see benchmarks/learning_curve.py); anything else is refused.
+PATTERNS = ("*.safetensors", "data_core.tar.gz", "records_*.json")
+
+
+def git(*args: str, data: bytes | None = None) -> bytes:
+    res = subprocess.run(["git", *args], cwd=ROOT, input=data, capture_output=True)
+    if res.returncode:
+        raise SystemExit(f"git {' '.join(args)} failed: {res.stderr.decode().strip()}")
+    return res.stdout
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_manifest() -> dict:
+    return json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {"files": {}}
+
+
+def state_files(src: Path) -> list[Path]:
+    files = sorted({p for pat in PATTERNS for p in src.glob(pat) if p.is_file()})
+    if not files:
+        raise SystemExit(f"{src} holds no learning-curve state (expected {', '.join(PATTERNS)})")
+    return files
+
+
+def save(src: Path, message: str) -> None:
+    if git("diff", "--cached", "--name-only").strip():
+        raise SystemExit("the index has staged changes: commit or unstage them first (save makes its own commits)")
+    files = state_files(src)
+    manifest = load_manifest()
+    changed = [p for p in files if manifest["files"].get(p.name, {}).get("sha256") != sha256(p)]
+    if not changed:
+        print("nothing new: every file matches the manifest")
+        return
+    stage = ROOT / STAGE
+    stage.mkdir(parents=True, exist_ok=True)
+    for p in changed:
+        (stage / p.name).write_bytes(p.read_bytes())
+    paths = [f"{STAGE}/{p.name}" for p in changed]
+    git("add", "-f", *paths)
+    git("commit", "-q", "-m", f"learning state: {message} ({len(changed)} files, kept in history)", "--", *paths)
+    commit = git("rev-parse", "HEAD").decode().strip()
+    for p in changed:
+        manifest["files"][p.name] = {"commit": commit, "path": f"{STAGE}/{p.name}", "sha256": sha256(p),
+                                     "bytes": p.stat().st_size, "note": message}
+    git("rm", "-q", "--cached", *paths)
+    for p in changed:
+        (stage / p.name).unlink()
+    if not any(stage.iterdir()):
+        stage.rmdir()
+    MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    git("add", str(MANIFEST.relative_to(ROOT)))
+    git("commit", "-q", "-m", f"learning state: manifest for {commit[:10]} (files out of the tree again)", "--",
+        *paths, str(MANIFEST.relative_to(ROOT)))
+    print(f"saved {len(changed)} files in {commit[:10]}: {', '.join(p.name for p in changed)}")
+
+
+def restore(dest: Path) -> None:
+    manifest = load_manifest()
+    if not manifest["files"]:
+        raise SystemExit(f"{MANIFEST} names no files: nothing was saved yet")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, entry in sorted(manifest["files"].items()):
+        blob = git("show", f"{entry['commit']}:{entry['path']}")
+        if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+            raise SystemExit(f"{name}: the blob in {entry['commit'][:10]} does not match the manifest's SHA-256")
+        (dest / name).write_bytes(blob)
+        print(f"{name}: {len(blob)} bytes from {entry['commit'][:10]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("save", help="land the folder's state files in history (two commits)")
+    s.add_argument("src", type=Path)
+    s.add_argument("-m", "--message", default="learning curve state")
+    r = sub.add_parser("restore", help="write the manifest's files into a folder")
+    r.add_argument("dest", type=Path)
+    sub.add_parser("list", help="print the manifest")
+    args = ap.parse_args()
+    if args.cmd == "save":
+        save(args.src, args.message)
+    elif args.cmd == "restore":
+        restore(args.dest)
+    else:
+        json.dump(load_manifest(), sys.stdout, indent=1, sort_keys=True)
+        print()
+
+
+if __name__ == "__main__":
+    main()

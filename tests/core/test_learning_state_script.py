@@ -1,0 +1,95 @@
+"""scripts/learning_state.py keeps the learning curve's state in git history: a new clone gets it back, exactly.
+
+Real git, real subprocesses: a scratch repository holds a copy of the script, as a project checkout would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "learning_state.py"
+ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@e"}
+
+
+def sh(*cmd: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPT, root / "scripts" / "learning_state.py")
+    (root / ".gitignore").write_text(".learning_state/\n")
+    for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "."], ["git", "commit", "-qm", "init"]):
+        assert sh(*cmd, cwd=root).returncode == 0
+    state = root / ".learning_state"
+    state.mkdir()
+    (state / "state_seed0.safetensors").write_bytes(os.urandom(300_000))
+    (state / "records_sft.json").write_text(json.dumps({"points": {"sft": {"0": [1, 2]}}}))
+    (state / "data_core.tar.gz").write_bytes(os.urandom(5000))
+    return root
+
+
+def run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return sh(sys.executable, "scripts/learning_state.py", *args, cwd=root)
+
+
+def test_save_keeps_files_out_of_the_tree_and_a_fresh_clone_restores_them(repo: Path, tmp_path: Path) -> None:
+    res = run(repo, "save", ".learning_state", "-m", "sft actors")
+    assert res.returncode == 0, res.stderr
+    tracked = sh("git", "ls-files", cwd=repo).stdout.split()
+    assert "gpu-state/learning_state.json" in tracked
+    assert not [t for t in tracked if t.startswith("gpu-state/learning_state/")]
+    assert sh("git", "status", "--porcelain", cwd=repo).stdout == ""
+
+    clone = tmp_path / "clone"
+    assert sh("git", "clone", "-q", str(repo), str(clone), cwd=tmp_path).returncode == 0
+    res = run(clone, "restore", "out")
+    assert res.returncode == 0, res.stderr
+    for name in ("state_seed0.safetensors", "records_sft.json", "data_core.tar.gz"):
+        assert (clone / "out" / name).read_bytes() == (repo / ".learning_state" / name).read_bytes()
+
+
+def test_a_second_save_stores_only_what_changed(repo: Path) -> None:
+    assert run(repo, "save", ".learning_state").returncode == 0
+    first = json.loads((repo / "gpu-state" / "learning_state.json").read_text())["files"]
+    (repo / ".learning_state" / "records_sft.json").write_text(json.dumps({"points": {"sft": {"0": [1, 2, 3]}}}))
+    (repo / ".learning_state" / "rl_actor_seed0.safetensors").write_bytes(os.urandom(1000))
+    res = run(repo, "save", ".learning_state", "-m", "rl step 1")
+    assert res.returncode == 0, res.stderr
+    assert "2 files" in res.stdout
+    second = json.loads((repo / "gpu-state" / "learning_state.json").read_text())["files"]
+    assert second["state_seed0.safetensors"] == first["state_seed0.safetensors"]
+    assert second["records_sft.json"]["commit"] != first["records_sft.json"]["commit"]
+    assert "rl_actor_seed0.safetensors" in second
+    assert "nothing new" in run(repo, "save", ".learning_state").stdout
+
+
+def test_save_refuses_a_dirty_index_and_an_empty_folder(repo: Path) -> None:
+    (repo / "other.txt").write_text("x")
+    sh("git", "add", "other.txt", cwd=repo)
+    res = run(repo, "save", ".learning_state")
+    assert res.returncode != 0 and "staged changes" in res.stderr
+    sh("git", "reset", "-q", cwd=repo)
+    (repo / "empty").mkdir()
+    res = run(repo, "save", "empty")
+    assert res.returncode != 0 and "no learning-curve state" in res.stderr
+
+
+def test_restore_refuses_a_blob_that_does_not_match(repo: Path) -> None:
+    assert run(repo, "save", ".learning_state").returncode == 0
+    manifest = repo / "gpu-state" / "learning_state.json"
+    data = json.loads(manifest.read_text())
+    data["files"]["records_sft.json"]["sha256"] = "0" * 64
+    manifest.write_text(json.dumps(data))
+    res = run(repo, "restore", "out")
+    assert res.returncode != 0 and "does not match" in res.stderr
