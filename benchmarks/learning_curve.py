@@ -98,7 +98,10 @@ SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "
 #: each would otherwise take 85% of what it sees free as its own.
 #: Grading at training scale: real builds, verification and timing with the harness's 'quick' timing preset (few
 #: calls, one grading round) and three input sets; fused and unfused kernels differ by 2-4x, far above its noise.
-HARNESS = {"verify": {"input_sets": 3}, "timing": {"preset": "quick"}}
+#: ``warm_compile`` off: a task's reference process compiles the torch.compile baseline at the first profile or grade
+#: that times it, not at its warm-up. 76% of the SFT episodes never passed verify (session 22), so most tasks never
+#: time a baseline; reference processes took 26-28% of the host's CPU, the bound on the episode rate.
+HARNESS = {"verify": {"input_sets": 3}, "timing": {"preset": "quick", "warm_compile": False}}
 
 
 def apply_sets(p: dict[str, Any], sets: list[str]) -> dict[str, Any]:

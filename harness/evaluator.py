@@ -185,7 +185,11 @@ class Evaluator:
             self.device, threads=self.settings.sandbox.cpu_threads, timer=self.protocol.timer,
             clone_inputs=self.protocol.baseline_clone_inputs, net_overhead=self.protocol.net_overhead and self.kind == "cuda",
             compile_threads=self.experiments.reference_compile_threads,
-            preimport_compile=self.settings.timing.compile_baseline, cpus=self._cpus)
+            preimport_compile=self._warm_compile(), cpus=self._cpus)
+
+    def _warm_compile(self) -> bool:
+        """Whether a reference process compiles the torch.compile baseline at its warm-up (``timing.warm_compile``)."""
+        return self.settings.timing.compile_baseline and self.settings.timing.warm_compile
 
     def _hold_process(self, task: TaskManifest, ref: ReferenceClient) -> None:
         """A reference process of ``task`` holds its context and parameters in the budget until it closes."""
@@ -211,7 +215,7 @@ class Evaluator:
                 return False
             with self.memory.warm_up(task):  # one set's worth, beside whatever sessions hold
                 try:
-                    ref.warm_baselines(self.settings.timing.compile_mode, self.settings.timing.compile_baseline)
+                    ref.warm_baselines(self.settings.timing.compile_mode, self._warm_compile())
                 except ReferenceError_:
                     self.references.retire(task, ref)  # a process that failed a request is never used again
                     raise

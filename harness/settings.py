@@ -80,6 +80,11 @@ class TimingSettings(_Block):
         "standard", description="'standard' (our protocol, tuned per device), 'quick' (few calls, one grading round: "
         "smoke runs and CI), 'release' (the CUDA-Agent release's profiler sum, for comparison).")
     compile_baseline: bool = Field(True, description="Measure the torch.compile baseline besides eager.")
+    warm_compile: bool = Field(
+        True, description="Compile the torch.compile baseline when a task's reference process warms up, before any "
+        "device slot is taken. False leaves that compile to the first profile or grade that times the baseline (still "
+        "outside the timing lock), and the reference process does not import the compile machinery ahead: training, "
+        "where most episodes never time a baseline, spares the CPU. Timings and rewards are the same either way.")
     compile_mode: str = Field("default", description="torch.compile mode of the compile baseline (recorded).")
     baseline_cache_dir: Path | None = Field(
         None, description="Cache of baseline timings; None = ~/.cache/cuda-agent/baselines.")

@@ -159,3 +159,21 @@ def test_evaluator_prepare_warms_a_task_once_per_reference_process(make_evaluato
         assert ev.prepare(task) is True
         assert ev.prepare(task) is False
         assert ev.warm_reference(task).warm_baselines("default", True) is False  # compiled by prepare
+
+
+def test_warm_compile_off_leaves_the_compile_to_the_first_grade(make_evaluator, tasks, make_ws, kit, honest_relu,
+                                                                  tmp_path: Path) -> None:
+    """``timing.warm_compile: false`` (training): the warm-up runs eager only, and the grade still compiles and times
+    the torch.compile baseline, so the reward's compile milestone is measured all the same."""
+    with make_evaluator(sandbox={"runners_ahead": 0},
+                        timing={"compile_baseline": True, "warm_compile": False,
+                                "baseline_cache_dir": tmp_path / "bl"}) as ev:
+        assert ev.prepare(tasks.add_relu) is True  # warmed ...
+        assert ev.warm_reference(tasks.add_relu).warm_baselines("default", True) is True  # ... but not compiled
+        assert ev.prepare(tasks.relu) is True
+        graded = ev.grade(tasks.relu, make_ws(honest_relu), kit)
+        assert graded.status.value == "correct", graded.message
+        assert graded.baselines is not None and graded.baselines.compile is not None
+        assert graded.speedup_compile is not None and graded.speedup_compile > 0
+        # The grade compiled it (outside the timing lock): the reference process has it now.
+        assert ev.warm_reference(tasks.relu).warm_baselines("default", True) is False
