@@ -414,6 +414,7 @@ def test_seeds_side_by_side_share_the_gpu_memory_budget(tmp_path) -> None:
         cfg = lc.train_config(p, tmp_path / "data", "model", tmp_path / f"run{seed}", [], seed)
         block = entry.config_model.model_validate(cfg["plugins"]["cuda"])
         shares.append(block.harness.limits.device_memory_gib)
+        assert block.harness.timing.warm_compile is False  # compiles only where a baseline is timed (session 23)
     assert len(set(shares)) == 1 and 0 < sum(shares) <= p["device_gib"]
     # with the per-seed concurrency, the reference processes alone fit the share (768 MiB each)
     assert p["concurrency"] * 0.75 < shares[0]
