@@ -299,14 +299,23 @@ def resume_eval_cmd(p: dict[str, Any], data: Path, work: Path, name: str, s: int
                      work / f"{name}_seed{s}.yaml")
 
 
+#: Each call's run folders live in ``WORK/calls/<time>_<pid>`` (see main).
+CALLS = "calls"
+
+
+def model_dir(call_work: Path, s: int) -> Path:
+    """Seed ``s``'s random-init model (config and tokenizer of every carried actor), shared by the calls in WORK."""
+    return call_work.parent.parent / f"model_seed{s}"
+
+
 def seed_actor(work: Path, s: int, state: Path | None, tok_hash: str) -> Path | None:
-    """The seed's SFT actor: trained in this work folder, else rebuilt from a carried state file."""
+    """The seed's SFT actor: trained in this call's folder, else rebuilt from a carried state file."""
     actor = work / f"sft_seed{s}" / "0_sft" / "actor"
     if actor.exists():
         return actor
     src = state / f"state_seed{s}.safetensors" if state else None
     if src is not None and src.exists():
-        return load_state(src, work / f"model_seed{s}", work / f"carried_seed{s}", tok_hash)
+        return load_state(src, model_dir(work, s), work / f"carried_seed{s}", tok_hash)
     return None
 
 
@@ -377,6 +386,12 @@ def main() -> None:  # noqa: C901 - one linear script
         if not (work / f"model_seed{s}" / "config.json").exists():
             build_model(work / f"model_seed{s}", data / "tokenizer", ModelSize(**p["model"]), seed=s)
     timings["data_s"] = time.time() - t0
+    # This call's run folders. A warm GPU machine keeps /tmp between calls, and `cuda-agent train` refuses a run
+    # folder that holds another configuration: session 23's fourth call (sft_eval after sft_eval on the same
+    # machine) evaluated nothing that way. What a call needs from an earlier one comes through --state; the data and
+    # the random-init models above are shared (model_dir).
+    work = work / CALLS / f"{time.strftime('%Y%m%dT%H%M%S')}_{os.getpid()}"
+    work.mkdir(parents=True)
     logs = work / "logs"
 
     if "sft" in phases:
@@ -391,7 +406,7 @@ def main() -> None:  # noqa: C901 - one linear script
         # with its warm-up), else each seed starts from its random-init model.
         start = {s: seed_actor(work, s, args.state, tok_hash) if args.state else None for s in seeds}
         over = {} if evaluate else {"eval_tasks": []}
-        cmds = {s: write_cfg(train_config(p, data, str(start[s] or work / f"model_seed{s}"), work / f"sft_seed{s}",
+        cmds = {s: write_cfg(train_config(p, data, str(start[s] or model_dir(work, s)), work / f"sft_seed{s}",
                                           [sft_stage(p, data, admit, max_train_s=round(max_train_s), **over)], seed=s),
                              work / f"sft_seed{s}.yaml") for s in seeds}
         codes = run_seeds(cmds, logs, "sft", deadline)
@@ -471,7 +486,7 @@ def main() -> None:  # noqa: C901 - one linear script
             if not src.exists():
                 raise SystemExit(f"seed {s}'s control evaluation lacks {len(left)} task(s), but --state lacks "
                                  f"{src.name} (run --phase control again for that seed)")
-            actor = load_state(src, work / f"model_seed{s}", work / f"control_eval_actor_seed{s}", tok_hash)
+            actor = load_state(src, model_dir(work, s), work / f"control_eval_actor_seed{s}", tok_hash)
             cmds[s] = resume_eval_cmd(p, data, work, "control_eval", s, actor, left, admit, seed=s)
         codes = run_seeds(cmds, logs, "control_eval", deadline)
         timings["control_eval_s"] = time.time() - t0
@@ -509,7 +524,7 @@ def main() -> None:  # noqa: C901 - one linear script
             if not src.exists():
                 raise SystemExit(f"records_rl.json says seed {s}'s step {k} evaluation is unfinished, but --state "
                                  f"lacks {src.name}")
-            actor = load_state(src, work / f"model_seed{s}", work / f"rl_eval_actor_seed{s}", tok_hash)
+            actor = load_state(src, model_dir(work, s), work / f"rl_eval_actor_seed{s}", tok_hash)
             left = missing_tasks(carried_rl, f"rl_{k}", s, held)
             cmds[s] = resume_eval_cmd(p, data, work, "rl_eval", s, actor, left, admit, seed=s + 1000 * k)
         codes = run_seeds(cmds, logs, "rl_eval", deadline)
@@ -581,7 +596,7 @@ def main() -> None:  # noqa: C901 - one linear script
                 if src is None or not src.exists() or critic_src is None or not critic_src.exists():
                     raise SystemExit(f"records_rl.json says seed {s} took {k} RL step(s), but --state lacks "
                                      f"rl_actor_seed{s}.safetensors or rl_critic_seed{s}.safetensors")
-                actor = load_state(src, work / f"model_seed{s}", work / f"rl_carried_seed{s}", tok_hash)
+                actor = load_state(src, model_dir(work, s), work / f"rl_carried_seed{s}", tok_hash)
             if actor is None:
                 continue
             critic = critics.get(s) or load_critic_state(critic_src, work / f"rl_carried_critic_seed{s}.pt", tok_hash)
