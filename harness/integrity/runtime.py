@@ -299,9 +299,10 @@ def audit_ops(*, kernels: bool | None = None) -> Iterator[OpAuditLog]:
         pass
 
     # Set after the class exists: TorchDispatchMode.__init_subclass__ wraps a subclass's own __torch_dispatch__ in
-    # torch._disable_dynamo, whose first call imports torch._dynamo (2-3 CPU s in every runner's start, about a
-    # fifth of it on the H200). Candidates cannot reach torch.compile (T1.python.dynamic_code), so there is no
-    # compiled frame for the wrapper to keep out of the recorder.
+    # torch._disable_dynamo, whose first call imports torch._dynamo (1.2-2.2 CPU s of every runner's start on a CPU
+    # host; on the H200 the audit warm-up, profiler start included, was 5.2-6.2 CPU s). Candidates cannot reach
+    # torch.compile (T1.python.dynamic_code), so there is no compiled frame for the wrapper to keep out of the
+    # recorder.
     _Recorder.__torch_dispatch__ = record  # type: ignore[method-assign]
 
     want_kernels = torch.cuda.is_available() if kernels is None else kernels
