@@ -565,3 +565,27 @@ def test_native_stage0_skips_a_non_finite_step_on_cuda_without_waiting():
     assert native_step.settle(run["engine"]) == 1 and run["norms"][2] == float("inf")
     assert {float(st["step"]) for st in run["engine"].optimizer.state.values()} == {4.0}
     assert run["losses"][:2] == clean["losses"][:2] and run["losses"][3:] == clean["losses"][2:4]
+
+
+@pytest.mark.parametrize("settings", [EngineSettings(zero_stage=0, dtype="bf16", master_weights="bf16"),
+                                      EngineSettings(zero_stage=2, dtype="bf16")], ids=["zero0-native", "zero2"])
+def test_bf16_trainer_scores_the_model_the_rollout_engine_samples(tmp_path, settings):
+    """The trainer's bf16 module keeps the RoPE table in fp32 like ``from_pretrained(dtype=bf16)`` (the rollout
+    engine's load): casting buffers made the two models differ more the later the position."""
+    from transformers import AutoModelForCausalLM
+
+    from cuda_agent.training.logprobs import token_logprobs
+
+    cfg = {"model_type": "llama", "vocab_size": 64, "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 4096}
+    load_causal_lm(cfg, seed=3).save_pretrained(str(tmp_path / "m"))
+    trainer = build_train_engine(load_causal_lm(tmp_path / "m"), 1e-3, settings).module
+    sampler = AutoModelForCausalLM.from_pretrained(str(tmp_path / "m"), dtype=torch.bfloat16).eval()
+    trainer_buffers = dict(trainer.named_buffers())
+    for name, buf in sampler.named_buffers():
+        assert trainer_buffers[name].dtype == buf.dtype and torch.equal(trainer_buffers[name], buf), name
+    assert {p.dtype for p in trainer.parameters()} == {torch.bfloat16}
+    ids = torch.randint(0, 64, (1, 3000), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        gap = (token_logprobs(trainer, ids) - token_logprobs(sampler, ids)).abs()
+    assert float(gap.max()) == 0.0, f"trainer vs sampler log-prob gap {float(gap.max()):.3g}"
