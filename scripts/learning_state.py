@@ -10,6 +10,10 @@ them in the next: the blobs stay reachable from main's history, the tree stays s
     python scripts/learning_state.py save .learning_state      # two commits on the current branch
     python scripts/learning_state.py restore .learning_state   # a new checkout: the files back, hashes checked
     python scripts/learning_state.py list                      # what the manifest holds
+    python scripts/learning_state.py retire rl_actor_seed0.safetensors -m "why"   # stale: not restored again
+
+``retire`` moves entries to the manifest's ``retired`` list (commit, path and hash kept, with the reason): a restore
+no longer writes them, and the blobs stay in history for whoever wants the old state back.
 
 ``save`` needs a clean index (it commits only its own paths) and keeps, per file name, the newest copy: a later
 save of ``records_sft.json`` replaces the earlier one in the manifest, files it does not name stay as they were.
@@ -102,6 +106,22 @@ def restore(dest: Path) -> None:
         print(f"{name}: {len(blob)} bytes from {entry['commit'][:10]}")
 
 
+def retire(names: list[str], reason: str) -> None:
+    if git("diff", "--cached", "--name-only").strip():
+        raise SystemExit("the index has staged changes: commit or unstage them first (retire makes its own commit)")
+    manifest = load_manifest()
+    unknown = [n for n in names if n not in manifest["files"]]
+    if unknown:
+        raise SystemExit(f"the manifest names no {unknown}; it holds: {', '.join(sorted(manifest['files'])) or 'nothing'}")
+    retired = manifest.setdefault("retired", [])
+    for n in names:
+        retired.append({"name": n, **manifest["files"].pop(n), "retired_because": reason})
+    MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    git("add", str(MANIFEST.relative_to(ROOT)))
+    git("commit", "-q", "-m", f"learning state: retire {len(names)} files ({reason})", "--", str(MANIFEST.relative_to(ROOT)))
+    print(f"retired {len(names)} files: {', '.join(names)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -111,11 +131,16 @@ def main() -> None:
     r = sub.add_parser("restore", help="write the manifest's files into a folder")
     r.add_argument("dest", type=Path)
     sub.add_parser("list", help="print the manifest")
+    t = sub.add_parser("retire", help="drop files from what restore writes (they stay in history, listed as retired)")
+    t.add_argument("names", nargs="+")
+    t.add_argument("-m", "--message", required=True, help="why the files are stale")
     args = ap.parse_args()
     if args.cmd == "save":
         save(args.src, args.message)
     elif args.cmd == "restore":
         restore(args.dest)
+    elif args.cmd == "retire":
+        retire(args.names, args.message)
     else:
         json.dump(load_manifest(), sys.stdout, indent=1, sort_keys=True)
         print()

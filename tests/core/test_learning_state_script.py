@@ -93,3 +93,21 @@ def test_restore_refuses_a_blob_that_does_not_match(repo: Path) -> None:
     manifest.write_text(json.dumps(data))
     res = run(repo, "restore", "out")
     assert res.returncode != 0 and "does not match" in res.stderr
+
+
+def test_retired_files_are_not_restored_and_stay_named_with_their_reason(repo: Path, tmp_path: Path) -> None:
+    assert run(repo, "save", ".learning_state").returncode == 0
+    res = run(repo, "retire", "state_seed0.safetensors", "-m", "trained with a bf16 RoPE table")
+    assert res.returncode == 0, res.stderr
+    assert sh("git", "status", "--porcelain", cwd=repo).stdout == ""
+    manifest = json.loads((repo / "gpu-state" / "learning_state.json").read_text())
+    assert "state_seed0.safetensors" not in manifest["files"]
+    [old] = manifest["retired"]
+    assert old["name"] == "state_seed0.safetensors" and old["retired_because"] == "trained with a bf16 RoPE table"
+    res = run(repo, "restore", "out")
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (repo / "out").iterdir()) == ["data_core.tar.gz", "records_sft.json"]
+    blob = subprocess.run(["git", "show", f"{old['commit']}:{old['path']}"], cwd=repo, capture_output=True).stdout
+    assert blob == (repo / ".learning_state" / "state_seed0.safetensors").read_bytes()  # still in history
+    res = run(repo, "retire", "nope.json", "-m", "x")
+    assert res.returncode != 0 and "names no ['nope.json']" in res.stderr
