@@ -12,6 +12,13 @@ them in the next: the blobs stay reachable from main's history, the tree stays s
     python scripts/learning_state.py list                      # what the manifest holds
     python scripts/learning_state.py retire rl_actor_seed0.safetensors -m "why"   # stale: not restored again
 
+``subset`` copies what a call for some seeds needs (the data core, the records, those seeds' ``*_seed<k>`` files)
+into another folder: the tree that travels to the device is capped at 64 MiB, and three seeds' actors and critics
+(six to nine 11-12 MB files) do not fit beside the wheels. Carry that folder instead; the records that come back
+hold every seed's entries (the call merges into the carried ones), so copy the returned files over the full folder.
+
+    python scripts/learning_state.py subset .learning_state .learning_state_call --seeds 0
+
 ``retire`` moves entries to the manifest's ``retired`` list (commit, path and hash kept, with the reason): a restore
 no longer writes them, and the blobs stay in history for whoever wants the old state back.
 
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -122,6 +130,20 @@ def retire(names: list[str], reason: str) -> None:
     print(f"retired {len(names)} files: {', '.join(names)}")
 
 
+def subset(src: Path, dest: Path, seeds: list[int]) -> None:
+    files = state_files(src)
+    keep = [p for p in files if not re.search(r"_seed\d+\.", p.name) or any(p.name.endswith(f"_seed{k}.safetensors")
+                                                                           for k in seeds)]
+    if dest.exists():
+        for old in dest.iterdir():
+            old.unlink()
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in keep:
+        (dest / p.name).write_bytes(p.read_bytes())
+    size = sum(p.stat().st_size for p in keep)
+    print(f"{dest}: {len(keep)} files, {size / 2**20:.1f} MiB ({', '.join(p.name for p in keep)})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -131,6 +153,10 @@ def main() -> None:
     r = sub.add_parser("restore", help="write the manifest's files into a folder")
     r.add_argument("dest", type=Path)
     sub.add_parser("list", help="print the manifest")
+    c = sub.add_parser("subset", help="copy the data core, records and the given seeds' files into another folder")
+    c.add_argument("src", type=Path)
+    c.add_argument("dest", type=Path)
+    c.add_argument("--seeds", type=int, nargs="+", required=True)
     t = sub.add_parser("retire", help="drop files from what restore writes (they stay in history, listed as retired)")
     t.add_argument("names", nargs="+")
     t.add_argument("-m", "--message", required=True, help="why the files are stale")
@@ -139,6 +165,8 @@ def main() -> None:
         save(args.src, args.message)
     elif args.cmd == "restore":
         restore(args.dest)
+    elif args.cmd == "subset":
+        subset(args.src, args.dest, args.seeds)
     elif args.cmd == "retire":
         retire(args.names, args.message)
     else:

@@ -111,3 +111,18 @@ def test_retired_files_are_not_restored_and_stay_named_with_their_reason(repo: P
     assert blob == (repo / ".learning_state" / "state_seed0.safetensors").read_bytes()  # still in history
     res = run(repo, "retire", "nope.json", "-m", "x")
     assert res.returncode != 0 and "names no ['nope.json']" in res.stderr
+
+
+def test_subset_copies_the_shared_files_and_only_the_named_seeds(repo: Path) -> None:
+    state = repo / ".learning_state"
+    for name in ("state_seed1.safetensors", "rl_critic_seed0.safetensors", "rl_critic_seed1.safetensors",
+                 "rl_actor_seed12.safetensors", "records_rl.json"):
+        (state / name).write_bytes(os.urandom(100))
+    (repo / ".learning_state_call").mkdir()
+    (repo / ".learning_state_call" / "stale_seed1.safetensors").write_bytes(b"x")  # an earlier subset's leftover
+    res = run(repo, "subset", ".learning_state", ".learning_state_call", "--seeds", "1")
+    assert res.returncode == 0, res.stderr
+    got = sorted(p.name for p in (repo / ".learning_state_call").iterdir())
+    assert got == ["data_core.tar.gz", "records_rl.json", "records_sft.json", "rl_critic_seed1.safetensors",
+                   "state_seed1.safetensors"]
+    assert (repo / ".learning_state_call" / "state_seed1.safetensors").read_bytes() == (state / "state_seed1.safetensors").read_bytes()
