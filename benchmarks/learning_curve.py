@@ -65,7 +65,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                  rl_steps=2, episodes_per_step=32, vp_episodes=16, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
                  concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
                  budget_s=560, drain_s=180, ppo_min_s=330,
-                 sft_reserve_s=240, device_gib=120,
+                 sft_reserve_s=240, device_gib=120, runners_ahead=15,
                  lengths=None, eval_temperature=1.0,
                  throughput_args=["--concurrency", "16", "--sequential", "4", "--concurrent", "32", "--build-workers", "8",
                                   "--device-steps", "4"]),
@@ -86,7 +86,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: started (rollouts ~240 s, update and model loads ~60 s), so a run starts no step it would cut in its rollouts.
 #: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
-                                                 "sft_eval_every", "sft_evaluate"})
+                                                 "sft_eval_every", "sft_evaluate", "runners_ahead"})
 
 #: h200's ``concurrency`` is per seed, and the seeds run side by side on the one GPU. Every episode in flight holds
 #: two CUDA processes (its task's reference process and its candidate runner, ~0.75 GiB each): at 64 per seed, 3
@@ -102,6 +102,20 @@ SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "
 #: that times it, not at its warm-up. 76% of the SFT episodes never passed verify (session 22), so most tasks never
 #: time a baseline; reference processes took 26-28% of the host's CPU, the bound on the episode rate.
 HARNESS = {"verify": {"input_sets": 3}, "timing": {"preset": "quick", "warm_compile": False}}
+
+#: ``runners_ahead`` is the candidate runners the call's seeds keep started ahead, shared like ``device_gib``: each
+#: seed's harness gets ``runners_ahead / seeds``, at most 3/4 of its concurrency. The harness's own default (one per
+#: 3 cores, 5 on the H200) assumes one evaluator per host. One seed alone (a PPO step per call) then waited 18 s per
+#: session for a runner to finish starting (session 24: a start is 9.6 s, ~3.5 per episode, 16 episodes in flight)
+#: while 7 of the 16 cores were idle; three seeds side by side (5 each) had the host's cores busy already.
+
+
+def seed_runners_ahead(p: dict[str, Any], seeds: int) -> int | None:
+    """Each seed's ``sandbox.runners_ahead`` when ``seeds`` run side by side (None: the harness's default)."""
+    total = p.get("runners_ahead")
+    if not total:
+        return None
+    return max(1, min(total // seeds, p["concurrency"] * 3 // 4))
 
 
 def apply_sets(p: dict[str, Any], sets: list[str]) -> dict[str, Any]:
@@ -135,6 +149,8 @@ def train_config(p: dict[str, Any], data: Path, model: str, run_dir: Path, stage
     harness: dict[str, Any] = dict(HARNESS)  # only a top-level key is added
     if p.get("seed_memory_gib"):
         harness["limits"] = {"device_memory_gib": p["seed_memory_gib"]}
+    if p.get("seed_runners_ahead"):
+        harness["sandbox"] = {"runners_ahead": p["seed_runners_ahead"]}
     cfg["plugins"] = {p["backend"]: {"harness": harness}}
     if p["backend"] == "cpu":
         cfg["torch_threads"] = 1
@@ -355,6 +371,7 @@ def main() -> None:  # noqa: C901 - one linear script
     all_seeds = list(range(p["seeds"]))
     if p.get("device_gib"):  # the seeds of this call share the GPU's memory (see PRESETS)
         p["seed_memory_gib"] = round(p["device_gib"] / len(seeds), 1)
+    p["seed_runners_ahead"] = seed_runners_ahead(p, len(seeds))
 
     def records_file(name: str, records: dict[str, Any]) -> None:
         """Write ``records_<name>.json``, keeping the carried file's other seeds when only some seeds ran."""

@@ -418,3 +418,28 @@ def test_seeds_side_by_side_share_the_gpu_memory_budget(tmp_path) -> None:
     assert len(set(shares)) == 1 and 0 < sum(shares) <= p["device_gib"]
     # with the per-seed concurrency, the reference processes alone fit the share (768 MiB each)
     assert p["concurrency"] * 0.75 < shares[0]
+
+
+def test_a_seed_alone_keeps_more_runners_started_ahead_than_seeds_side_by_side(tmp_path) -> None:
+    """issue 22 (session 24): one seed alone waited 18 s per session for a runner to start while cores were idle.
+    The call's ``runners_ahead`` is shared by the seeds it runs, and reaches the real cuda backend's harness."""
+    import sys
+
+    from cuda_agent.plugin_manager import PluginManager
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import learning_curve as lc
+
+    entry = PluginManager().registry.get("backend", "cuda", where="backend")
+    ahead = {}
+    for n in (1, 3):
+        p = dict(lc.PRESETS["h200"])
+        p["seed_runners_ahead"] = lc.seed_runners_ahead(p, n)
+        cfg = lc.train_config(p, tmp_path / "data", "model", tmp_path / f"run{n}", [], 0)
+        ahead[n] = entry.config_model.model_validate(cfg["plugins"]["cuda"]).harness.runners_ahead()
+    assert ahead[3] * 3 <= lc.PRESETS["h200"]["runners_ahead"] < ahead[1] * 3
+    assert ahead[1] <= lc.PRESETS["h200"]["concurrency"]  # never more started than episodes in flight
+    p = dict(lc.PRESETS["cpu_tiny"])
+    p["seed_runners_ahead"] = lc.seed_runners_ahead(p, 1)
+    cfg = lc.train_config(p, tmp_path / "data", "model", tmp_path / "cpu", [], 0)
+    assert "sandbox" not in cfg["plugins"]["cpu"]["harness"]  # the harness's own default where the preset sets none
