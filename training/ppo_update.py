@@ -125,7 +125,10 @@ class Learner:
             metrics["explained_variance"] = explained_variance(scored["values"], ret, batch.mask)
             metrics["value_mean"] = float(masked_mean(scored["values"], batch.mask))
         sums: dict[str, list[float]] = {}
+        stopped = False
         for _epoch in range(s.ppo_epochs):
+            if stopped:
+                break
             for p in range(parts):
                 idx = list(range(p, B, parts))
                 it = torch.tensor(idx, device=batch.input_ids.device)
@@ -137,7 +140,13 @@ class Learner:
                                            sl(scored["values"]) if "values" in scored else None)
                 for k, v in m.items():
                     sums.setdefault(k, []).append(v)
+                if m.get("kl_stopped"):
+                    stopped = True
+                    break
         metrics.update({k: sum(v) / len(v) for k, v in sums.items()})
+        metrics["approx_kl_max"] = max(sums.get("approx_kl", [0.0]))
+        metrics["update_minibatches"] = float(len(sums.get("approx_kl", [])) - stopped)
+        metrics["kl_stopped"] = float(stopped)
         metrics.update(rollout_metrics(batch))
         dt = time.perf_counter() - t0
         metrics["update_s"] = dt
@@ -150,6 +159,8 @@ class Learner:
         rollout = mb.rollout_logp if s.is_cap is not None else None
         pl, m = policy_loss(logp, old_logp, adv, mask, clip_low=s.clip_low, clip_high=s.clip_high,
                             aggregation=s.aggregation, rollout_logp=rollout, is_cap=s.is_cap)
+        if s.target_kl is not None and m["approx_kl"] > s.target_kl:
+            return {**m, "kl_stopped": 1.0}  # the update ends here: this minibatch is not stepped
         loss = pl
         assert ent is not None
         entropy = aggregate(ent, mask, s.aggregation)

@@ -102,6 +102,12 @@ class PPOSettings(BaseModel):
     )
     is_cap: float | None = Field(2.0, description="Cap of the rollout-vs-training importance weight; None = no correction.")
     use_critic: bool = Field(True, description="GAE with a learned critic; False = advantages are the returns (REINFORCE-style).")
+    target_kl: float | None = Field(
+        None, gt=0,
+        description="End the step's update at the first minibatch whose approximate KL to the rollout policy (k3, "
+                    "measured before its optimizer step) exceeds this; that minibatch is not stepped. None: every "
+                    "epoch and minibatch runs.",
+    )
 
 
 class VLLMSettings(BaseModel):
