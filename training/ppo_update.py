@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from cuda_agent.training.algorithms import (
 )
 from cuda_agent.training.attention import attention_backends
 from cuda_agent.training.buffers import RolloutBatch
+from cuda_agent.training.engines.deepspeed_engine import set_learning_rate
 from cuda_agent.training.settings import PPOSettings
 
 
@@ -43,6 +45,10 @@ class Learner:
     critic: Any | None = None
     reference: Any | None = None
     logit_chunk: int = 4096
+    #: The actor's learning rate at each of its optimizer steps (0, 1, ...), set before the step; None: the engine's.
+    actor_lr_at: Callable[[int], float] | None = None
+    #: Actor optimizer steps taken by this learner.
+    actor_steps: int = 0
 
     def _device(self) -> torch.device:
         return next(self.actor.module.parameters()).device
@@ -169,7 +175,10 @@ class Learner:
         if ref_logp is not None and s.kl_mode == "loss" and s.kl_coef > 0:
             loss = loss + s.kl_coef * aggregate(kl_estimate(logp, ref_logp, s.kl_estimator), mask, s.aggregation)
         self.actor.backward(loss)
+        if self.actor_lr_at is not None:
+            set_learning_rate(self.actor, self.actor_lr_at(self.actor_steps))
         self.actor.step()
+        self.actor_steps += 1
         m.update({"policy_loss": float(pl.detach()), "entropy": float(entropy.detach())})
         gn = self.actor.get_global_grad_norm() if hasattr(self.actor, "get_global_grad_norm") else None
         if gn is not None and math.isfinite(float(gn)):

@@ -207,6 +207,12 @@ class PPOStageConfig(StrictModel):
     steps: int = Field(10, ge=1, description="PPO iterations (rollout + update).")
     episodes_per_step: int = Field(16, ge=1, description="Episodes collected per iteration.")
     actor_lr: float = Field(1e-6, gt=0, description="Actor learning rate.")
+    actor_warmup_steps: int = Field(
+        0, ge=0,
+        description="Linear warm-up of the actor's learning rate over its first N optimizer steps (minibatches) of "
+                    "this stage run: a run resumed or continued from a carried actor starts Adam afresh, whose first "
+                    "steps move every weight by about the learning rate. 0: the full rate from the first step.",
+    )
     critic_lr: float = Field(1e-5, gt=0, description="Critic learning rate.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of rollouts.")
     rollout: RolloutSettings = Field(default_factory=RolloutSettings, description="Rollout engine (hf or vllm).")

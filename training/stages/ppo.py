@@ -39,6 +39,8 @@ class PPOStage(StageDriver):
         critic = rt.build_critic(c.critic_lr, init=c.init_critic) if s.use_critic else None
         reference = rt.build_reference() if s.kl_coef > 0 else None
         learner = Learner(actor, critic, reference)
+        if c.actor_warmup_steps:
+            learner.actor_lr_at = lambda k: c.actor_lr * min(1.0, (k + 1) / c.actor_warmup_steps)
         source = make_source(rt, c.env, mode=self.mode, tasks=c.tasks, max_new_tokens=c.max_new_tokens,
                              temperature=c.temperature, rollout=c.rollout)
 

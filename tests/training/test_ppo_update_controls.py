@@ -1,4 +1,4 @@
-"""``ppo.target_kl`` ends a PPO update at the first minibatch that has moved too far: real DeepSpeed engines on CPU."""
+"""PPO update controls on real DeepSpeed engines on CPU: `ppo.target_kl` ends an update early, the actor warm-up ramps its rate."""
 
 from __future__ import annotations
 
@@ -50,3 +50,19 @@ def test_a_target_ends_the_update_at_the_first_minibatch_past_it():
 def test_the_target_must_be_positive():
     with pytest.raises(ValueError, match="target_kl"):
         PPOSettings(target_kl=0)
+
+
+def test_actor_warm_up_sets_a_rising_learning_rate_before_each_step():
+    actor = build_train_engine(load_causal_lm(TINY, seed=0), 1e-2, EngineSettings(zero_stage=0))
+    learner = Learner(actor, None, actor_lr_at=lambda k: 1e-2 * min(1.0, (k + 1) / 10))
+    seen = []
+    step = actor.step
+
+    def recording_step():  # the rate the optimizer steps with
+        seen.append(actor.optimizer.param_groups[0]["lr"])
+        step()
+
+    actor.step = recording_step
+    learner.ppo_step(_batch(), PPOSettings(ppo_epochs=3, minibatches=2, is_cap=None, use_critic=False))
+    assert learner.actor_steps == 6
+    assert seen == pytest.approx([1e-3 * k for k in range(1, 7)])
