@@ -1,4 +1,4 @@
-"""torch.profiler views of one call: the release's profiler-sum time and a per-kernel breakdown.
+"""Profiler views of one call: the release's profiler-sum time and a per-kernel breakdown.
 
 Run in the candidate runner (the candidate's breakdown, the 'release' preset's time) and in the reference process
 (the baselines under the 'release' preset). Reports only: no verdict rests on them.
@@ -10,21 +10,32 @@ from collections.abc import Callable
 from typing import Any
 
 
+def kineto_profile(*, cpu: bool, cuda: bool) -> Any:
+    """A Kineto profiler (``torch.autograd.profiler.profile``) recording CPU ops and/or CUDA kernels.
+
+    The profiler ``torch.profiler.profile`` wraps, without the wrapper: its start looks up ``torch._inductor``
+    (``prepare_trace`` reads an inductor setting), and that lookup imports inductor and sympy, about 900 modules and
+    1.3-1.6 CPU s on a CPU host, in every process that starts a profiler (every candidate runner's op-audit
+    warm-up). The events are the same objects (``function_events``, ``key_averages()``).
+    """
+    from torch.autograd import profiler
+
+    return profiler.profile(use_cpu=cpu, use_device="cuda" if cuda else None, use_kineto=True)
+
+
 def profiler_sum_ms(fn: Callable[[], Any], device: str, iters: int = 10, warmup: int = 5) -> float:
     """The CUDA-Agent release's method: torch.profiler, sum of device kernel time / iterations.
 
     Blind to launch gaps, host work and side streams; kept as a preset for comparison only.
     """
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     for _ in range(warmup):
         fn()
     is_cuda = device.startswith("cuda")
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
     if is_cuda:
         torch.cuda.synchronize()
-    with profile(activities=acts) as prof:
+    with kineto_profile(cpu=True, cuda=is_cuda) as prof:
         for _ in range(iters):
             fn()
         if is_cuda:
@@ -40,11 +51,9 @@ def profiler_sum_ms(fn: Callable[[], Any], device: str, iters: int = 10, warmup:
 def kernel_breakdown(fn: Callable[[], Any], device: str, top: int = 10) -> list[dict[str, Any]]:
     """Per-kernel (CUDA) or per-op (CPU) time of one call via torch.profiler, largest first."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     is_cuda = device.startswith("cuda")
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if is_cuda else [])
-    with profile(activities=acts) as prof:
+    with kineto_profile(cpu=True, cuda=is_cuda) as prof:
         fn()
         if is_cuda:
             torch.cuda.synchronize()

@@ -180,7 +180,7 @@ def _prime_torch() -> None:
     if "torch" in sys.modules:
         importlib.import_module("torch.utils._python_dispatch")
         if sys.modules["torch"].cuda.is_available():
-            importlib.import_module("torch.profiler")  # audit_ops(kernels=True) uses it after the snapshot
+            importlib.import_module("torch.autograd.profiler")  # audit_ops(kernels=True) uses it after the snapshot
 
 
 def take_guard_snapshot() -> dict[str, Any]:
@@ -284,7 +284,9 @@ def audit_ops(*, kernels: bool | None = None) -> Iterator[OpAuditLog]:
 
     Ops called from C++ (``at::_ops::*::call``) go through the dispatcher and are seen as well.
 
-    :param kernels: also record GPU kernel names with ``torch.profiler`` (default: when CUDA is available).
+    :param kernels: also record GPU kernel names with a Kineto profiler (default: when CUDA is available). It is
+        not ``torch.profiler.profile``: that wrapper's start imports torch._inductor, seconds of every runner's start
+        (``harness.profiling.kineto_profile``).
     """
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -310,9 +312,9 @@ def audit_ops(*, kernels: bool | None = None) -> Iterator[OpAuditLog]:
         with _Recorder():
             yield log
         return
-    from torch.profiler import ProfilerActivity, profile
+    from cuda_agent.harness.profiling import kineto_profile
 
-    prof = profile(activities=[ProfilerActivity.CUDA])
+    prof = kineto_profile(cpu=False, cuda=True)
     # Threads the profiler itself starts (CUPTI/Kineto) are the harness's, not the candidate's.
     start = set(_native_threads())
     prof.__enter__()
@@ -325,7 +327,7 @@ def audit_ops(*, kernels: bool | None = None) -> Iterator[OpAuditLog]:
         stop = set(_native_threads())
         prof.__exit__(None, None, None)
         _HARNESS_THREADS.update(set(_native_threads()) - stop)
-    log.kernels.extend(e.name for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
+    log.kernels.extend(e.name for e in prof.function_events if str(getattr(e, "device_type", "")).endswith("CUDA"))
 
 
 #: ATen ops allowed during forward: allocation, views, copies, metadata.

@@ -42,6 +42,7 @@ def main() -> None:
         "cheat_kernels": cheat.kernels,
         "cheat_origin": [v.rule for v in runtime.kernel_origin_violations(cheat.kernels, so_path)],
         "guard": [str(v) for v in runtime.compare_guard_snapshot(before, runtime.take_guard_snapshot())],
+        "inductor_imported": "torch._inductor" in sys.modules,
     }
     print(json.dumps(out))
 

@@ -74,3 +74,4 @@ def test_kernel_origin_and_op_audit_on_device(tmp_path: Path) -> None:
     assert "T1.runtime.aten_compute" in result["cheat_ops"]
     assert "T1.runtime.foreign_kernel" in result["cheat_origin"], result["cheat_kernels"]
     assert result["guard"] == [], result["guard"]
+    assert result["inductor_imported"] is False  # the kernel audit's profiler start imports no torch._inductor
