@@ -315,6 +315,37 @@ def resume_eval_cmd(p: dict[str, Any], data: Path, work: Path, name: str, s: int
                      work / f"{name}_seed{s}.yaml")
 
 
+#: Phases that train on the expert episodes; the others only run episodes on the tasks and skip the corpus.
+CORPUS_PHASES = frozenset({"sft", "control"})
+
+
+def ensure_family_data(data: Path, p: dict[str, Any], phases: list[str], core: Path | None,
+                       scratch: Path) -> dict[str, Any]:
+    """The family's data in ``data`` for ``phases``; its summary.
+
+    Built once per machine: a warm machine keeps ``data`` between calls. A later phase on another machine builds it
+    from the carried data ``core`` (the sft run's tokenizer and task files, so the carried actors meet the same
+    token ids and held-out tasks; a tokenizer retrained there could differ, its corpus holds numbers computed on
+    that machine's CPU). The expert corpus (~25-40 s of a device run) is built only for :data:`CORPUS_PHASES`, and
+    built then into a folder an earlier call left without it, from that folder's own tokenizer and tasks.
+    """
+    from cuda_agent.training.kernel_family.corpus import build_family_data, read_data_core
+
+    summary_file = data / "summary.json"
+    have = json.loads(summary_file.read_text()) if summary_file.exists() else None
+    wants_corpus = bool(CORPUS_PHASES & set(phases))
+    if have is not None and ("expert_train.pt" in have or not wants_corpus):
+        return have
+    if have is not None:
+        carried: Path | None = data
+    else:
+        carried = read_data_core(core, scratch) if core is not None and core.exists() else None
+    build_family_data(data, backend=p["backend"], n_train=p["train_tasks"], n_heldout=p["heldout"], seed=0,
+                      per_task=p["per_task"], vocab=p["vocab"], lengths=p["lengths"], carried=carried,
+                      experts=carried is None or wants_corpus)
+    return json.loads(summary_file.read_text())
+
+
 #: Each call's run folders live in ``WORK/calls/<time>_<pid>`` (see main).
 CALLS = "calls"
 
@@ -381,22 +412,11 @@ def main() -> None:  # noqa: C901 - one linear script
         (out / f"records_{name}.json").write_text(json.dumps(records, default=str))
     timings: dict[str, float] = {}
 
-    from cuda_agent.training.kernel_family.corpus import (
-        ModelSize, build_family_data, build_model, read_data_core, write_data_core)
+    from cuda_agent.training.kernel_family.corpus import ModelSize, build_model, write_data_core
 
     t0 = time.time()
-    if not (data / "summary.json").exists():
-        # A later phase on another machine: the sft run's tokenizer and task files, so the carried actors meet the
-        # same token ids and the same held-out tasks (a tokenizer retrained there could differ: its corpus holds
-        # numbers computed on that machine's CPU).
-        core = args.state / "data_core.tar.gz" if args.state else None
-        carried = read_data_core(core, work / "carried_data") if core is not None and core.exists() else None
-        # Phases that only run episodes on the tasks skip the expert corpus (the carried tokenizer is all they need).
-        corpus = carried is None or bool({"sft", "control", "sft_eval"} & set(phases))
-        build_family_data(data, backend=p["backend"], n_train=p["train_tasks"], n_heldout=p["heldout"], seed=0,
-                          per_task=p["per_task"], vocab=p["vocab"], lengths=p["lengths"], carried=carried,
-                          experts=corpus)
-    summary = json.loads((data / "summary.json").read_text())
+    summary = ensure_family_data(data, p, phases, args.state / "data_core.tar.gz" if args.state else None,
+                                 work / "carried_data")
     write_data_core(data, out / "data_core.tar.gz")
     tok_hash = tokenizer_hash(data)
     for s in seeds:

@@ -443,3 +443,42 @@ def test_a_seed_alone_keeps_more_runners_started_ahead_than_seeds_side_by_side(t
     p["seed_runners_ahead"] = lc.seed_runners_ahead(p, 1)
     cfg = lc.train_config(p, tmp_path / "data", "model", tmp_path / "cpu", [], 0)
     assert "sandbox" not in cfg["plugins"]["cpu"]["harness"]  # the harness's own default where the preset sets none
+
+
+def test_evaluation_phases_skip_the_corpus_and_a_later_sft_or_control_builds_it_on_the_same_tokenizer(tmp_path) -> None:
+    """issue 22 (session 25): ``sft_eval`` only runs episodes but built the expert corpus (24 s of a device call);
+    and a warm machine's data folder built without the corpus made a later ``control`` call fail (no expert
+    episodes). The corpus is built for the phases that train on it, from the folder's own tokenizer and tasks."""
+    import hashlib
+    import sys
+
+    from cuda_agent.training.kernel_family.corpus import build_family_data, write_data_core
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import learning_curve as lc
+
+    def digest(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    first = tmp_path / "sft_machine"
+    build_family_data(first, backend="cpu", n_train=8, n_heldout=2, seed=0, vocab=600, workers=1)
+    core = write_data_core(first, tmp_path / "state" / "data_core.tar.gz")
+    p = dict(lc.PRESETS["cpu_tiny"], train_tasks=8, heldout=2, per_task=1, vocab=600, lengths=None)
+
+    data = tmp_path / "gpu_machine" / "data"
+    summary = lc.ensure_family_data(data, p, ["sft_eval", "rl_step"], core, tmp_path / "gpu_machine" / "carried")
+    assert "expert_train.pt" not in summary and not list(data.glob("expert_*.pt"))
+    assert digest(data / "tokenizer" / "tokenizer.json") == digest(first / "tokenizer" / "tokenizer.json")
+    held = (data / "tasks_heldout.jsonl").read_text()
+
+    # The next call on the same warm machine, with no state carried: the folder is kept, the corpus added to it.
+    summary = lc.ensure_family_data(data, p, ["control"], None, tmp_path / "gpu_machine" / "carried2")
+    assert summary["expert_train.pt"]["episodes"] > 0 and (data / "expert_train.pt").exists()
+    assert digest(data / "tokenizer" / "tokenizer.json") == digest(first / "tokenizer" / "tokenizer.json")
+    assert (data / "tasks_heldout.jsonl").read_text() == held
+    assert torch.equal(torch.load(data / "expert_train.pt")[0]["token_ids"],
+                       torch.load(first / "expert_train.pt")[0]["token_ids"])
+    # Built once: a later call finds it whatever its phases.
+    mtime = (data / "summary.json").stat().st_mtime_ns
+    lc.ensure_family_data(data, p, ["sft", "rl_eval"], core, tmp_path / "gpu_machine" / "carried3")
+    assert (data / "summary.json").stat().st_mtime_ns == mtime
