@@ -56,10 +56,11 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     gputests)    part "$s" "gputests$tag" 420 python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --basetemp "/tmp/bt_gpu$tag" --junitxml "$RES/gpu-junit$tag.xml" ;;
     gpufiles*)   # each GPU test file on its own clock; GPU_FILES_A / GPU_FILES_B pick halves (gpufilesA, gpufilesB)
                  local var="GPU_FILES_${what#gpufiles}"; [ "$what" = gpufiles ] && var=GPU_FILES
-                 local files=${!var:-$(grep -rl "mark.gpu" tests | sort)}
+                 local files=${!var:-$(grep -rl "mark.gpu" tests | sort)} kargs=()
+                 [ -n "${GPU_K:-}" ] && kargs=(-k "$GPU_K")  # GPU_K: a pytest -k expression picking tests in those files
                  for f in $files; do
                    part "$s" "gpu_$(basename "$f" .py)" "${GPU_FILE_TIMEOUT:-300}" python3 -m pytest -m gpu -q --tb=short -p no:cacheprovider -s \
-                     --timeout "${GPU_TEST_TIMEOUT:-280}" --basetemp "/tmp/bt_$(basename "$f" .py)" -o addopts="--import-mode=importlib -ra --durations=5" "$f"
+                     --timeout "${GPU_TEST_TIMEOUT:-280}" --basetemp "/tmp/bt_$(basename "$f" .py)" -o addopts="--import-mode=importlib -ra --durations=5" "${kargs[@]}" "$f"
                  done ;;
     env_latency) part "$s" "env_latency$tag" "${ENV_LATENCY_CAP_S:-300}" python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
     gen_contention) part "$s" "generation_contention$tag" "${GEN_CONTENTION_CAP_S:-240}" python3 benchmarks/generation_contention.py ${GEN_CONTENTION_ARGS:-} --out "$RES/generation_contention.json" ;;
