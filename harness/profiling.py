@@ -24,7 +24,7 @@ def kineto_profile(*, cpu: bool, cuda: bool) -> Any:
 
 
 def profiler_sum_ms(fn: Callable[[], Any], device: str, iters: int = 10, warmup: int = 5) -> float:
-    """The CUDA-Agent release's method: torch.profiler, sum of device kernel time / iterations.
+    """The CUDA-Agent release's method: the profiler's sum of device kernel time / iterations.
 
     Blind to launch gaps, host work and side streams; kept as a preset for comparison only.
     """
@@ -49,7 +49,7 @@ def profiler_sum_ms(fn: Callable[[], Any], device: str, iters: int = 10, warmup:
 
 
 def kernel_breakdown(fn: Callable[[], Any], device: str, top: int = 10) -> list[dict[str, Any]]:
-    """Per-kernel (CUDA) or per-op (CPU) time of one call via torch.profiler, largest first."""
+    """Per-kernel (CUDA) or per-op (CPU) time of one call via the Kineto profiler, largest first."""
     import torch
 
     is_cuda = device.startswith("cuda")
