@@ -151,6 +151,8 @@ class Learner:
                     break
         metrics.update({k: sum(v) / len(v) for k, v in sums.items()})
         metrics["approx_kl_max"] = max(sums.get("approx_kl", [0.0]))
+        metrics["log_ratio_min"] = min(sums.get("log_ratio_min", [0.0]))  # the worst token of any minibatch
+        metrics["collapsed_frac_max"] = max(sums.get("collapsed_frac", [0.0]))
         metrics["update_minibatches"] = float(len(sums.get("approx_kl", [])) - stopped)
         metrics["kl_stopped"] = float(stopped)
         metrics.update(rollout_metrics(batch))

@@ -111,6 +111,20 @@ def test_clipped_policy_loss():
     close(loss, (-1.5 - 0.5 + 0.8 - 2.0) / 4)
 
 
+def test_collapsed_tokens_are_counted_apart_from_the_mean_kl():
+    old = T([[0.0, -0.01, -0.01, -0.01, -0.01, -0.01]])
+    # token 1 fell from p=0.99 to 1e-5 (log-ratio -11.5), token 2 by 1.5 nats (not collapsed), token 5 is not the
+    # policy's: its fall of 30 nats is masked out
+    logp = T([[0.0, math.log(1e-5), -1.51, -0.01, -0.01, -30.0]])
+    mask = T([[0, 1, 1, 1, 1, 0]])
+    _, m = policy_loss(logp, old, torch.ones_like(old), mask)
+    assert m["collapsed_frac"] == pytest.approx(1 / 4)
+    assert m["log_ratio_min"] == pytest.approx(math.log(1e-5) + 0.01, abs=1e-4)
+    assert m["approx_kl"] > 20  # the k3 mean: one collapsed token in four dominates it
+    _, calm = policy_loss(old, old, torch.ones_like(old), mask)
+    assert calm["collapsed_frac"] == 0.0 and calm["log_ratio_min"] == 0.0
+
+
 def test_importance_ratio_correction_between_rollout_and_training_logprobs():
     logp, old, adv, mask = _ppo_inputs()
     rollout = T([[-math.log(2), 0.0, 0.0, math.log(2), 0.0]])

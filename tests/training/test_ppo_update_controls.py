@@ -36,6 +36,7 @@ def test_without_a_target_every_epoch_and_minibatch_steps():
     m, _ = _update(None)
     assert m["update_minibatches"] == 6 and m["kl_stopped"] == 0.0
     assert m["approx_kl_max"] > 1e-4  # lr 3e-2: the later minibatches have moved
+    assert m["log_ratio_min"] < 0.0 and 0.0 <= m["collapsed_frac"] <= m["collapsed_frac_max"] <= 1.0
 
 
 def test_a_target_ends_the_update_at_the_first_minibatch_past_it():
