@@ -62,8 +62,8 @@ from _learning_curve_report import (  # noqa: E402
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
-                 rl_steps=2, episodes_per_step=32, vp_episodes=16, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=4,
-                 concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
+                 rl_steps=2, episodes_per_step=32, vp_episodes=16, actor_lr=2e-5, critic_lr=2e-4, ppo_epochs=4,
+                 target_kl=0.02, concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
                  budget_s=560, drain_s=180, ppo_min_s=330,
                  sft_reserve_s=240, device_gib=120, runners_ahead=15,
                  lengths=None, eval_temperature=1.0,
@@ -72,6 +72,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "cpu_tiny": dict(backend="cpu", seeds=1, heldout=8, train_tasks=300, per_task=1, vocab=1024,
                      model=dict(hidden=128, layers=3, heads=2, intermediate=384), sft_epochs=6, sft_batch=4, sft_lr=3e-3,
                      rl_steps=1, episodes_per_step=4, vp_episodes=4, actor_lr=2e-5, critic_lr=1e-4, ppo_epochs=1,
+                     target_kl=None,
                      concurrency=2, build_workers=2, device_steps=1, max_turns=6, max_new_tokens=800, dtype="fp32",
                      budget_s=7200, ppo_min_s=0,
                      sft_reserve_s=900,
@@ -84,6 +85,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: (the host's 16 cores bound it). ``vp_episodes`` 16 lets one run pretrain all three seeds' critics side by side
 #: (48 episodes, ~350 s); ``ppo_min_s`` is the time one seed's PPO step needs to end with its held-out evaluation
 #: started (rollouts ~240 s, update and model loads ~60 s), so a run starts no step it would cut in its rollouts.
+#: ``actor_lr`` 2e-5 and ``target_kl`` 0.02 since session 26. At 1e-4, PPO step 1 on the H200 collapsed a few
+#: confident tokens (approx_kl 13-532 per seed, ratio_mean 0.96) and the held-out reward fell (seed 0: -0.16 to
+#: -0.53). ``benchmarks/ppo_trust_region.py`` replays the update on the carried SFT actor on CPU: at 1e-4, 57 of
+#: 33720 policy tokens fell by more than 2 nats (p 0.999 to 7e-6); a warm-up of 8 steps left 38; at 2e-5, 1 token
+#: and a mean k1 of 0.001 per token; at 1e-5, none. The target stops an update at the first minibatch whose k3
+#: mean (tail-dominated: one collapsed token among 15k adds ~7) passes it, before that minibatch steps.
 #: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
                                                  "sft_eval_every", "sft_evaluate", "runners_ahead"})
@@ -192,7 +199,7 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
            "checkpoint_every": 1000,
            "eval_temperature": p["eval_temperature"],
            "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": 4, "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
-                   "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean"}}
+                   "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl")}}
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
 
 

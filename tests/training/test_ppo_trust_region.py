@@ -1,0 +1,55 @@
+"""benchmarks/ppo_trust_region.py on a tiny real model: a larger actor rate moves the policy further."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cuda_agent.training.engines.models import load_causal_lm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import ppo_trust_region  # noqa: E402
+
+TINY = {"model_type": "llama", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 64}
+
+
+@pytest.fixture
+def actor_and_episodes(tmp_path: Path) -> tuple[Path, Path]:
+    actor = tmp_path / "actor"
+    load_causal_lm(TINY, seed=0).save_pretrained(str(actor))
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for i in range(8):
+        n = 20 + i
+        rows.append({"token_ids": torch.randint(0, 32, (n,), generator=g), "loss_mask": torch.tensor([0] * 5 + [1] * (n - 5)),
+                     "reward": 2.0})
+    episodes = tmp_path / "episodes.pt"
+    torch.save(rows, episodes)
+    return actor, episodes
+
+
+def test_a_larger_rate_moves_the_policy_further(actor_and_episodes, tmp_path):
+    actor, episodes = actor_and_episodes
+    out = ppo_trust_region.main(["--actor", str(actor), "--episodes", str(episodes), "--lr", "3e-2,1e-6", "--n", "8",
+                                 "--pass-share", "0.5", "--epochs", "2", "--minibatches", "2",
+                                 "--out", str(tmp_path / "t.json")])
+    big, small = out["rates"]
+    assert [r["lr"] for r in out["rates"]] == [3e-2, 1e-6]
+    assert len(big["minibatches"]) == 4 and big["minibatches"][0]["approx_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert big["after"]["policy_tokens"] == sum(20 + i - 5 for i in range(8))
+    assert big["after"]["k1_mean"] > 100 * abs(small["after"]["k1_mean"])
+    assert big["after"]["log_ratio_min"] < small["after"]["log_ratio_min"]
+    assert small["after"]["fell_over_2_nats"] == 0
+    assert (tmp_path / "t.json").exists()
+
+
+def test_it_says_what_is_missing(tmp_path):
+    with pytest.raises(SystemExit, match="--state"):
+        ppo_trust_region.main(["--out", str(tmp_path / "t.json")])
+    with pytest.raises(SystemExit, match="holds 0 episodes|expected a torch list"):
+        torch.save([], tmp_path / "e.pt")
+        ppo_trust_region.main(["--actor", str(tmp_path), "--episodes", str(tmp_path / "e.pt"), "--out", str(tmp_path / "t.json")])
