@@ -119,6 +119,32 @@ def merge_rl_step(carried: dict[str, Any], new: dict[str, Any], done: dict[int, 
     return merged
 
 
+def restart_rl(records_rl: dict[str, Any], reason: str, restart_settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``records_rl.json`` for RL started again from the SFT actors, with the critics kept.
+
+    The PPO steps taken so far are retired, not deleted: their points, ``partial`` counts, PPO training metrics and
+    step counts move to ``retired_runs`` with ``reason`` and ``restart_settings`` (those the new steps run with; the
+    retired steps' own are in ``reason``), every seed's
+    ``steps_done`` is 0, and the next ``rl_step`` run takes step 1 from the SFT actor again. ``critic_pretrained``
+    and the value-pretraining metrics stay: the carried critic (pretrained, then updated during the retired steps on
+    the SFT policy's own episodes) is as valid a start for the new step 1 as the pretrained one.
+    """
+    merged = json.loads(json.dumps(records_rl))
+    ppo_rows = {s: [m for m in rows if m.get("stage") != "value_pretrain"]
+                for s, rows in merged.get("train_metrics", {}).items()}
+    retired = {"reason": reason, "restart_settings": restart_settings or {},
+               "points": {k: v for k, v in merged.get("points", {}).items() if k.startswith("rl_")},
+               "partial": {k: v for k, v in merged.get("partial", {}).items() if k.startswith("rl_")},
+               "steps_done": merged.get("steps_done", {}), "train_metrics": {s: r for s, r in ppo_rows.items() if r}}
+    merged.setdefault("retired_runs", []).append(retired)
+    merged["points"] = {k: v for k, v in merged.get("points", {}).items() if not k.startswith("rl_")}
+    merged["partial"] = {k: v for k, v in merged.get("partial", {}).items() if not k.startswith("rl_")}
+    merged["train_metrics"] = {s: [m for m in rows if m.get("stage") == "value_pretrain"]
+                               for s, rows in merged.get("train_metrics", {}).items()}
+    merged["steps_done"] = {s: 0 for s in merged.get("steps_done", {})}
+    return merged
+
+
 def pending_rl_evals(carried_rl: dict[str, Any], seeds: list[int], n_tasks: int) -> dict[int, int]:
     """Per seed, the RL step whose held-out evaluation is unfinished (its point has fewer than ``n_tasks`` records
     for the seed), for the seeds that took at least one step."""

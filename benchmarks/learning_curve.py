@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _learning_curve_report import (  # noqa: E402
     build_report, collect_records, collect_rl_step, collect_vp, critic_pretrained, diagnostics, merge_resumed,
-    merge_rl_eval, merge_rl_step, merge_seeds, merge_vp, pending_rl_evals, rl_stage_folder, write_png)
+    merge_rl_eval, merge_rl_step, merge_seeds, merge_vp, pending_rl_evals, restart_rl, rl_stage_folder, write_png)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
@@ -373,6 +373,22 @@ def seed_actor(work: Path, s: int, state: Path | None, tok_hash: str) -> Path | 
     return None
 
 
+def restart_rl_state(state: Path | None, reason: str, settings: dict[str, Any]) -> None:
+    """``--restart-rl``: rewrite ``state``'s records_rl.json by :func:`restart_rl` and delete its RL actors."""
+    path = state / "records_rl.json" if state else None
+    if path is None or not path.exists():
+        raise SystemExit("--restart-rl rewrites an RL state: --state must hold records_rl.json")
+    if not reason.strip():
+        raise SystemExit("--restart-rl needs a reason (it is kept with the retired steps)")
+    records = json.loads(path.read_text())
+    path.write_text(json.dumps(restart_rl(records, reason, settings), default=str))
+    gone = sorted(state.glob("rl_actor_seed*.safetensors"))
+    for f in gone:
+        f.unlink()
+    print(f"retired RL steps {records.get('steps_done', {})}; deleted {[f.name for f in gone]}; critics kept: "
+          f"{sorted(f.name for f in state.glob('rl_critic_seed*.safetensors'))}")
+
+
 def main() -> None:  # noqa: C901 - one linear script
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="h200")
@@ -385,8 +401,15 @@ def main() -> None:  # noqa: C901 - one linear script
     ap.add_argument("--seeds", default=None, metavar="LIST",
                     help="run only these seeds (e.g. '0' or '1,2'): a phase spread over device runs one seed at a "
                          "time; its records are merged with the carried --state records of the other seeds")
+    ap.add_argument("--restart-rl", default=None, metavar="REASON",
+                    help="no device work: retire the RL steps recorded in --state's records_rl.json (kept there under "
+                         "retired_runs with REASON), delete its rl_actor_seed*.safetensors and keep the critics, so "
+                         "the next --phase rl_step takes step 1 from the SFT actors again")
     args = ap.parse_args()
     p = apply_sets(dict(PRESETS[args.preset]), args.set)
+    if args.restart_rl is not None:
+        restart_rl_state(args.state, args.restart_rl, {k: p.get(k) for k in ("actor_lr", "target_kl", "ppo_epochs")})
+        return
     phases = ["sft", "control", "rl"] if args.phase == "all" else args.phase.split(",")
     unknown = [x for x in phases if x not in PHASES]
     if unknown:

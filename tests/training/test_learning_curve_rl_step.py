@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _learning_curve_report import (  # noqa: E402
     collect_records, collect_rl_step, collect_vp, critic_pretrained, merge_rl_eval, merge_rl_step, merge_vp,
-    pending_rl_evals, rl_stage_folder)
+    pending_rl_evals, restart_rl, rl_stage_folder)
 
 
 def _run(work: Path, seed: int, step: int, rewards: dict[str, float]) -> None:
@@ -162,3 +162,52 @@ def test_a_cut_control_evaluation_is_finished_by_control_eval_into_the_control_p
     assert sorted((r["task_id"], r["reward"]) for r in merged["points"]["control"]["0"]) == [
         ("a", 1.0), ("b", 2.0), ("c", -1.0)]
     assert "partial" not in merged and merged["points"]["control"]["1"] == carried["points"]["control"]["1"]
+
+
+def test_a_restart_retires_the_steps_keeps_the_critics_and_the_next_run_takes_step_1_again(tmp_path: Path) -> None:
+    """RL started again with other settings: the old step's point and PPO metrics are kept under retired_runs with
+    the reason, the seeds count no step, their critics stay pretrained, and the next run's step is point rl_1."""
+    _vp(tmp_path / "vp", 0)
+    _vp(tmp_path / "vp", 1)
+    records = merge_vp({}, collect_vp(tmp_path / "vp", [0, 1]))
+    _run(tmp_path / "c1", 0, 1, {"a": -1.0, "b": -1.0})
+    _run(tmp_path / "c1", 1, 1, {"a": 1.0, "b": -1.0})
+    records = merge_rl_step(records, collect_rl_step(tmp_path / "c1", {0: 1, 1: 1}), {0: 1, 1: 1})
+    fresh = restart_rl(records, "lr 1e-4 collapsed tokens", {"actor_lr": 2e-5})
+    assert fresh["steps_done"] == {"0": 0, "1": 0} and critic_pretrained(fresh) == {0, 1}
+    assert "rl_1" not in fresh["points"] and pending_rl_evals(fresh, [0, 1], 2) == {}
+    assert [m["stage"] for m in fresh["train_metrics"]["0"]] == ["value_pretrain"]
+    (old,) = fresh["retired_runs"]
+    assert old["reason"] == "lr 1e-4 collapsed tokens" and old["restart_settings"] == {"actor_lr": 2e-5}
+    assert old["steps_done"] == {"0": 1, "1": 1} and sorted(old["points"]["rl_1"]) == ["0", "1"]
+    assert [m["stage"] for m in old["train_metrics"]["1"]] == ["ppo_agentic"]
+    assert records["steps_done"] == {"0": 1, "1": 1}  # the carried records are not changed in place
+
+    _run(tmp_path / "c2", 0, 1, {"a": 1.0, "b": 1.0})
+    again = merge_rl_step(fresh, collect_rl_step(tmp_path / "c2", {0: 1}), {0: 1})
+    assert again["steps_done"] == {"0": 1, "1": 0}
+    assert [r["reward"] for r in again["points"]["rl_1"]["0"]] == [1.0, 1.0]
+    assert again["retired_runs"][0]["points"]["rl_1"]["0"][0]["reward"] == -1.0
+
+
+def test_restart_rl_on_a_state_folder_deletes_the_rl_actors_and_keeps_the_critics(tmp_path: Path) -> None:
+    import subprocess
+
+    state = tmp_path / "state"
+    state.mkdir()
+    records = {"phase": "rl", "critic_pretrained": {"0": True}, "steps_done": {"0": 1},
+               "points": {"rl_1": {"0": [{"task_id": "a", "reward": -1.0}]}}, "train_metrics": {}}
+    (state / "records_rl.json").write_text(json.dumps(records))
+    (state / "rl_actor_seed0.safetensors").write_bytes(b"actor")
+    (state / "rl_critic_seed0.safetensors").write_bytes(b"critic")
+    (state / "state_seed0.safetensors").write_bytes(b"sft")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "learning_curve.py"), "--state", str(state), "--out",
+           str(tmp_path / "out"), "--restart-rl", "lr too high"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in state.iterdir()) == ["records_rl.json", "rl_critic_seed0.safetensors",
+                                                      "state_seed0.safetensors"]
+    after = json.loads((state / "records_rl.json").read_text())
+    assert after["steps_done"] == {"0": 0} and after["retired_runs"][0]["restart_settings"]["actor_lr"] == 2e-5
+    proc = subprocess.run(cmd[:-1] + [" "], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "needs a reason" in proc.stderr
