@@ -274,10 +274,19 @@ def build_report(work: Path, seeds: list[int], preset: dict[str, Any], data_summ
                 comparisons[f"{last}_vs_{base}"] = {m: paired_bootstrap(after, keyed(points[base]), metric(m))
                                                     for m in METRICS}
     side = _side_by_side(keyed(points["sft"]), keyed(points[last])) if last and points.get("sft") else []
+    retired = []  # RL steps taken with settings given up since (--restart-rl): shown, never part of the curve
+    for run in phases.get("rl", {}).get("retired_runs", []):
+        pts = {pt: {int(s): r for s, r in by_seed.items()} for pt, by_seed in run.get("points", {}).items()}
+        retired.append({
+            "reason": run.get("reason"), "restart_settings": run.get("restart_settings"),
+            "points": {pt: point_summary([r for recs in by_seed.values() for r in recs]) for pt, by_seed in pts.items()},
+            "vs_sft": {pt: {m: paired_bootstrap(keyed(by_seed), keyed(points["sft"]), metric(m)) for m in METRICS}
+                       for pt, by_seed in pts.items()} if points.get("sft") else {},
+            "train_metrics": run.get("train_metrics", {})})
     throughput = Path(record_dirs[-1]) / "rollout_episodes.json" if record_dirs else None
     return {
         "preset": preset, "seeds": seeds, "order": [o for o in order if o in summaries], "points": summaries,
-        "comparisons": comparisons, "side_by_side": side,
+        "comparisons": comparisons, "side_by_side": side, "retired_runs": retired,
         "sft": phases.get("sft", {}).get("outputs", {}), "control": phases.get("control", {}).get("outputs", {}),
         "train_metrics": phases.get("rl", {}).get("train_metrics", {}),
         "partial": {pt: n for ph in phases.values() for pt, n in ph.get("partial", {}).items()},

@@ -211,3 +211,23 @@ def test_restart_rl_on_a_state_folder_deletes_the_rl_actors_and_keeps_the_critic
     assert after["steps_done"] == {"0": 0} and after["retired_runs"][0]["restart_settings"]["actor_lr"] == 2e-5
     proc = subprocess.run(cmd[:-1] + [" "], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "needs a reason" in proc.stderr
+
+
+def test_the_report_shows_retired_steps_beside_the_curve_never_in_it(tmp_path: Path) -> None:
+    from _learning_curve_report import build_report
+
+    def rec(task: str, reward: float) -> dict:
+        return {"task_id": task, "reward": reward, "passed": reward > 0, "speedup_eager": None, "speedup_compile": None,
+                "hack": False, "turns": 3, "first_pass_turn": 1 if reward > 0 else None}
+
+    sft = {"phase": "sft", "points": {"sft": {"0": [rec(t, 1.0) for t in "ab"]}}}
+    rl = {"phase": "rl", "critic_pretrained": {"0": True}, "steps_done": {"0": 1},
+          "points": {"rl_1": {"0": [rec(t, -1.0) for t in "ab"]}}, "train_metrics": {}}
+    (tmp_path / "records_sft.json").write_text(json.dumps(sft))
+    (tmp_path / "records_rl.json").write_text(json.dumps(restart_rl(rl, "too fast", {"actor_lr": 2e-5})))
+    preset = {"rl_steps": 2}
+    report = build_report(tmp_path / "work", [0], preset, {}, {}, [tmp_path])
+    assert report["order"] == ["sft"] and report["comparisons"] == {}
+    (old,) = report["retired_runs"]
+    assert old["reason"] == "too fast" and old["points"]["rl_1"]["reward_mean"] == -1.0
+    assert old["vs_sft"]["rl_1"]["reward"]["diff"] == pytest.approx(-2.0)
