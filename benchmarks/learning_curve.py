@@ -46,6 +46,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -195,7 +196,7 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
           "rollout": rollout_block(p), "checkpoint_every": 1000}
     ppo = {"env": "kernel", "tasks": [train], "steps": steps or p["rl_steps"], "episodes_per_step": p["episodes_per_step"],
            "actor_lr": p["actor_lr"], "critic_lr": p["critic_lr"], "max_new_tokens": p["max_new_tokens"],
-           "rollout": rollout_block(p, admit_until), "eval_tasks": [held], "eval_at_start": False,
+           "rollout": {**rollout_block(p, admit_until), "save_episodes": True}, "eval_tasks": [held], "eval_at_start": False,
            "checkpoint_every": 1000,
            "eval_temperature": p["eval_temperature"],
            "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": 4, "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
@@ -683,6 +684,11 @@ def main() -> None:  # noqa: C901 - one linear script
                 save_state(Path(o["actor"]), out / f"rl_actor_seed{s}.safetensors", tok_hash)
                 save_critic_state(Path(o["critic"]), out / f"rl_critic_seed{s}.safetensors", tok_hash)
                 finished[s] = step
+            # the step's rollouts (tokens, mask, sampling log-probs, rewards; ~1-2 MB): what
+            # benchmarks/ppo_trust_region.py --keep-rewards replays on CPU to choose the next step's rate
+            rollouts = work / f"rl_seed{s}" / rl_stage_folder(step) / "rollouts" / "step_00001.pt"
+            if rollouts.exists():
+                shutil.copy(rollouts, out / f"rollouts_seed{s}_step{step}.pt")
         new = collect_rl_step(work, {s: st for s, st in stepping.items() if s in finished})
         merged = merge_rl_step(carried_rl, new, {**done, **finished})
         (out / "records_rl.json").write_text(json.dumps(merged, default=str))

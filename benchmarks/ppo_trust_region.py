@@ -13,12 +13,14 @@ and k3, quantiles of ``|log ratio|``, how many tokens fell by more than 2 and 5 
 probabilities before and after. A token that fell from p=0.99 to 1e-5 is a decision the policy made with
 confidence and now rarely makes; in generated code, often one that breaks the build.
 
-The batch stands in for a rollout step's: ``--n`` episodes of an episode file (a torch list of dicts with
-``token_ids``, ``loss_mask`` and ``reward``, e.g. the kernel family's ``expert_train.pt``), of which the first
-``--pass-share`` keep their reward and the rest get -1, so the advantages have a step's mix of signs. The
-rollout log-probs are the actor's own (on-policy). Expert episodes are near the SFT policy's greedy choices: on
-the policy's own samples at temperature 1 the low-probability tokens are more, so read the figures as a lower
-bound of what a real step does at the same rate.
+The batch is ``--n`` episodes of an episode file (a torch list of dicts with ``token_ids``, ``loss_mask`` and
+``reward``). With ``--keep-rewards`` they keep their rewards: a real step's rollouts, which ``learning_curve.py
+--phase rl_step`` brings back as ``rollouts_seed<s>_step<k>.pt`` (replay them on the actor that sampled them: the
+SFT actor for step 1). Otherwise the batch stands in for a step's: e.g. the kernel family's ``expert_train.pt``
+(what ``--state`` uses), of which the first ``--pass-share`` keep their reward and the rest get -1, so the
+advantages have a step's mix of signs. Expert episodes are near the SFT policy's greedy choices; the policy's own
+samples at temperature 1 hold more low-probability tokens, so read those figures as a lower bound of what a real
+step does at the same rate. The rollout log-probs are the actor's own either way (on-policy).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FALLS = (2.0, 5.0)
 
 
-def load_batch(episodes_file: Path, n: int, pass_share: float, seed: int) -> Any:
-    """``n`` episodes of the file (seeded draw), the first ``pass_share`` keeping their reward, the rest -1."""
+def load_batch(episodes_file: Path, n: int, pass_share: float, seed: int, keep_rewards: bool = False) -> Any:
+    """``n`` episodes of the file (seeded draw): all keeping their reward (``keep_rewards``), else the first
+    ``pass_share`` keeping it and the rest -1."""
     from cuda_agent.training.buffers import Episode, collate
 
     rows = torch.load(episodes_file, weights_only=False)
@@ -49,7 +52,7 @@ def load_batch(episodes_file: Path, n: int, pass_share: float, seed: int) -> Any
     if n > len(rows):
         raise SystemExit(f"--n {n}: {episodes_file} holds {len(rows)} episodes")
     chosen = random.Random(seed).sample(rows, n)
-    keep = round(n * pass_share)
+    keep = n if keep_rewards else round(n * pass_share)
     eps = []
     for i, r in enumerate(chosen):
         ids = [int(x) for x in r["token_ids"]]
@@ -151,6 +154,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--warmup", type=int, default=0, help="actor warm-up steps (the PPO stage's actor_warmup_steps)")
     ap.add_argument("--n", type=int, default=32, help="episodes in the batch (a step's episodes_per_step)")
     ap.add_argument("--pass-share", type=float, default=0.2, help="share of episodes keeping their reward")
+    ap.add_argument("--keep-rewards", action="store_true",
+                    help="every episode keeps its own reward (a real step's rollouts); --pass-share is then unused")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--minibatches", type=int, default=4)
     ap.add_argument("--aggregation", default="seq_mean_token_mean")
@@ -168,14 +173,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"--lr {args.lr!r}: give positive learning rates, e.g. 1e-4,2e-5")
     results = []
     for lr in rates:
-        batch = load_batch(episodes, args.n, args.pass_share, args.draw_seed)
+        batch = load_batch(episodes, args.n, args.pass_share, args.draw_seed, args.keep_rewards)
         r = one_rate(actor, batch, lr, args)
         a = r["after"]
         print(f"lr {lr:g}: k1 {a['k1_mean']:.2g} k3 {a['k3_mean']:.3g} | fell >2 nats {a['fell_over_2_nats']} "
               f">5 {a['fell_over_5_nats']} of {a['policy_tokens']} | min log-ratio {a['log_ratio_min']:.2f} "
               f"| update {r['update_s']} s", flush=True)
         results.append(r)
-    out = {"actor": str(actor), "episodes": str(episodes), "n": args.n, "pass_share": args.pass_share,
+    out = {"actor": str(actor), "episodes": str(episodes), "n": args.n,
+           "pass_share": None if args.keep_rewards else args.pass_share, "keep_rewards": args.keep_rewards,
            "epochs": args.epochs, "minibatches": args.minibatches, "aggregation": args.aggregation, "rates": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))

@@ -53,3 +53,18 @@ def test_it_says_what_is_missing(tmp_path):
     with pytest.raises(SystemExit, match="holds 0 episodes|expected a torch list"):
         torch.save([], tmp_path / "e.pt")
         ppo_trust_region.main(["--actor", str(tmp_path), "--episodes", str(tmp_path / "e.pt"), "--out", str(tmp_path / "t.json")])
+
+
+def test_saved_rollouts_keep_their_rewards_with_keep_rewards(tmp_path):
+    from dataclasses import asdict
+
+    from cuda_agent.training.buffers import Episode
+
+    eps = [Episode(token_ids=[1, 2, 3, 4], loss_mask=[0, 1, 1, 1], logprobs=[0.0, -0.1, -0.2, -0.3], reward=r)
+           for r in (3.0, -1.0, 1.0, 2.0)]
+    f = tmp_path / "rollouts_seed0_step1.pt"
+    torch.save([asdict(e) for e in eps], f)  # the layout of the PPO stage's save_rollouts
+    kept = ppo_trust_region.load_batch(f, 4, 0.25, seed=1, keep_rewards=True)
+    assert sorted(kept.rewards.tolist()) == [-1.0, 1.0, 2.0, 3.0]
+    stand_in = ppo_trust_region.load_batch(f, 4, 0.25, seed=1)
+    assert sorted(stand_in.rewards.tolist())[:3] == [-1.0, -1.0, -1.0]  # one of four keeps its reward
