@@ -2,6 +2,9 @@
 
     # the learning curve's carried SFT actor of seed 0 and its family's expert episodes (on CPU, ~4 min per rate)
     python benchmarks/ppo_trust_region.py --state .learning_state --seed 0 --lr 1e-4,2e-5,1e-5 --out trust.json
+    # step 1's own rollouts, brought back by learning_curve.py --phase rl_step, on the SFT actor that sampled them
+    python benchmarks/ppo_trust_region.py --state .learning_state --seed 0 --episodes rollouts_seed0_step1.pt \
+        --keep-rewards --lr 2e-5,1e-5 --out trust.json
     # any HF actor and an episode file
     python benchmarks/ppo_trust_region.py --actor DIR --episodes episodes.pt --lr 1e-5,3e-6 --out trust.json
 
@@ -146,7 +149,7 @@ def from_state(state: Path, seed: int, work: Path) -> tuple[Path, Path]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--actor", type=Path, help="HF actor folder (or --state)")
-    ap.add_argument("--episodes", type=Path, help="torch list of episode dicts (or --state)")
+    ap.add_argument("--episodes", type=Path, help="torch list of episode dicts (with --state: instead of its experts)")
     ap.add_argument("--state", type=Path, help="the learning curve's state folder: its SFT actor and expert episodes")
     ap.add_argument("--seed", type=int, default=0, help="with --state: whose SFT actor")
     ap.add_argument("--work", type=Path, default=Path("/tmp/ppo_trust_region"), help="with --state: rebuild folder")
@@ -162,8 +165,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--draw-seed", type=int, default=1, help="seed of the episode draw")
     ap.add_argument("--out", type=Path, required=True, help="JSON results")
     args = ap.parse_args(argv)
-    if args.state is not None:
-        actor, episodes = from_state(args.state, args.seed, args.work)
+    if args.state is not None:  # its SFT actor, and its expert episodes unless --episodes names others
+        actor, experts = from_state(args.state, args.seed, args.work)
+        episodes = args.episodes or experts
     elif args.actor is not None and args.episodes is not None:
         actor, episodes = args.actor, args.episodes
     else:
