@@ -684,8 +684,8 @@ def main() -> None:  # noqa: C901 - one linear script
                 save_state(Path(o["actor"]), out / f"rl_actor_seed{s}.safetensors", tok_hash)
                 save_critic_state(Path(o["critic"]), out / f"rl_critic_seed{s}.safetensors", tok_hash)
                 finished[s] = step
-            # the step's rollouts (tokens, mask, sampling log-probs, rewards; ~1-2 MB): what
-            # benchmarks/ppo_trust_region.py --keep-rewards replays on CPU to choose the next step's rate
+            # the step's rollouts (tokens, mask, sampling log-probs, rewards; ~1-2 MB; gpu_session.sh returns them in
+            # $OUT/rollouts/): what benchmarks/ppo_trust_region.py --keep-rewards replays on CPU to choose a rate
             rollouts = work / f"rl_seed{s}" / rl_stage_folder(step) / "rollouts" / "step_00001.pt"
             if rollouts.exists():
                 shutil.copy(rollouts, out / f"rollouts_seed{s}_step{step}.pt")

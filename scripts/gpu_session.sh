@@ -134,6 +134,9 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  mkdir -p "$OUT/learning_state"
                  mv "$RES"/learning_curve/*.safetensors "$OUT/learning_state/" 2>/dev/null  # SFT actors; RL actors, critics
                  cp "$RES"/learning_curve/data_core.tar.gz "$RES"/learning_curve/records_*.json "$OUT/learning_state/" 2>/dev/null
+                 # an rl_step's rollouts (tokens, rewards; replayed on CPU by benchmarks/ppo_trust_region.py)
+                 ls "$RES"/learning_curve/rollouts_*.pt >/dev/null 2>&1 && mkdir -p "$OUT/rollouts" \
+                   && mv "$RES"/learning_curve/rollouts_*.pt "$OUT/rollouts/"
                  ls -l "$OUT/learning_state" >> "$s" ;;
     score)       part "$s" "score_cuda$tag" 240 cuda-agent score examples/solutions/cuda --tasks examples/tasks --backend cuda --out "$RES/score_cuda" ;;
     train[A-Z]|train) # train, trainA, trainB ...: args from TRAIN_ARGS, TRAIN_ARGS_A, TRAIN_ARGS_B ... (one JSON each)
