@@ -104,21 +104,16 @@ def one_rate(actor_dir: Path, batch: Any, lr: float, args: argparse.Namespace) -
     parts = max(1, min(s.minibatches, batch.size))
     old = learner.score(batch, parts)["old_logp"]
     batch.rollout_logp = old.clone()  # on-policy: the actor's own log-probs
-    adv, ret, _ = learner.advantages(batch, {"old_logp": old}, s)
-    rows = []
     t0 = time.perf_counter()
-    for epoch in range(s.ppo_epochs):
-        for p in range(parts):
-            idx = list(range(p, batch.size, parts))
-            it = torch.tensor(idx)
-            mb = batch.select(idx)
-            L = mb.input_ids.shape[1] - 1
-            m = learner._update_minibatch(mb, old[it, :L], adv[it, :L], ret[it, :L], s, None, None)
-            rows.append({"epoch": epoch, "minibatch": p, **{k: m[k] for k in ("approx_kl", "clip_frac",
-                                                                            "collapsed_frac", "log_ratio_min",
-                                                                            "entropy")}})
-            print(f"  lr {lr:g} epoch {epoch} minibatch {p}: approx_kl {m['approx_kl']:.3g} clip {m['clip_frac']:.4f} "
-                  f"collapsed {m['collapsed_frac']:.5f} min log-ratio {m['log_ratio_min']:.2f}", flush=True)
+    learner.ppo_step(batch, s)  # the trainer's own update
+    rows = []
+    for i, m in enumerate(learner.last_minibatches):
+        rows.append({"epoch": i // parts, "minibatch": i % parts,
+                     **{k: m[k] for k in ("approx_kl", "clip_frac", "collapsed_frac", "log_ratio_min", "entropy")
+                        if k in m}})
+        print(f"  lr {lr:g} epoch {i // parts} minibatch {i % parts}: approx_kl {m['approx_kl']:.3g} "
+              f"clip {m['clip_frac']:.4f} collapsed {m['collapsed_frac']:.5f} "
+              f"min log-ratio {m['log_ratio_min']:.2f}", flush=True)
     update_s = time.perf_counter() - t0
     with torch.no_grad():
         new = learner.score(batch, parts)["old_logp"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,6 +49,8 @@ class Learner:
     actor_lr_at: Callable[[int], float] | None = None
     #: Actor optimizer steps taken by this learner.
     actor_steps: int = 0
+    #: The metrics of each minibatch of the last :meth:`ppo_step`, in order (the step's own are their means).
+    last_minibatches: list[dict[str, float]] = field(default_factory=list)
 
     def _device(self) -> torch.device:
         return next(self.actor.module.parameters()).device
@@ -131,6 +133,7 @@ class Learner:
             metrics["explained_variance"] = explained_variance(scored["values"], ret, batch.mask)
             metrics["value_mean"] = float(masked_mean(scored["values"], batch.mask))
         sums: dict[str, list[float]] = {}
+        self.last_minibatches = []
         stopped = False
         for _epoch in range(s.ppo_epochs):
             if stopped:
@@ -144,6 +147,7 @@ class Learner:
                 m = self._update_minibatch(mb, sl(scored["old_logp"]), sl(adv), sl(ret), s,
                                            sl(scored["ref_logp"]) if "ref_logp" in scored else None,
                                            sl(scored["values"]) if "values" in scored else None)
+                self.last_minibatches.append(dict(m))
                 for k, v in m.items():
                     sums.setdefault(k, []).append(v)
                 if m.get("kl_stopped"):

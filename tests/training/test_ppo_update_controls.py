@@ -28,7 +28,12 @@ def _update(target_kl: float | None) -> tuple[dict[str, float], list[torch.Tenso
     actor = build_train_engine(load_causal_lm(TINY, seed=0), 3e-2, EngineSettings(zero_stage=0))
     critic = build_train_engine(CriticModel(load_causal_lm(TINY, seed=1)), 1e-3, EngineSettings(zero_stage=0))
     s = PPOSettings(ppo_epochs=3, minibatches=2, is_cap=None, target_kl=target_kl)
-    metrics = Learner(actor, critic).ppo_step(_batch(), s)
+    learner = Learner(actor, critic)
+    metrics = learner.ppo_step(_batch(), s)
+    rows = learner.last_minibatches  # every minibatch measured, the stopping one included
+    assert len(rows) == metrics["update_minibatches"] + metrics["kl_stopped"]
+    assert max(r["approx_kl"] for r in rows) == metrics["approx_kl_max"]
+    assert min(r["log_ratio_min"] for r in rows) == metrics["log_ratio_min"]
     return metrics, [p.detach().clone() for p in actor.module.parameters()]
 
 
