@@ -9,8 +9,9 @@
     python benchmarks/ppo_trust_region.py --actor DIR --episodes episodes.pt --lr 1e-5,3e-6 --out trust.json
 
 For each rate the same actor takes one PPO update (``--epochs`` x ``--minibatches`` optimizer steps, the
-learning curve's PPO settings, through :class:`~cuda_agent.training.ppo_update.Learner` on a real DeepSpeed
-engine, fp32) on the same batch. Reported per minibatch: ``approx_kl`` (k3 mean), ``clip_frac``,
+learning curve's PPO settings without its critic: the advantages are the whitened returns) on the same batch,
+through the trainer's own :meth:`~cuda_agent.training.ppo_update.Learner.ppo_step` on a real DeepSpeed engine in
+fp32. Reported per minibatch: ``approx_kl`` (k3 mean), ``clip_frac``,
 ``collapsed_frac``, ``log_ratio_min``; and after the update, over every policy token of the batch: the mean k1
 and k3, quantiles of ``|log ratio|``, how many tokens fell by more than 2 and 5 nats, and the worst tokens'
 probabilities before and after. A token that fell from p=0.99 to 1e-5 is a decision the policy made with
