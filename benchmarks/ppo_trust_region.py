@@ -67,11 +67,12 @@ def load_batch(episodes_file: Path, n: int, pass_share: float, seed: int, keep_r
 
 def after_update(old: torch.Tensor, new: torch.Tensor, mask: torch.Tensor, worst: int = 10) -> dict[str, Any]:
     """Distribution of the per-token log-ratio ``new - old`` over the policy tokens."""
+    from cuda_agent.training.algorithms import kl_estimate
+
     sel = mask > 0
     x = (new - old)[sel]
     po = old.exp()[sel]
-    xc = x.clamp(-20.0, 20.0)
-    k3 = torch.exp(-xc) - 1 + xc
+    k3 = kl_estimate(new, old, "k3")[sel]
     order = x.argsort()[:worst]
     return {
         "policy_tokens": int(sel.sum()),
@@ -92,14 +93,14 @@ def one_rate(actor_dir: Path, batch: Any, lr: float, args: argparse.Namespace) -
     """One PPO update of a fresh engine at ``lr``: per-minibatch metrics and the distribution after it."""
     from cuda_agent.training.engines.deepspeed_engine import build_train_engine
     from cuda_agent.training.engines.models import load_causal_lm
-    from cuda_agent.training.ppo_update import Learner
+    from cuda_agent.training.ppo_update import Learner, linear_warmup
     from cuda_agent.training.settings import EngineSettings, PPOSettings
 
     torch.manual_seed(0)
     engine = build_train_engine(load_causal_lm(actor_dir), lr, EngineSettings(zero_stage=0, dtype="fp32"))
     learner = Learner(engine)
     if args.warmup:
-        learner.actor_lr_at = lambda k: lr * min(1.0, (k + 1) / args.warmup)
+        learner.actor_lr_at = linear_warmup(lr, args.warmup)
     s = PPOSettings(ppo_epochs=args.epochs, minibatches=args.minibatches, gamma=1.0, lam=1.0, kl_coef=0.0,
                     entropy_coef=0.0, aggregation=args.aggregation, use_critic=False)
     parts = max(1, min(s.minibatches, batch.size))

@@ -37,6 +37,11 @@ from cuda_agent.training.engines.deepspeed_engine import set_learning_rate
 from cuda_agent.training.settings import PPOSettings
 
 
+def linear_warmup(lr: float, steps: int) -> Callable[[int], float]:
+    """A :attr:`Learner.actor_lr_at` schedule: the rate rises linearly to ``lr`` over the first ``steps`` steps."""
+    return lambda k: lr * min(1.0, (k + 1) / steps)
+
+
 @dataclass
 class Learner:
     """Actor (+ critic, + frozen reference) engines and the updates on them."""

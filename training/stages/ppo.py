@@ -17,7 +17,7 @@ import torch
 
 from cuda_agent.training.buffers import Episode, collate
 from cuda_agent.training.engines.checkpoint import export_actor_hf, save_critic
-from cuda_agent.training.ppo_update import Learner
+from cuda_agent.training.ppo_update import Learner, linear_warmup
 from cuda_agent.training.settings import PPOStageConfig
 from cuda_agent.training.stages.driver_base import StageDriver
 from cuda_agent.training.stages.episodes import make_source, save_rollouts
@@ -40,7 +40,7 @@ class PPOStage(StageDriver):
         reference = rt.build_reference() if s.kl_coef > 0 else None
         learner = Learner(actor, critic, reference)
         if c.actor_warmup_steps:
-            learner.actor_lr_at = lambda k: c.actor_lr * min(1.0, (k + 1) / c.actor_warmup_steps)
+            learner.actor_lr_at = linear_warmup(c.actor_lr, c.actor_warmup_steps)
         source = make_source(rt, c.env, mode=self.mode, tasks=c.tasks, max_new_tokens=c.max_new_tokens,
                              temperature=c.temperature, rollout=c.rollout)
 
