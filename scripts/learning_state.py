@@ -19,6 +19,15 @@ hold every seed's entries (the call merges into the carried ones), so copy the r
 
     python scripts/learning_state.py subset .learning_state .learning_state_call --seeds 0
 
+``take`` brings one call's returned files into the full folder for the seeds that call ran, and only those: their
+``*_seed<k>`` files are copied, and in each returned ``records_*.json`` every per-seed entry of those seeds (steps
+done, training metrics, points, partial counts) replaces the full folder's, while the other seeds' entries stay.
+Copying the returned records over the folder is right only when the call carried records that already held every
+earlier call's results; calls launched from one stale subset each (for example three seeds one after another,
+before copying anything back) need ``take``, or a later copy erases an earlier seed's step.
+
+    python scripts/learning_state.py take .learning_state /path/to/files_at/learning_state --seeds 1
+
 ``retire`` moves entries to the manifest's ``retired`` list (commit, path and hash kept, with the reason): a restore
 no longer writes them, and the blobs stay in history for whoever wants the old state back.
 
@@ -144,6 +153,60 @@ def subset(src: Path, dest: Path, seeds: list[int]) -> None:
     print(f"{dest}: {len(keep)} files, {size / 2**20:.1f} MiB ({', '.join(p.name for p in keep)})")
 
 
+def _seed_keyed(value: object) -> bool:
+    """A records dict keyed by seed ("0", "1", ...), such as ``steps_done`` or ``points["rl_1"]``."""
+    return isinstance(value, dict) and bool(value) and all(isinstance(k, str) and k.isdigit() for k in value)
+
+
+def merge_seed_entries(full: dict, returned: dict, seeds: list[int]) -> dict:
+    """``full`` with every per-seed entry of ``seeds`` taken from ``returned``: where ``returned`` holds a
+    seed-keyed dict, the seed's value is its value there or, where it has none, absent (a seed whose evaluation
+    finished is no longer in ``partial``). Other seeds' entries and keys that are not per seed stay as in
+    ``full``; keys only ``returned`` holds are added."""
+    wanted = {str(k) for k in seeds}
+
+    def merge(a: object, b: object) -> object:
+        if _seed_keyed(a) or _seed_keyed(b):
+            out = {k: v for k, v in (a or {}).items() if k not in wanted}
+            out.update({k: v for k, v in (b or {}).items() if k in wanted})
+            return out
+        if isinstance(a, dict) or isinstance(b, dict):
+            a, b = (a if isinstance(a, dict) else {}), (b if isinstance(b, dict) else {})
+            out = {}
+            for k in {**a, **b}:
+                v = merge(a.get(k), b.get(k))
+                if v != {} or a.get(k) == {}:  # a per-seed dict left empty (a finished partial count) goes
+                    out[k] = v
+            return out
+        return a if a is not None else b
+
+    return merge(full, returned)
+
+
+def take(dest: Path, returned: Path, seeds: list[int]) -> None:
+    if not returned.is_dir():
+        raise SystemExit(f"{returned} is not a folder (give the learning_state folder a device call returned)")
+    files = state_files(returned)
+    seed_of = {p: int(m.group(1)) for p in files if (m := re.search(r"_seed(\d+)\.", p.name))}
+    stray = sorted(p.name for p, k in seed_of.items() if k not in seeds)
+    if stray:
+        raise SystemExit(f"{returned} holds files of seeds not named in --seeds {seeds}: {', '.join(stray)}")
+    if not any(k in seeds for k in seed_of.values()) and not any(p.name.startswith("records_") for p in files):
+        raise SystemExit(f"{returned} holds nothing for seeds {seeds}")
+    dest.mkdir(parents=True, exist_ok=True)
+    for p in files:
+        target = dest / p.name
+        if target.exists():
+            target.chmod(0o644)  # restore writes read-only copies
+        if p.name.startswith("records_") and target.exists():
+            merged = merge_seed_entries(json.loads(target.read_text()), json.loads(p.read_text()), seeds)
+            target.write_text(json.dumps(merged, default=str))
+            print(f"{p.name}: seeds {seeds} taken from {returned}, the others kept")
+            continue
+        target.write_bytes(p.read_bytes())
+        print(f"{p.name}: copied")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -157,6 +220,10 @@ def main() -> None:
     c.add_argument("src", type=Path)
     c.add_argument("dest", type=Path)
     c.add_argument("--seeds", type=int, nargs="+", required=True)
+    k = sub.add_parser("take", help="bring a call's returned files in for the seeds it ran, keeping the others'")
+    k.add_argument("dest", type=Path)
+    k.add_argument("returned", type=Path)
+    k.add_argument("--seeds", type=int, nargs="+", required=True)
     t = sub.add_parser("retire", help="drop files from what restore writes (they stay in history, listed as retired)")
     t.add_argument("names", nargs="+")
     t.add_argument("-m", "--message", required=True, help="why the files are stale")
@@ -167,6 +234,8 @@ def main() -> None:
         restore(args.dest)
     elif args.cmd == "subset":
         subset(args.src, args.dest, args.seeds)
+    elif args.cmd == "take":
+        take(args.dest, args.returned, args.seeds)
     elif args.cmd == "retire":
         retire(args.names, args.message)
     else:

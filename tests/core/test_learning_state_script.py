@@ -126,3 +126,45 @@ def test_subset_copies_the_shared_files_and_only_the_named_seeds(repo: Path) -> 
     assert got == ["data_core.tar.gz", "records_rl.json", "records_sft.json", "rl_critic_seed1.safetensors",
                    "state_seed1.safetensors"]
     assert (repo / ".learning_state_call" / "state_seed1.safetensors").read_bytes() == (state / "state_seed1.safetensors").read_bytes()
+
+
+def test_take_brings_in_only_the_named_seeds_entries(repo: Path, tmp_path: Path) -> None:
+    """Three calls, each launched from the same stale subset, each return records holding only its own seed's step:
+    taking them one after another keeps every seed's step (copying them over the folder kept only the last)."""
+    full = repo / ".learning_state"
+    base = {"phase": "rl", "steps_done": {"0": 0, "1": 0, "2": 0}, "critic_pretrained": {"0": True, "1": True, "2": True},
+            "train_metrics": {s: [{"stage": "value_pretrain"}] for s in "012"}, "retired_runs": [{"reason": "old"}]}
+    (full / "records_rl.json").write_text(json.dumps(base))
+    for seed in (0, 1, 2):
+        ret = tmp_path / f"returned{seed}"
+        ret.mkdir()
+        rec = json.loads(json.dumps(base))
+        rec["steps_done"][str(seed)] = 1
+        rec["train_metrics"][str(seed)].append({"stage": "ppo_agentic", "step": 1, "seed": seed})
+        rec["points"] = {"rl_1": {str(seed): [{"episode": seed}]}}
+        if seed != 2:  # seed 2's held-out evaluation finished: it has no partial count
+            rec["partial"] = {"rl_1": {str(seed): 10 + seed}}
+        (ret / "records_rl.json").write_text(json.dumps(rec))
+        (ret / f"rl_actor_seed{seed}.safetensors").write_bytes(bytes([seed]) * 100)
+        res = run(repo, "take", ".learning_state", str(ret), "--seeds", str(seed))
+        assert res.returncode == 0, res.stderr
+
+    merged = json.loads((full / "records_rl.json").read_text())
+    assert merged["steps_done"] == {"0": 1, "1": 1, "2": 1}
+    assert [len(merged["train_metrics"][s]) for s in "012"] == [2, 2, 2]
+    assert merged["train_metrics"]["1"][-1]["seed"] == 1
+    assert merged["points"]["rl_1"] == {"0": [{"episode": 0}], "1": [{"episode": 1}], "2": [{"episode": 2}]}
+    assert merged["partial"] == {"rl_1": {"0": 10, "1": 11}}
+    assert merged["retired_runs"] == [{"reason": "old"}] and merged["phase"] == "rl"
+    assert (full / "rl_actor_seed2.safetensors").read_bytes() == bytes([2]) * 100
+    assert (full / "state_seed0.safetensors").stat().st_size == 300_000  # untouched
+
+
+def test_take_refuses_files_of_seeds_not_named(repo: Path, tmp_path: Path) -> None:
+    ret = tmp_path / "returned"
+    ret.mkdir()
+    (ret / "rl_actor_seed1.safetensors").write_bytes(b"x")
+    res = run(repo, "take", ".learning_state", str(ret), "--seeds", "0")
+    assert res.returncode != 0
+    assert "rl_actor_seed1.safetensors" in res.stderr and "--seeds [0]" in res.stderr
+    assert not (repo / ".learning_state" / "rl_actor_seed1.safetensors").exists()
