@@ -170,6 +170,7 @@ def rollout_block(p: dict[str, Any], admit_until: float | None = None) -> dict[s
     after it (an evaluation that a resumed run can finish, cut between episodes rather than in them)."""
     return {"concurrency": p["concurrency"], "build_workers": p["build_workers"],
             "device_steps": p.get("device_steps", 1), "max_batch": 64, "gather_s": 0.05,
+            "batching": p.get("batching", "batch"),
             "dtype": "bfloat16" if p["dtype"] == "bf16" else "float32", "eval_admit_until": admit_until}
 
 

@@ -78,14 +78,15 @@ def episode_times(out: Path, n: int) -> dict[str, float]:
 
 
 def concurrent(tasks: list[Any], cfg: Any, model: Path, out: Path, params: Any, device: str, concurrency: int,
-               build_workers: int, device_steps: int = 1) -> dict[str, float]:
-    """ConcurrentKernelRollouts over the same tasks (backends start inside the measured time)."""
+               build_workers: int, device_steps: int = 1, batching: str = "batch") -> dict[str, float]:
+    """ConcurrentKernelRollouts over the same tasks (backends start inside the measured time); ``batching``:
+    ``rollout.batching`` (batch or continuous generation)."""
     from cuda_agent.plugin_manager import PluginManager
     from cuda_agent.training.settings import RolloutSettings
     from cuda_agent.training.stages.kernel_rollouts import ConcurrentKernelRollouts, EpisodeJob
 
     settings = RolloutSettings(concurrency=concurrency, build_workers=build_workers, device_steps=device_steps,
-                               max_batch=64, gather_s=0.05)
+                               max_batch=64, gather_s=0.05, batching=batching)
     runner = ConcurrentKernelRollouts(cfg, PluginManager(), settings, device)
     jobs = [EpisodeJob(t, out / f"{i:03d}", i) for i, t in enumerate(tasks)]
     try:
@@ -95,7 +96,7 @@ def concurrent(tasks: list[Any], cfg: Any, model: Path, out: Path, params: Any, 
         batching = runner._batching.stats.as_dict() if runner._batching is not None else {}
     finally:
         runner.close()
-    row = {"episodes": float(len(jobs)), "wall_s": wall, "episodes_per_hour": len(jobs) * 3600 / wall,
+    row = {"batching": batching, "episodes": float(len(jobs)), "wall_s": wall, "episodes_per_hour": len(jobs) * 3600 / wall,
            "env_share": stats.as_dict()["rollout_env_share"], **stats.as_dict(), **batching,
            "times": episode_times(out, len(jobs))}
     return row
@@ -111,6 +112,9 @@ def main() -> None:
     ap.add_argument("--device-steps", type=int, default=1, help="device steps at once (rollout.device_steps)")
     ap.add_argument("--sequential", type=int, default=6, help="episodes of the sequential run")
     ap.add_argument("--concurrent", type=int, default=32, help="episodes of the concurrent run")
+    ap.add_argument("--batching", choices=["batch", "continuous", "both"], default="batch",
+                    help="generation of the concurrent run (rollout.batching); 'both': a continuous run, then a "
+                         "batch one over the same tasks (reported as concurrent_continuous and concurrent)")
     ap.add_argument("--max-turns", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=1100)
     ap.add_argument("--work", type=Path, default=Path("/tmp/rollout_episodes"))
@@ -128,24 +132,41 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     import shutil
 
-    for part in ("sequential", "concurrent"):  # an earlier run's episode folders (a layout needs fresh ones)
+    for part in ("sequential", "concurrent_batch", "concurrent_continuous"):  # an earlier run's episode folders (a layout needs fresh ones)
         shutil.rmtree(args.work / part, ignore_errors=True)
     tasks = load_tasks([str(args.data / "tasks_train.jsonl")], args.backend)
     cfg = run_config(args.data, args.backend, args.max_turns, HARNESS)
     params = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, seed=0)
     n = max(args.sequential, args.concurrent)
     tasks = (tasks * (n // len(tasks) + 1))[:n]
-    seq = sequential(tasks[: args.sequential], cfg, args.model, args.work / "sequential", params, device)
-    print(f"sequential: {seq['episodes_per_hour']:.1f} episodes/h (env share {seq['env_share']:.2f})", flush=True)
-    args.out.write_text(json.dumps({"backend": args.backend, "sequential": seq, "partial": True}, indent=1))
-    con = concurrent(tasks[: args.concurrent], cfg, args.model, args.work / "concurrent", params, device,
-                     args.concurrency, args.build_workers, args.device_steps)
-    print(f"concurrent x{args.concurrency}: {con['episodes_per_hour']:.1f} episodes/h (env share {con['env_share']:.2f})")
-    result = {"backend": args.backend, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-              "concurrency": args.concurrency, "device_steps": args.device_steps, "sequential": seq, "concurrent": con,
-              "speedup": con["episodes_per_hour"] / seq["episodes_per_hour"]}
+    result: dict[str, Any] = {"backend": args.backend, "concurrency": args.concurrency,
+                              "device_steps": args.device_steps, "partial": True,
+                              "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
+    if args.sequential:
+        seq = sequential(tasks[: args.sequential], cfg, args.model, args.work / "sequential", params, device)
+        print(f"sequential: {seq['episodes_per_hour']:.1f} episodes/h (env share {seq['env_share']:.2f})", flush=True)
+        result["sequential"] = seq
+        args.out.write_text(json.dumps(result, indent=1))
+    # 'both': the continuous run first (a run cut by a deadline keeps the newer figure), then the batch one
+    modes = ["continuous", "batch"] if args.batching == "both" else [args.batching]
+    for mode in modes:
+        con = concurrent(tasks[: args.concurrent], cfg, args.model, args.work / f"concurrent_{mode}", params, device,
+                         args.concurrency, args.build_workers, args.device_steps, mode)
+        print(f"concurrent x{args.concurrency} ({mode}): {con['episodes_per_hour']:.1f} episodes/h "
+              f"(env share {con['env_share']:.2f}, policy {con['times'].get('policy_s_mean', 0):.1f} s per episode)",
+              flush=True)
+        result["concurrent" if mode == "batch" or len(modes) == 1 else f"concurrent_{mode}"] = con
+        args.out.write_text(json.dumps(result, indent=1))
+    if "sequential" in result:
+        result["speedup"] = result["concurrent"]["episodes_per_hour"] / result["sequential"]["episodes_per_hour"]
+        print(f"speedup {result['speedup']:.2f}x")
+    if len(modes) == 2:
+        result["continuous_vs_batch"] = (result["concurrent_continuous"]["episodes_per_hour"]
+                                         / result["concurrent"]["episodes_per_hour"])
+        print(f"continuous vs batch: {result['continuous_vs_batch']:.2f}x")
+    result["partial"] = False
     args.out.write_text(json.dumps(result, indent=1))
-    print(f"speedup {result['speedup']:.2f}x; wrote {args.out}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -171,6 +171,14 @@ class RolloutSettings(BaseModel):
                     "untimed parts (runner start-up, set making, checks) inside the evaluator's memory budget.",
     )
     max_batch: int = Field(64, ge=1, description="Kernel env, concurrency > 1: rows of one batched generate at most.")
+    batching: Literal["batch", "continuous"] = Field(
+        "batch",
+        description="Kernel env, concurrency > 1: how the episodes' generation requests share the engine. 'batch': "
+                    "whoever is waiting is served as one batch, answered when its longest row ends "
+                    "(training/rollout/batching.py). 'continuous': rows join the live batch between decode steps and "
+                    "each returns the moment it ends, so a short tool call never waits for another episode's long "
+                    "write (training/rollout/continuous.py). Both report exactly the sampled tokens and log-probs.",
+    )
     gather_s: float = Field(
         0.02, ge=0,
         description="Kernel env, concurrency > 1: after the first request of a batch, wait at most this long for "

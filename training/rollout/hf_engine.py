@@ -50,6 +50,18 @@ def _nucleus_mask(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
 
+def sample_tokens(logits: torch.Tensor, params: SamplingParams, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The next token of every row from its last logits ``[rows, vocab]``, and its log-prob under the sampling
+    distribution (tempered and nucleus-filtered; the untempered one when greedy, ``temperature <= 0``)."""
+    logits = logits.float()
+    if params.temperature <= 0:
+        token = logits.argmax(-1)
+        return token, selected_logprobs(logits, token)
+    tempered = _nucleus_mask(logits / params.temperature, params.top_p)
+    token = torch.multinomial(tempered.softmax(-1), 1, generator=gen).squeeze(-1)
+    return token, selected_logprobs(tempered, token)
+
+
 @dataclass
 class BatchProfile:
     """Where the last ``generate_requests`` spent its time: decode steps, wall and CPU seconds of the calling
@@ -170,14 +182,7 @@ class HFRolloutEngine:
                 self.profile.hold_s += time.perf_counter() - t_hold
                 res = self.model(**inputs(), use_cache=True)
                 state["cache"] = res.past_key_values
-                logits = res.logits[:, -1, :].float()
-                if params.temperature <= 0:
-                    token = logits.argmax(-1)
-                    logp = selected_logprobs(logits, token)
-                else:
-                    tempered = _nucleus_mask(logits / params.temperature, params.top_p)
-                    token = torch.multinomial(tempered.softmax(-1), 1, generator=gen).squeeze(-1)
-                    logp = selected_logprobs(tempered, token)
+                token, logp = sample_tokens(res.logits[:, -1, :], params, gen)
                 t_sync = time.perf_counter()
                 step_tokens, step_logps = token.tolist(), logp.tolist()  # one device sync per step
                 self.profile.sync_s += time.perf_counter() - t_sync
@@ -211,7 +216,7 @@ class HFRolloutEngine:
                 t = step_tokens[j]
                 outputs[i].append(t)
                 logps[i].append(step_logps[j])
-                if t in self.eos_ids or self._hit_stop(outputs[i], params.stop):
+                if t in self.eos_ids or self.hit_stop(outputs[i], params.stop):
                     reasons[i] = "stop"
                 elif len(outputs[i]) < limits[i]:
                     keep.append(j)
@@ -222,7 +227,8 @@ class HFRolloutEngine:
             step_tokens, step_logps = step(lambda: decode_inputs(keep, shrink))  # noqa: B023 - called at once
         return [Generation(output_ids=o, logprobs=lp, finish_reason=r) for o, lp, r in zip(outputs, logps, reasons)]
 
-    def _hit_stop(self, output: list[int], stop: list[str]) -> bool:
+    def hit_stop(self, output: list[int], stop: list[str]) -> bool:
+        """Whether the tail of ``output`` holds one of the stop strings (needs the tokenizer)."""
         if not stop or self.tokenizer is None:
             return False
         tail = self.tokenizer.decode(output[-32:], skip_special_tokens=False)

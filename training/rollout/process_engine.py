@@ -43,9 +43,12 @@ class GenerationProcessError(RuntimeError):
     """The generation child failed: it did not start, it raised, or it died."""
 
 
-def _serve(conn: Any, model_dir: str, device: str, dtype: str, batch_size: int, hold_steps: bool = False) -> None:
+def _serve(conn: Any, model_dir: str, device: str, dtype: str, batch_size: int, hold_steps: bool = False,
+           continuous: bool = False) -> None:
     """The child: load the engine, then answer ``(op, payload)`` messages until ``close`` or a closed pipe.
-    ``hold_steps``: every decode step holds ``device``'s timing lock in the shared mode."""
+    ``hold_steps``: every decode step holds ``device``'s timing lock in the shared mode. ``continuous``: run the
+    continuous-batching loop instead (:func:`~cuda_agent.training.rollout.continuous.serve`, up to ``batch_size``
+    rows)."""
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -63,6 +66,9 @@ def _serve(conn: Any, model_dir: str, device: str, dtype: str, batch_size: int, 
         conn.send(("error", traceback.format_exc()))
         return
     conn.send(("ready", {"eos_ids": sorted(engine.eos_ids), "pad_id": engine.pad_id, "pid": os.getpid()}))
+    if continuous:
+        _serve_continuous(conn, engine, batch_size)
+        return
     while True:
         try:
             op, payload = conn.recv()
@@ -83,6 +89,34 @@ def _serve(conn: Any, model_dir: str, device: str, dtype: str, batch_size: int, 
                 conn.send(("error", f"unknown operation {op!r}; valid: generate, load, close"))
         except BaseException:  # noqa: BLE001 - one failed request must not end the server
             conn.send(("error", traceback.format_exc()))
+
+
+def _serve_continuous(conn: Any, engine: Any, max_rows: int) -> None:
+    """The child's continuous-batching loop: messages from the pipe, every answer (with the decoder's counters on
+    ``gen``/``fail``) back through it."""
+    from cuda_agent.training.rollout.continuous import ContinuousDecoder, serve
+
+    decoder = ContinuousDecoder(engine, max_rows)
+
+    def receive(block: bool) -> list[Any]:
+        out: list[Any] = []
+        try:
+            if block:
+                out.append(conn.recv())
+            while conn.poll(0):
+                out.append(conn.recv())
+        except (EOFError, OSError):  # the parent went away
+            return out if not block else []
+        return out
+
+    def send(msg: tuple[Any, ...]) -> None:
+        if msg[0] == "gen":
+            msg = ("gen", msg[1], msg[2].model_dump(), decoder.stats.as_dict())
+        elif msg[0] == "fail":
+            msg = (*msg, decoder.stats.as_dict())
+        conn.send(msg)
+
+    serve(decoder, receive, send, lambda payload: engine.update_weights(_load_source(payload, engine.device)))
 
 
 def _load_source(payload: dict[str, str], device: Any) -> Any:
@@ -106,6 +140,8 @@ class ProcessRolloutEngine:
         batch on that device waits for one step, and generation for the timed batch).
     """
 
+    continuous = False  # the child runs the batch loop (ContinuousProcessEngine: the continuous one)
+
     def __init__(self, model_dir: str | Path, *, device: str = "cpu", dtype: str = "float32", batch_size: int = 8,
                  start_timeout_s: float = START_TIMEOUT_S, hold_steps: bool = False) -> None:
         path = Path(model_dir)
@@ -113,7 +149,8 @@ class ProcessRolloutEngine:
             raise FileNotFoundError(f"model folder {path} has no config.json (expected a save_pretrained folder)")
         ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, str(path), device, str(dtype), batch_size, hold_steps),
+        self._proc = ctx.Process(target=_serve, args=(child, str(path), device, str(dtype), batch_size, hold_steps,
+                                       self.continuous),
                                  name="rollout-engine", daemon=True)
         self._lock = threading.Lock()
         self._tmp = tempfile.TemporaryDirectory(prefix="rollout-engine-")
@@ -203,3 +240,90 @@ class ProcessRolloutEngine:
         why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return GenerationProcessError(f"generation process (pid {self._proc.pid}) died before {what} ({why}); "
                                       "its model is gone, so this engine cannot generate any more")
+
+
+class ContinuousProcessEngine(ProcessRolloutEngine):
+    """The generation child runs continuous batching
+    (:mod:`~cuda_agent.training.rollout.continuous`): concurrent ``generate`` calls from episode threads send their
+    rows at once, rows join the child's live batch at its next step, and each caller returns when its own rows end.
+
+    :param batch_size: rows decoded together at most. Other parameters: :class:`ProcessRolloutEngine`.
+    """
+
+    continuous = True
+
+    def __init__(self, model_dir: str | Path, **kwargs: Any) -> None:
+        super().__init__(model_dir, **kwargs)
+        from cuda_agent.training.rollout.continuous import ContinuousFront, FrontStats
+
+        self._send_lock = threading.Lock()
+        self.front = ContinuousFront(self._post, alive=self._check_alive)
+        self.stats = FrontStats(self.front)
+        self._reader = threading.Thread(target=self._read, name="continuous-reader", daemon=True)
+        self._reader.start()
+
+    def _post(self, message: tuple[str, Any]) -> None:
+        if message[0] == "submit":
+            message = ("submit", [(rid, p, s.model_dump()) for rid, p, s in message[1]])
+        with self._send_lock:
+            self._send(message)
+
+    def _check_alive(self) -> None:
+        if not self._proc.is_alive() and not self._reader.is_alive():
+            raise self._dead("generate")
+
+    def _read(self) -> None:
+        while True:
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                self.front.fail_all(str(self._dead("the answer")))
+                return
+            self.front.deliver(msg)
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        """One continuation per prompt, each free to end at its own step (blocks until all have ended)."""
+        return self.front.generate(prompts, params)
+
+    def generate_requests(self, requests: Sequence[tuple[list[int], SamplingParams]]) -> list[Generation]:
+        """Each request as its own ``generate`` row set, all submitted before waiting."""
+        out: list[list[Generation]] = [[] for _ in requests]
+        threads = [threading.Thread(target=lambda i=i, r=r: out[i].extend(self.generate([r[0]], r[1])))
+                   for i, r in enumerate(requests)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if any(not o for o in out):
+            raise GenerationProcessError("continuous generation failed for some rows (see the log)")
+        return [o[0] for o in out]
+
+    def update_weights(self, source: str | Path | dict[str, Any]) -> None:
+        """New weights in the child, between collections (refused while rows generate)."""
+        if isinstance(source, dict):
+            import torch
+
+            state_file = Path(self._tmp.name) / "state.pt"
+            torch.save({k: v.detach().cpu() for k, v in source.items()}, state_file)
+            payload: dict[str, str] = {"state_file": str(state_file)}
+        else:
+            payload = {"folder": str(source)}
+        self.front.call(("load", payload), "update_weights")
+
+    def wake(self) -> None:
+        """Nothing to re-check: rows join at the child's next step."""
+
+    def close(self) -> None:
+        """Ask the child to stop, then join it (killed after 30 s)."""
+        if self._proc.is_alive():
+            try:
+                self.front.call(("close",), "close")
+            except (RuntimeError, GenerationProcessError):
+                pass
+        self._proc.join(timeout=30)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(timeout=10)
+        self._conn.close()
+        self._tmp.cleanup()
+

@@ -109,21 +109,28 @@ class ConcurrentKernelRollouts:
         from transformers import AutoTokenizer
 
         from cuda_agent.training.rollout.batching import BatchingEngine
+        from cuda_agent.training.rollout.continuous import ContinuousEngine
         from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
-        from cuda_agent.training.rollout.process_engine import ProcessRolloutEngine
+        from cuda_agent.training.rollout.process_engine import ContinuousProcessEngine, ProcessRolloutEngine
 
         if self._engine is None:
             self._tokenizer = AutoTokenizer.from_pretrained(model_dir)
             # Each decode step holds the device lock (shared), so a timed batch waits for one step, not a batch.
             hold = self.generation_hold()
+            continuous = self.settings.batching == "continuous"
             if self.settings.engine_process:
-                self._engine = ProcessRolloutEngine(model_dir, device=self.device, dtype=self.settings.dtype,
-                                                    batch_size=self.settings.max_batch, hold_steps=hold is not None)
+                kind = ContinuousProcessEngine if continuous else ProcessRolloutEngine
+                self._engine = kind(model_dir, device=self.device, dtype=self.settings.dtype,
+                                    batch_size=self.settings.max_batch, hold_steps=hold is not None)
             else:
                 self._engine = HFRolloutEngine(model_dir, self._tokenizer, device=self.device,
                                                dtype=self.settings.dtype, batch_size=self.settings.max_batch)
                 self._engine.step_hold = hold
-            self._batching = BatchingEngine(self._engine, gather_s=self.settings.gather_s, expected=lambda: self._live)
+                if continuous:
+                    self._engine = ContinuousEngine(self._engine, max_rows=self.settings.max_batch)
+            # A continuous engine serves concurrent callers itself; the batch engine needs the batching server.
+            self._batching = self._engine if continuous else BatchingEngine(
+                self._engine, gather_s=self.settings.gather_s, expected=lambda: self._live)
         elif refresh:
             self._engine.update_weights(model_dir)
         return self._batching
@@ -148,9 +155,9 @@ class ConcurrentKernelRollouts:
 
     def close(self) -> None:
         """Stop the generation server and close the backends."""
-        if self._batching is not None:
+        if self._batching is not None and self._batching is not self._engine:
             self._batching.close()
-            self._batching = None
+        self._batching = None
         if self._engine is not None:
             getattr(self._engine, "close", lambda: None)()  # the generation process, when there is one
             self._engine = None

@@ -1,0 +1,501 @@
+"""Continuous batching: rows join and leave the decode batch at every step, and each returns the moment it ends.
+
+The batched engine (:class:`~cuda_agent.training.rollout.batching.BatchingEngine` over
+:meth:`HFRolloutEngine.generate_requests`) serves whoever is waiting as one batch and answers them all when its
+longest row ends. In agent episodes the rows differ a lot: a ``verify`` or ``finish`` call is a few dozen tokens, a
+``write_file`` a thousand. Session 27's PPO rollouts on the H200 spent 34 s of policy time in a passing 4-turn
+episode whose own 831 tokens need about 8 s of decode steps: short turns waited for a batch already running, then
+for its longest row.
+
+Here one decode loop keeps a live batch. Between two steps it admits the requests that arrived (their prompts are
+prefilled together and their KV cache joins the batch's, left-padded to the same length) and, after each step,
+returns every row that hit EOS, a stop string or its token limit, and drops it from the batch. The left-padding
+columns no live row needs any more are trimmed. A row's tokens and log-probs are sampled by the same code as the
+batched engine's (:func:`~cuda_agent.training.rollout.hf_engine.sample_tokens`) over the same left-padded,
+attention-masked forward, so the trajectory contract is unchanged: every reported log-prob is that of the sampled
+token under the distribution it was sampled from. Rows of one live batch share temperature and top-p (stop strings
+and token limits are per row); a request with other settings waits until the batch drains.
+
+Pieces:
+
+- :class:`ContinuousDecoder`: the live batch over an :class:`HFRolloutEngine`'s model (admit, step).
+- :func:`serve`: the loop around it, fed by messages (``submit``, ``load``, ``close``) and answering ``gen`` (one
+  finished row), ``fail`` (a row lost to an error), ``ok`` / ``error``. It runs in the generation child process
+  (:class:`~cuda_agent.training.rollout.process_engine.ContinuousProcessEngine`) or in a thread
+  (:class:`ContinuousEngine`).
+- :class:`ContinuousFront`: what episode threads call (``generate`` blocks until the caller's rows end).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import queue
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+import torch
+
+from cuda_agent.protocols import Generation, SamplingParams
+from cuda_agent.training.attention import attention_backends
+from cuda_agent.training.rollout.hf_engine import HFRolloutEngine, sample_tokens
+
+log = structlog.get_logger("cuda_agent.rollout.continuous")
+
+Request = tuple[int, list[int], SamplingParams]  # (request id, prompt ids, sampling settings)
+
+
+def _key(params: SamplingParams) -> tuple[float, float]:
+    """What the rows of one live batch must share."""
+    return (params.temperature, params.top_p)
+
+
+@dataclass
+class _Row:
+    rid: int
+    limit: int
+    stop: list[str]
+    outputs: list[int] = field(default_factory=list)
+    logps: list[float] = field(default_factory=list)
+
+
+@dataclass
+class DecoderStats:
+    """What a decoder did: forwards (decode steps and prefills), row-steps (live rows summed over decode steps),
+    rows admitted and ended, and seconds spent in forwards and sampling."""
+
+    steps: int = 0
+    prefills: int = 0
+    row_steps: int = 0
+    admitted: int = 0
+    ended: int = 0
+    busy_s: float = 0.0
+    max_rows: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        """Counters with the mean live rows per decode step."""
+        return {"gen_steps": float(self.steps), "gen_prefills": float(self.prefills), "gen_rows": float(self.ended),
+                "gen_s": self.busy_s, "gen_rows_per_step": self.row_steps / self.steps if self.steps else 0.0,
+                "gen_max_rows": float(self.max_rows)}
+
+
+class ContinuousDecoder:
+    """A live decode batch over ``engine``'s model: :meth:`admit` adds rows, :meth:`step` decodes one token for
+    every live row; both return the rows that ended, as ``(request id, Generation)``.
+
+    :param engine: the loaded model, its EOS ids, pad id, tokenizer (stop strings), attention backends and
+        ``step_hold`` (held around each forward and the sync that ends it).
+    :param max_rows: rows in the batch at most.
+    :param seed: seed of the one sampling generator (None: random).
+    """
+
+    def __init__(self, engine: HFRolloutEngine, max_rows: int, seed: int | None = None) -> None:
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be at least 1, got {max_rows}")
+        self.engine = engine
+        self.max_rows = max_rows
+        self.gen = torch.Generator(device=engine.device)
+        if seed is None:
+            self.gen.seed()
+        else:
+            self.gen.manual_seed(seed)
+        self.rows: list[_Row] = []
+        self.params: SamplingParams | None = None
+        self.stats = DecoderStats()
+        self._cache: Any = None
+        self._mask: torch.Tensor | None = None  # [rows, columns] on the device, 1 where a row has a token
+        self._positions: torch.Tensor | None = None  # [rows, 1]: position of each row's pending token
+        self._token: torch.Tensor | None = None  # [rows]: sampled, not yet fed
+        self._keep: list[int] | None = None  # rows to keep, applied inside the next hold
+
+    @property
+    def live(self) -> int:
+        """Rows in the batch."""
+        return len(self.rows)
+
+    def room(self) -> int:
+        """Rows that can still join."""
+        return self.max_rows - len(self.rows)
+
+    def accepts(self, params: SamplingParams) -> bool:
+        """Whether a request with ``params`` can join now (the live rows share temperature and top-p)."""
+        return self.room() > 0 and (not self.rows or _key(params) == _key(self.params))
+
+    def abort(self) -> list[int]:
+        """Drop every live row (after an error); their request ids."""
+        rids = [r.rid for r in self.rows]
+        self.rows, self.params = [], None
+        self._cache = self._mask = self._positions = self._token = self._keep = None
+        return rids
+
+    # -- device work ------------------------------------------------------------------------------------
+    def _held(self) -> Any:
+        hold = self.engine.step_hold
+        return hold if hold is not None else contextlib.nullcontext()
+
+    def _forward(self, **inputs: Any) -> Any:
+        with attention_backends(self.engine.attention):
+            return self.engine.model(**inputs, use_cache=True)
+
+    def _sample(self, logits: torch.Tensor) -> tuple[list[int], list[float], torch.Tensor]:
+        token, logp = sample_tokens(logits, self.params, self.gen)
+        t_sync = time.perf_counter()
+        tokens, logps = token.tolist(), logp.tolist()  # the one device sync of a forward
+        self.engine.profile.sync_s += time.perf_counter() - t_sync
+        return tokens, logps, token
+
+    def _apply_keep(self) -> None:
+        """Drop ended rows from the device state (inside a hold), then the padding columns no row needs."""
+        if self._keep is None:
+            return
+        idx = torch.tensor(self._keep, device=self.engine.device)
+        self._cache.batch_select_indices(idx)
+        self._mask, self._positions, self._token = self._mask[idx], self._positions[idx], self._token[idx]
+        self._keep = None
+        first = int(self._mask.any(0).int().argmax())  # first column some row still attends to
+        if first > 0:
+            self._mask = self._mask[:, first:]
+            self._cache = type(self._cache)(ddp_cache_data=[(layer.keys[:, :, first:], layer.values[:, :, first:])
+                                                            for layer in self._cache.layers])
+
+    def _merge(self, cache: Any, mask: torch.Tensor, positions: torch.Tensor, token: torch.Tensor) -> None:
+        """Join new rows' state to the live batch's: both left-padded to the longer one's columns."""
+        if self._cache is None:
+            self._cache, self._mask, self._positions, self._token = cache, mask, positions, token
+            return
+        width = max(self._mask.shape[1], mask.shape[1])
+
+        def pad(t: torch.Tensor, dim: int) -> torch.Tensor:
+            missing = width - t.shape[dim]
+            if missing == 0:
+                return t
+            shape = list(t.shape)
+            shape[dim] = missing
+            return torch.cat([torch.zeros(shape, dtype=t.dtype, device=t.device), t], dim=dim)
+
+        layers = [(torch.cat([pad(a.keys, 2), pad(b.keys, 2)]), torch.cat([pad(a.values, 2), pad(b.values, 2)]))
+                  for a, b in zip(self._cache.layers, cache.layers, strict=True)]
+        self._cache = type(self._cache)(ddp_cache_data=layers)
+        self._mask = torch.cat([pad(self._mask, 1), pad(mask, 1)])
+        self._positions = torch.cat([self._positions, positions])
+        self._token = torch.cat([self._token, token])
+
+    # -- rows -------------------------------------------------------------------------------------------
+    def _record(self, rows: list[_Row], tokens: list[int], logps: list[float]) -> tuple[list[int], list[tuple[int, Generation]]]:
+        """Append each row's token; the indices of rows that go on, and the rows that ended."""
+        keep: list[int] = []
+        ended: list[tuple[int, Generation]] = []
+        for j, (row, t, lp) in enumerate(zip(rows, tokens, logps, strict=True)):
+            row.outputs.append(t)
+            row.logps.append(lp)
+            if t in self.engine.eos_ids or self.engine.hit_stop(row.outputs, row.stop):
+                ended.append((row.rid, Generation(output_ids=row.outputs, logprobs=row.logps, finish_reason="stop")))
+            elif len(row.outputs) >= row.limit:
+                ended.append((row.rid, Generation(output_ids=row.outputs, logprobs=row.logps, finish_reason="length")))
+            else:
+                keep.append(j)
+        self.stats.ended += len(ended)
+        return keep, ended
+
+    def admit(self, requests: Sequence[Request]) -> list[tuple[int, Generation]]:
+        """Prefill ``requests`` together, sample their first tokens, and join those that go on to the batch."""
+        if not requests:
+            return []
+        if len(requests) > self.room():
+            raise ValueError(f"{len(requests)} requests do not fit: {self.room()} of {self.max_rows} rows free")
+        params = requests[0][2]
+        if any(_key(p) != _key(params) for _, _, p in requests) or (self.rows and _key(params) != _key(self.params)):
+            raise ValueError("rows of one batch share temperature and top-p; admit such requests after it drains")
+        if any(len(p) == 0 for _, p, _ in requests):
+            raise ValueError("every prompt needs at least one token")
+        self.params = params if not self.rows else self.params
+        b, width = len(requests), max(len(p) for _, p, _ in requests)
+        ids = torch.full((b, width), self.engine.pad_id, dtype=torch.long)
+        mask = torch.zeros((b, width), dtype=torch.long)
+        for i, (_, p, _) in enumerate(requests):  # left padding: every row's next token is at the end
+            ids[i, width - len(p):] = torch.tensor(p)
+            mask[i, width - len(p):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        new = [_Row(rid, max(1, p.max_new_tokens), list(p.stop)) for rid, _, p in requests]
+        t0 = time.perf_counter()
+        t_hold = time.perf_counter()
+        with self._held():
+            self.engine.profile.hold_s += time.perf_counter() - t_hold
+            self._apply_keep()
+            d_mask, d_pos = mask.to(self.engine.device), positions.to(self.engine.device)
+            res = self._forward(input_ids=ids.to(self.engine.device), attention_mask=d_mask, position_ids=d_pos)
+            tokens, logps, token = self._sample(res.logits[:, -1, :])
+            keep, ended = self._record(new, tokens, logps)
+            if keep:
+                idx = torch.tensor(keep, device=self.engine.device)
+                cache = res.past_key_values
+                if len(keep) < b:
+                    cache.batch_select_indices(idx)
+                self._merge(cache, d_mask[idx], d_pos[idx, -1:], token[idx])
+                self.rows.extend(new[j] for j in keep)
+        self.stats.prefills += 1
+        self.stats.admitted += b
+        self.stats.busy_s += time.perf_counter() - t0
+        self.stats.max_rows = max(self.stats.max_rows, len(self.rows))
+        if not self.rows:
+            self.params = None
+        return ended
+
+    def step(self) -> list[tuple[int, Generation]]:
+        """One decode step for every live row; the rows that ended."""
+        if not self.rows:
+            return []
+        t0 = time.perf_counter()
+        t_hold = time.perf_counter()
+        with self._held():
+            self.engine.profile.hold_s += time.perf_counter() - t_hold
+            self._apply_keep()
+            self._mask = torch.cat([self._mask, torch.ones((len(self.rows), 1), dtype=self._mask.dtype,
+                                                           device=self._mask.device)], dim=1)
+            self._positions = self._positions + 1
+            res = self._forward(input_ids=self._token[:, None], attention_mask=self._mask,
+                                position_ids=self._positions, past_key_values=self._cache)
+            self._cache = res.past_key_values
+            tokens, logps, self._token = self._sample(res.logits[:, -1, :])
+        self.stats.steps += 1
+        self.engine.profile.steps += 1
+        self.stats.row_steps += len(self.rows)
+        keep, ended = self._record(self.rows, tokens, logps)
+        if len(keep) < len(self.rows):
+            self.rows = [self.rows[j] for j in keep]
+            self._keep = keep if self.rows else None
+            if not self.rows:
+                self.abort()
+        self.stats.busy_s += time.perf_counter() - t0
+        return ended
+
+
+def serve(decoder: ContinuousDecoder, receive: Callable[[bool], list[tuple[Any, ...]]],
+          send: Callable[[tuple[Any, ...]], None], load: Callable[[Any], None]) -> None:
+    """Run ``decoder`` until a ``close`` message.
+
+    ``receive(block)`` returns the messages that arrived (waiting for one when ``block``; an empty list when the
+    other side went away ends the loop):
+
+    - ``("submit", [(request id, prompt ids, params), ...])``: rows to generate (params: SamplingParams or its dict);
+    - ``("load", source)``: new weights, refused (``error``) while rows are live or queued;
+    - ``("close",)``: answered ``ok``, then the loop returns.
+
+    ``send`` gets ``("gen", request id, Generation)`` for each row that ends, ``("fail", request id, traceback)``
+    for each row an exception ended, and ``("ok", None, None)`` / ``("error", None, message)`` for ``load`` and
+    ``close``.
+    """
+    waiting: deque[Request] = deque()
+    while True:
+        block = not decoder.live and not waiting
+        messages = receive(block)
+        if block and not messages:
+            return
+        for msg in messages:
+            if msg[0] == "submit":
+                waiting.extend((rid, list(p), SamplingParams.model_validate(s) if isinstance(s, dict) else s)
+                               for rid, p, s in msg[1])
+            elif msg[0] == "load":
+                if decoder.live or waiting:
+                    send(("error", None, f"update_weights while {decoder.live} rows are generating and "
+                                         f"{len(waiting)} wait: load weights between collections"))
+                    continue
+                try:
+                    load(msg[1])
+                    send(("ok", None, None))
+                except BaseException:  # noqa: BLE001 - reported to the caller
+                    send(("error", None, traceback.format_exc()))
+            elif msg[0] == "close":
+                for rid in decoder.abort() + [r[0] for r in waiting]:
+                    send(("fail", rid, "the generation engine closed"))
+                send(("ok", None, None))
+                return
+            else:
+                send(("error", None, f"unknown operation {msg[0]!r}; valid: submit, load, close"))
+        batch: list[Request] = []
+        while waiting and len(batch) < decoder.room() and decoder.accepts(waiting[0][2]) and (
+                not batch or _key(waiting[0][2]) == _key(batch[0][2])):
+            batch.append(waiting.popleft())
+        try:
+            for rid, g in decoder.admit(batch):
+                send(("gen", rid, g))
+            batch = []
+            for rid, g in decoder.step():
+                send(("gen", rid, g))
+        except BaseException:  # noqa: BLE001 - the rows in flight fail, the server goes on
+            tb = traceback.format_exc()
+            log.error("continuous decoding failed", error=tb.splitlines()[-1])
+            for rid in decoder.abort() + [r[0] for r in batch]:
+                send(("fail", rid, tb))
+
+
+@dataclass
+class _Pending:
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: str | None = None
+
+
+class ContinuousFront:
+    """The engine episode threads call: ``generate`` sends its rows to a :func:`serve` loop through ``send`` and
+    waits until each has ended; the loop's answers come back through :meth:`deliver`.
+
+    :param send: hands one message to the serving loop (thread-safe).
+    :param alive: None, or a callable that raises when the serving side is gone (checked while waiting).
+    """
+
+    def __init__(self, send: Callable[[tuple[Any, ...]], None], alive: Callable[[], None] | None = None) -> None:
+        self._send = send
+        self._alive = alive
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._rows: dict[int, _Pending] = {}
+        self._sync: _Pending | None = None
+        self._sync_lock = threading.Lock()
+        self.decoder_stats: dict[str, float] = {}
+        self.latency_s = 0.0
+        self.requests = 0
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        """One continuation per prompt; returns when all have ended (each was free to end at its own step)."""
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        t0 = time.monotonic()
+        with self._lock:
+            ids = [next(self._ids) for _ in prompts]
+            waits = [self._rows.setdefault(i, _Pending()) for i in ids]
+        self._send(("submit", [(i, list(p), params) for i, p in zip(ids, prompts, strict=True)]))
+        try:
+            for w in waits:
+                self._wait(w, "generate")
+        finally:
+            with self._lock:
+                for i in ids:
+                    self._rows.pop(i, None)
+        errors = [w.error for w in waits if w.error is not None]
+        if errors:
+            raise RuntimeError(f"continuous generation failed: {errors[0]}")
+        with self._lock:
+            self.latency_s += time.monotonic() - t0
+            self.requests += len(prompts)
+        return [w.result if isinstance(w.result, Generation) else Generation.model_validate(w.result) for w in waits]
+
+    def call(self, message: tuple[Any, ...], what: str) -> None:
+        """Send a ``load`` or ``close`` message and wait for its ``ok`` (raises on ``error``)."""
+        with self._sync_lock:
+            self._sync = _Pending()
+            self._send(message)
+            self._wait(self._sync, what)
+            if self._sync.error is not None:
+                raise RuntimeError(f"{what} failed in the generation loop: {self._sync.error}")
+
+    def deliver(self, msg: tuple[Any, ...]) -> None:
+        """An answer of the serving loop (see :func:`serve`)."""
+        kind, rid, payload = msg[0], msg[1], msg[2]
+        if len(msg) > 3:
+            self.decoder_stats = msg[3]
+        if kind in ("gen", "fail"):
+            with self._lock:
+                pending = self._rows.get(rid)
+            if pending is not None:
+                if kind == "gen":
+                    pending.result = payload
+                else:
+                    pending.error = str(payload).strip().splitlines()[-1] if payload else "failed"
+                pending.done.set()
+        elif self._sync is not None:
+            self._sync.error = None if kind == "ok" else str(payload)
+            self._sync.done.set()
+
+    def fail_all(self, why: str) -> None:
+        """The serving side is gone: every waiting caller gets ``why``."""
+        with self._lock:
+            pending = list(self._rows.values())
+        for p in pending + ([self._sync] if self._sync is not None else []):
+            if not p.done.is_set():
+                p.error = why
+                p.done.set()
+
+    def _wait(self, pending: _Pending, what: str) -> None:
+        while not pending.done.wait(1.0):
+            if self._alive is not None:
+                self._alive()
+
+    def stats_dict(self) -> dict[str, float]:
+        """The decoder's counters and the callers' mean wait per request."""
+        return {**self.decoder_stats, "gen_requests": float(self.requests),
+                "gen_latency_s_mean": self.latency_s / self.requests if self.requests else 0.0}
+
+
+class FrontStats:
+    """``stats.as_dict()`` of a continuous engine (as ``BatchingEngine.stats``): the decoder's counters and the
+    callers' mean wait per request."""
+
+    def __init__(self, front: ContinuousFront) -> None:
+        self.front = front
+
+    def as_dict(self) -> dict[str, float]:
+        """See :meth:`ContinuousFront.stats_dict`."""
+        return self.front.stats_dict()
+
+
+class ContinuousEngine:
+    """Continuous batching in this process: a thread runs :func:`serve` over ``engine``'s model.
+
+    :param engine: a loaded :class:`HFRolloutEngine` (its ``step_hold`` is held around every forward).
+    :param max_rows: rows decoded together at most.
+    :param seed: seed of the sampling generator (None: random).
+    """
+
+    def __init__(self, engine: HFRolloutEngine, *, max_rows: int = 64, seed: int | None = None) -> None:
+        self.engine = engine
+        self.decoder = ContinuousDecoder(engine, max_rows, seed)
+        self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self.front = ContinuousFront(self._inbox.put)
+        self.stats = FrontStats(self.front)
+        self._thread = threading.Thread(target=self._run, name="continuous-generate", daemon=True)
+        self._thread.start()
+
+    def _receive(self, block: bool) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        if block:
+            out.append(self._inbox.get())
+        while True:
+            try:
+                out.append(self._inbox.get_nowait())
+            except queue.Empty:
+                return out
+
+    def _deliver(self, msg: tuple[Any, ...]) -> None:
+        self.front.deliver((*msg, self.decoder.stats.as_dict()) if msg[0] in ("gen", "fail") else msg)
+
+    def _run(self) -> None:
+        try:
+            serve(self.decoder, self._receive, self._deliver, self.engine.update_weights)
+        finally:
+            self.front.fail_all("the continuous generation thread ended")
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        """One continuation per prompt (blocks until they end)."""
+        if not self._thread.is_alive():
+            raise RuntimeError("the continuous generation thread has ended; this engine cannot generate any more")
+        return self.front.generate(prompts, params)
+
+    def update_weights(self, source: Any) -> None:
+        """Load new weights (between collections: refused while rows are generating)."""
+        self.front.call(("load", source), "update_weights")
+
+    def wake(self) -> None:
+        """Nothing to re-check: rows join at the next step."""
+
+    def close(self) -> None:
+        """Stop the serving thread (rows still generating fail)."""
+        if self._thread.is_alive():
+            self.front.call(("close",), "close")
+        self._thread.join(timeout=30)
