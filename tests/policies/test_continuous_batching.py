@@ -59,6 +59,22 @@ def test_rows_admitted_at_different_steps_decode_as_they_would_alone(hf_engine) 
     assert dec.stats.ended == 4 and dec.stats.admitted == 4 and dec.stats.max_rows == 4  # row 1 still decoding at row 3's admission
 
 
+def test_the_live_batch_keeps_no_autograd_history(hf_engine) -> None:
+    """Session 27 on the H200: the first continuous decoder ran its forwards with autograd on, every step's KV
+    cache held the graph of all earlier steps, and the generation child reached 126 GiB within a minute."""
+    from cuda_agent.training.rollout.continuous import ContinuousDecoder
+
+    assert any(p.requires_grad for p in hf_engine.model.parameters())  # a trainer's model: gradients on
+    dec = ContinuousDecoder(hf_engine, max_rows=4, seed=2)
+    dec.admit([(0, PROMPTS[0], SamplingParams(max_new_tokens=50, temperature=0))])
+    dec.step()
+    dec.admit([(1, PROMPTS[1], SamplingParams(max_new_tokens=50, temperature=0))])
+    dec.step()
+    layer = dec._cache.layers[0]
+    assert not layer.keys.requires_grad and layer.keys.grad_fn is None
+    assert not dec._token.requires_grad
+
+
 def test_a_short_row_returns_while_a_long_one_goes_on_and_the_padding_is_trimmed(hf_engine) -> None:
     from cuda_agent.training.rollout.continuous import ContinuousDecoder
 

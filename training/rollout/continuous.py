@@ -203,6 +203,7 @@ class ContinuousDecoder:
         self.stats.ended += len(ended)
         return keep, ended
 
+    @torch.no_grad()
     def admit(self, requests: Sequence[Request]) -> list[tuple[int, Generation]]:
         """Prefill ``requests`` together, sample their first tokens, and join those that go on to the batch."""
         if not requests:
@@ -247,6 +248,7 @@ class ContinuousDecoder:
             self.params = None
         return ended
 
+    @torch.no_grad()
     def step(self) -> list[tuple[int, Generation]]:
         """One decode step for every live row; the rows that ended."""
         if not self.rows:
