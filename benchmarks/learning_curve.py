@@ -196,12 +196,14 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
           "lr": p["critic_lr"], "ev_gate": 0.5, "eval_every": 5, "max_new_tokens": p["max_new_tokens"],
           "rollout": rollout_block(p), "checkpoint_every": 1000}
     ppo = {"env": "kernel", "tasks": [train], "steps": steps or p["rl_steps"], "episodes_per_step": p["episodes_per_step"],
+           "samples_per_task": p.get("samples_per_task", 1),
            "actor_lr": p["actor_lr"], "critic_lr": p["critic_lr"], "max_new_tokens": p["max_new_tokens"],
            "rollout": {**rollout_block(p, admit_until), "save_episodes": True}, "eval_tasks": [held], "eval_at_start": False,
            "checkpoint_every": 1000,
            "eval_temperature": p["eval_temperature"],
            "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": 4, "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
-                   "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl")}}
+                   "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl"),
+                   "baseline": p.get("baseline", "critic")}}
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
 
 

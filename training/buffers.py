@@ -60,6 +60,7 @@ class RolloutBatch:
     success: Tensor  # [B] bool
     turns: Tensor  # [B] turns per episode
     turn_rewards: list[list[float]] | None = None
+    groups: Tensor | None = None  # [B] group of each episode (same task, same step: meta['group']), or None
 
     @property
     def size(self) -> int:
@@ -77,6 +78,7 @@ class RolloutBatch:
             self.success.to(device),
             self.turns.to(device),
             self.turn_rewards,
+            self.groups.to(device) if self.groups is not None else None,
         )
 
     def select(self, idx: list[int]) -> RolloutBatch:
@@ -92,6 +94,7 @@ class RolloutBatch:
             self.success[i],
             self.turns[i],
             [self.turn_rewards[j] for j in idx] if self.turn_rewards is not None else None,
+            self.groups[i.to(self.groups.device)] if self.groups is not None else None,
         )
 
 
@@ -121,6 +124,8 @@ def collate(episodes: list[Episode], pad_id: int = 0) -> RolloutBatch:
         success=torch.tensor([e.success for e in episodes], dtype=torch.bool),
         turns=torch.tensor([e.turns for e in episodes], dtype=torch.float32),
         turn_rewards=[list(e.turn_rewards or []) for e in episodes] if has_turn_rewards else None,
+        groups=(torch.tensor([int(e.meta["group"]) for e in episodes], dtype=torch.long)
+                if all("group" in e.meta for e in episodes) else None),
     )
 
 

@@ -21,6 +21,7 @@ from cuda_agent.training.algorithms import (
     compute_gae,
     discounted_returns,
     explained_variance,
+    group_baseline_advantages,
     kl_estimate,
     kl_penalized_rewards,
     logprobs_and_entropy,
@@ -121,6 +122,12 @@ class Learner:
         else:
             ret = discounted_returns(rewards, mask, s.gamma)
             adv = ret.clone()
+        if s.baseline == "group":  # the critic (if any) still learns from ret; the advantages use the group
+            if batch.groups is None:
+                raise ValueError("ppo.baseline 'group' needs episodes with meta['group'] (samples_per_task > 1 in "
+                                 "the stage); this batch has none")
+            adv = group_baseline_advantages(discounted_returns(rewards, mask, s.gamma), mask, batch.groups)
+            metrics["groups"] = float(batch.groups.unique().numel())
         if s.whiten_advantages:
             adv = masked_whiten(adv, mask)
         return adv, ret, metrics

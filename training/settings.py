@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cuda_agent.config import StrictModel
 
@@ -102,6 +102,14 @@ class PPOSettings(BaseModel):
     )
     is_cap: float | None = Field(2.0, description="Cap of the rollout-vs-training importance weight; None = no correction.")
     use_critic: bool = Field(True, description="GAE with a learned critic; False = advantages are the returns (REINFORCE-style).")
+    baseline: Literal["critic", "group"] = Field(
+        "critic",
+        description="What advantages are measured against. 'critic': GAE over the critic's values (use_critic; the "
+                    "paper's PPO). 'group': the mean return of the other episodes of the same task in the step "
+                    "(leave-one-out; needs samples_per_task > 1 in the stage, kernel env), so a task's difficulty no "
+                    "longer counts as the policy's merit. The critic, when there is one, is still trained and "
+                    "reported (explained variance), but its values do not enter the advantages.",
+    )
     target_kl: float | None = Field(
         None, gt=0,
         description="End the step's update at the first minibatch whose approximate KL to the rollout policy (k3, "
@@ -214,6 +222,12 @@ class PPOStageConfig(StrictModel):
     tasks: list[str] = Field(default_factory=list, description="Kernel env: task files (.py KernelBench format or .json manifests).")
     steps: int = Field(10, ge=1, description="PPO iterations (rollout + update).")
     episodes_per_step: int = Field(16, ge=1, description="Episodes collected per iteration.")
+    samples_per_task: int = Field(
+        1, ge=1,
+        description="Kernel env: a step's episodes come in groups of this many on one task (each its own sampling "
+                    "seed), episodes_per_step / samples_per_task tasks per step; episodes carry meta['group']. "
+                    "Needed by ppo.baseline 'group'; episodes_per_step must be a multiple of it.",
+    )
     actor_lr: float = Field(1e-6, gt=0, description="Actor learning rate.")
     actor_warmup_steps: int = Field(
         0, ge=0,
@@ -246,6 +260,19 @@ class PPOStageConfig(StrictModel):
         None, ge=0, le=1, description="Stop early once a step's rollout pass rate reaches this (None = run all steps)."
     )
 
+
+    @model_validator(mode="after")
+    def _groups_fit(self) -> PPOStageConfig:
+        if self.samples_per_task > 1 and self.env != "kernel":
+            raise ValueError(f"samples_per_task {self.samples_per_task} needs env 'kernel' (got {self.env!r}); "
+                             "the toy environments sample tasks themselves")
+        if self.episodes_per_step % self.samples_per_task:
+            raise ValueError(f"episodes_per_step {self.episodes_per_step} is not a multiple of samples_per_task "
+                             f"{self.samples_per_task}; valid: e.g. {self.samples_per_task * max(1, self.episodes_per_step // self.samples_per_task)}")
+        if self.ppo.baseline == "group" and self.samples_per_task < 2:
+            raise ValueError("ppo.baseline 'group' compares episodes of the same task: set samples_per_task >= 2 "
+                             f"(got {self.samples_per_task})")
+        return self
 
 class RFTStageConfig(StrictModel):
     """Config block of ``rft``."""

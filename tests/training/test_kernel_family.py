@@ -231,6 +231,7 @@ def test_from_scratch_policy_sft_then_ppo_step_compiles_and_verifies_on_cpu(tmp_
     trajs = sorted((tmp_path / "run" / "1_ppo_agentic" / "episodes").glob("step_*/*/trajectory.jsonl"))
     assert len(trajs) == 2
     reached = []
+    assert len({load_trajectory(p).header.task_id for p in trajs}) == 1  # samples_per_task 2: one task, twice
     for path in trajs:
         traj = load_trajectory(path)
         phases = {r.phase for turn in traj.turns for r in turn.results}

@@ -21,6 +21,7 @@ Modules: :mod:`.masked` (statistics and loss aggregation), :mod:`.gae`
 from cuda_agent.training.algorithms.gae import (
     compute_gae,
     discounted_returns,
+    group_baseline_advantages,
     place_rewards,
 )
 from cuda_agent.training.algorithms.kl import kl_estimate, kl_penalized_rewards
@@ -43,6 +44,7 @@ __all__ = [
     "aggregate",
     "compute_gae",
     "discounted_returns",
+    "group_baseline_advantages",
     "explained_variance",
     "kl_estimate",
     "kl_penalized_rewards",

@@ -133,3 +133,24 @@ def discounted_returns(rewards: Tensor, mask: Tensor, gamma: float = 1.0) -> Ten
     """Monte-Carlo returns over policy tokens (GAE with lam=1 and V=0): the critic's pretraining target."""
     _, ret = compute_gae(rewards, torch.zeros_like(rewards, dtype=torch.float32), mask, gamma=gamma, lam=1.0)
     return ret
+
+
+def group_baseline_advantages(returns: Tensor, mask: Tensor, groups: Tensor) -> Tensor:
+    """Advantages against the other samples of the same task: per episode, its return at each policy token minus
+    the mean episode return (the return at its first policy token) of the other episodes of its group
+    (leave-one-out, as RLOO). An episode alone in its group gets its return minus the batch's mean episode return
+    (the other episodes', when there are any). ``groups``: ``[B]`` ids; zero where ``mask`` is 0."""
+    B = returns.shape[0]
+    has = mask.bool().any(-1)
+    first = torch.where(has, mask.float().argmax(-1), torch.zeros_like(groups))
+    episode = returns.gather(1, first[:, None])[:, 0] * has.float()  # [B]
+    same = (groups[:, None] == groups[None, :]) & has[None, :] & has[:, None]
+    same.fill_diagonal_(False)
+    n_same = same.sum(-1)
+    others = has[None, :].expand(B, B).clone()
+    others.fill_diagonal_(False)
+    n_others = others.sum(-1)
+    mean_same = (same.float() @ episode) / n_same.clamp(min=1)
+    mean_others = (others.float() @ episode) / n_others.clamp(min=1)
+    baseline = torch.where(n_same > 0, mean_same, torch.where(n_others > 0, mean_others, torch.zeros_like(episode)))
+    return (returns - baseline[:, None]) * mask

@@ -50,8 +50,10 @@ class ToyEpisodeSource:
         self.temperature = temperature
         self.vllm = vllm
 
-    def collect(self, actor: Any, n: int, step: int, gen: torch.Generator) -> list[Episode]:
-        """``n`` episodes from the current actor."""
+    def collect(self, actor: Any, n: int, step: int, gen: torch.Generator, group_size: int = 1) -> list[Episode]:
+        """``n`` episodes from the current actor (``group_size`` must be 1: the toy envs draw their own tasks)."""
+        if group_size != 1:
+            raise ConfigError(f"toy environment {self.env.name!r} cannot sample tasks in groups (group_size {group_size})")
         device = next(actor.module.parameters()).device
         if self.vllm is None:
             episodes = self.env.rollout(actor.module, n, gen, temperature=self.temperature, device=device)
@@ -112,12 +114,15 @@ class KernelEpisodeSource:
         cfg.agent.mode = self.mode
         return cfg
 
-    def collect(self, actor: Any, n: int, step: int, gen: torch.Generator) -> list[Episode]:
-        """Export the actor, run ``n`` episodes (tasks drawn with ``gen``), read their trajectories."""
+    def collect(self, actor: Any, n: int, step: int, gen: torch.Generator, group_size: int = 1) -> list[Episode]:
+        """Export the actor, run ``n`` episodes (tasks drawn with ``gen``), read their trajectories.
+
+        ``group_size`` > 1: ``n / group_size`` tasks are drawn, each run ``group_size`` times (own sampling seeds);
+        every episode's ``meta['group']`` names its task's group."""
         from cuda_agent.loop import run_episode
 
         if self.vllm is None and self.rollout.concurrency > 1:
-            return self._collect_concurrent(actor, n, step, gen)
+            return self._collect_concurrent(actor, n, step, gen, group_size)
         if self.vllm is None:
             engine, version = "hf", actor_version(actor)
             model_dir = export_actor_hf(actor, self.rt.dir / "rollout_model", self.rt.tokenizer_dir)
@@ -129,14 +134,21 @@ class KernelEpisodeSource:
         cfg.policy = f"{engine}:{model_dir}"
         pm = self.rt.ctx.plugin_manager
         episodes = []
-        order = torch.randint(0, len(self.tasks), (n,), generator=gen).tolist()
+        order = self._draw(n, gen, group_size)
         for i, t in enumerate(order):
             seed = stable_seed(self.rt.config.seed, step, i, self.rt.rank) % (2**31)
             policy = self._vllm_policy(model_dir, seed) if self.vllm is not None else self._hf_policy(model_dir, seed, i == 0)
             out = self.rt.dir / "episodes" / f"step_{step:05d}" / (f"{i:03d}" if self.rt.rank == 0 else f"r{self.rt.rank}_{i:03d}")
             run_episode(self.tasks[t], config=cfg, plugin_manager=pm, out_dir=out, policy=policy)
-            episodes.append(episode_from_trajectory(out / "trajectory.jsonl"))
+            episodes.append(_grouped(episode_from_trajectory(out / "trajectory.jsonl"), i, group_size))
         return _stamp(episodes, engine, version)
+
+    def _draw(self, n: int, gen: torch.Generator, group_size: int) -> list[int]:
+        """Task indices of ``n`` episodes: ``n / group_size`` draws, each repeated ``group_size`` times."""
+        if group_size < 1 or n % group_size:
+            raise ConfigError(f"{n} episodes cannot be split in groups of {group_size}")
+        drawn = torch.randint(0, len(self.tasks), (n // group_size,), generator=gen).tolist()
+        return [t for t in drawn for _ in range(group_size)]
 
     def close(self) -> None:
         """Shut a vLLM engine down and the concurrent rollouts' engine and backends (the stage's close does it too)."""
@@ -163,18 +175,19 @@ class KernelEpisodeSource:
         t = self.temperature if temperature is None else temperature
         return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=t, seed=0)
 
-    def _collect_concurrent(self, actor: Any, n: int, step: int, gen: torch.Generator) -> list[Episode]:
+    def _collect_concurrent(self, actor: Any, n: int, step: int, gen: torch.Generator,
+                            group_size: int = 1) -> list[Episode]:
         from cuda_agent.training.stages.kernel_rollouts import EpisodeJob
 
         version = actor_version(actor)
         model_dir = export_actor_hf(actor, self.rt.dir / "rollout_model", self.rt.tokenizer_dir)
-        order = torch.randint(0, len(self.tasks), (n,), generator=gen).tolist()
+        order = self._draw(n, gen, group_size)
         folder = self.rt.dir / "episodes" / f"step_{step:05d}"
         jobs = [EpisodeJob(self.tasks[t], folder / (f"{i:03d}" if self.rt.rank == 0 else f"r{self.rt.rank}_{i:03d}"),
                            stable_seed(self.rt.config.seed, step, i, self.rt.rank) % (2**31)) for i, t in enumerate(order)]
         self.last_stats = self.concurrent().run(jobs, model_dir, self._params())
-        episodes = [episode_from_trajectory(j.out_dir / "trajectory.jsonl") for j in jobs
-                    if (j.out_dir / "trajectory.jsonl").exists()]
+        episodes = [_grouped(episode_from_trajectory(j.out_dir / "trajectory.jsonl"), i, group_size)
+                    for i, j in enumerate(jobs) if (j.out_dir / "trajectory.jsonl").exists()]
         return _stamp(episodes, "hf", version)
 
     def evaluate(self, model_dir: Path, tasks: list[TaskManifest], folder: Path, repeats: int = 1,
@@ -221,6 +234,13 @@ class KernelEpisodeSource:
         params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, seed=seed)
         return EngineTokenPolicy(self.vllm.engine, self._tokenizer, params,
                                  max_context_tokens=self.vllm.settings.max_model_len)
+
+
+def _grouped(episode: Episode, index: int, group_size: int) -> Episode:
+    """``meta['group']`` of the ``index``-th episode of a grouped draw (nothing when groups are of one)."""
+    if group_size > 1:
+        episode.meta["group"] = index // group_size
+    return episode
 
 
 def make_source(rt: StageRuntime, env: str, *, mode: Literal["agent", "single_turn"], tasks: list[str],

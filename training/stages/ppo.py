@@ -44,8 +44,9 @@ class PPOStage(StageDriver):
         source = make_source(rt, c.env, mode=self.mode, tasks=c.tasks, max_new_tokens=c.max_new_tokens,
                              temperature=c.temperature, rollout=c.rollout)
 
-        def collect(n: int, step: int, gen: torch.Generator, tag: str) -> list[Episode]:
-            episodes = source.collect(actor, n, step, gen)
+        def collect(n: int, step: int, gen: torch.Generator, tag: str, group_size: int = 1) -> list[Episode]:
+            episodes = source.collect(actor, n, step, gen, group_size) if group_size > 1 else source.collect(
+                actor, n, step, gen)
             if c.rollout.save_episodes:
                 save_rollouts(rt, tag, episodes)
             return episodes
@@ -70,7 +71,7 @@ class PPOStage(StageDriver):
 
         def step_fn(step: int) -> dict[str, float]:
             t0 = time.perf_counter()
-            episodes = collect(c.episodes_per_step, step, rt.generator(step), f"step_{step:05d}")
+            episodes = collect(c.episodes_per_step, step, rt.generator(step), f"step_{step:05d}", c.samples_per_task)
             t1 = time.perf_counter()
             trainable = [e for e in episodes if e.n_policy_tokens > 0]
             if not trainable:
