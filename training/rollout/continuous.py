@@ -141,7 +141,7 @@ class ContinuousDecoder:
 
     def _forward(self, **inputs: Any) -> Any:
         with attention_backends(self.engine.attention):
-            return self.engine.model(**inputs, use_cache=True)
+            return self.engine.model(**inputs, use_cache=True, **getattr(self.engine, "forward_kwargs", {}))
 
     def _sample(self, logits: torch.Tensor) -> tuple[list[int], list[float], torch.Tensor]:
         token, logp = sample_tokens(logits, self.params, self.gen)
