@@ -222,7 +222,10 @@ def _train_metrics(work: Path, seeds: list[int], folder: str = "rl_seed{s}") -> 
         rows = [r for r in _read_jsonl(path) if r.get("stage") in ("ppo_agentic", "value_pretrain")]
         keep = ("stage", "step", "reward_mean", "pass_rate", "explained_variance", "policy_loss", "value_loss",
                 "rollout_wall_s", "rollout_env_share", "rollout_device_busy_s", "step_s", "heldout_reward_mean",
-                "heldout_pass_rate", "gen_rows_per_batch")
+                "heldout_pass_rate", "gen_rows_per_batch", "gen_rows_per_step", "gen_latency_s_mean",
+                # the update's size and recipe: a step's trust region, and 'groups' when the group baseline ran
+                "approx_kl", "approx_kl_max", "collapsed_frac_max", "log_ratio_min", "update_minibatches", "kl_stopped",
+                "groups")
         out[str(s)] = [{k: r[k] for k in keep if k in r} for r in rows]
     return out
 

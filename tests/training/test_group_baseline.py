@@ -99,7 +99,7 @@ def test_grouped_draws_repeat_each_task_and_groups_of_one_draw_as_before() -> No
 
 
 def test_the_learning_curve_presets_rl_stages_validate_with_groups_and_continuous_batching(tmp_path) -> None:
-    """``--set samples_per_task=4 --set baseline='"group"' --set batching='"continuous"'`` reach valid stage
+    """``--set samples_per_task=4 --set baseline=group --set batching=continuous`` reach valid stage
     configs (the blocks the curve writes are validated by the real config models), and the defaults keep the
     paper's critic baseline and batch generation."""
     import sys
@@ -110,7 +110,7 @@ def test_the_learning_curve_presets_rl_stages_validate_with_groups_and_continuou
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import learning_curve as lc
 
-    p = {**lc.PRESETS["h200"], "samples_per_task": 4, "baseline": "group", "batching": "continuous"}
+    p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["samples_per_task=4", "baseline=group", "batching=continuous"])
     vp, ppo = lc.rl_stages(p, tmp_path)
     cfg = PPOStageConfig.model_validate(ppo["config"])
     assert cfg.samples_per_task == 4 and cfg.ppo.baseline == "group" and cfg.rollout.batching == "continuous"

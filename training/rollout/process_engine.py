@@ -181,14 +181,7 @@ class ProcessRolloutEngine:
 
     def update_weights(self, source: str | Path | dict[str, Any]) -> None:
         """Load new actor weights in the child: an HF folder, or a state dict (handed over as a file)."""
-        if isinstance(source, dict):
-            import torch
-
-            state_file = Path(self._tmp.name) / "state.pt"
-            torch.save({k: v.detach().cpu() for k, v in source.items()}, state_file)
-            payload = {"state_file": str(state_file)}
-        else:
-            payload = {"folder": str(source)}
+        payload = self._load_payload(source)
         with self._lock:
             self._send(("load", payload))
             self._answer("update_weights")
@@ -203,12 +196,26 @@ class ProcessRolloutEngine:
                         self._conn.recv()
                 except (OSError, EOFError):
                     pass
-            self._proc.join(timeout=30)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join(timeout=10)
-            self._conn.close()
-            self._tmp.cleanup()
+            self._reap()
+
+    def _load_payload(self, source: str | Path | dict[str, Any]) -> dict[str, str]:
+        """What a ``load`` message carries: the folder, or a state dict saved to the hand-over folder."""
+        if not isinstance(source, dict):
+            return {"folder": str(source)}
+        import torch
+
+        state_file = Path(self._tmp.name) / "state.pt"
+        torch.save({k: v.detach().cpu() for k, v in source.items()}, state_file)
+        return {"state_file": str(state_file)}
+
+    def _reap(self) -> None:
+        """Join the child (killed after 30 s), close the pipe, remove the hand-over folder."""
+        self._proc.join(timeout=30)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(timeout=10)
+        self._conn.close()
+        self._tmp.cleanup()
 
     # the pipe ----------------------------------------------------------------------------------
     def _send(self, message: tuple[str, Any]) -> None:
@@ -300,15 +307,7 @@ class ContinuousProcessEngine(ProcessRolloutEngine):
 
     def update_weights(self, source: str | Path | dict[str, Any]) -> None:
         """New weights in the child, between collections (refused while rows generate)."""
-        if isinstance(source, dict):
-            import torch
-
-            state_file = Path(self._tmp.name) / "state.pt"
-            torch.save({k: v.detach().cpu() for k, v in source.items()}, state_file)
-            payload: dict[str, str] = {"state_file": str(state_file)}
-        else:
-            payload = {"folder": str(source)}
-        self.front.call(("load", payload), "update_weights")
+        self.front.call(("load", self._load_payload(source)), "update_weights")
 
     def wake(self) -> None:
         """Nothing to re-check: rows join at the child's next step."""
@@ -320,10 +319,5 @@ class ContinuousProcessEngine(ProcessRolloutEngine):
                 self.front.call(("close",), "close")
             except (RuntimeError, GenerationProcessError):
                 pass
-        self._proc.join(timeout=30)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(timeout=10)
-        self._conn.close()
-        self._tmp.cleanup()
+        self._reap()
 
