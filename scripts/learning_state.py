@@ -18,6 +18,9 @@ into another folder: the tree that travels to the device is capped at 64 MiB, an
 hold every seed's entries (the call merges into the carried ones), so copy the returned files over the full folder.
 
     python scripts/learning_state.py subset .learning_state .learning_state_call --seeds 0
+    python scripts/learning_state.py subset .learning_state .learning_state_call --seeds 1 2 --without 'state_seed*'
+
+(past RL step 1 the SFT actors are not read, and two seeds' RL actors and critics then fit beside the wheels).
 
 ``take`` brings one call's returned files into the full folder for the seeds that call ran, and only those: their
 ``*_seed<k>`` files are copied, and in each returned ``records_*.json`` every per-seed entry of those seeds (steps
@@ -38,6 +41,7 @@ save of ``records_sft.json`` replaces the earlier one in the manifest, files it 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import re
@@ -139,10 +143,11 @@ def retire(names: list[str], reason: str) -> None:
     print(f"retired {len(names)} files: {', '.join(names)}")
 
 
-def subset(src: Path, dest: Path, seeds: list[int]) -> None:
+def subset(src: Path, dest: Path, seeds: list[int], without: list[str] | None = None) -> None:
     files = state_files(src)
     keep = [p for p in files if not re.search(r"_seed\d+\.", p.name) or any(p.name.endswith(f"_seed{k}.safetensors")
                                                                            for k in seeds)]
+    keep = [p for p in keep if not any(fnmatch.fnmatch(p.name, pattern) for pattern in without or [])]
     if dest.exists():
         for old in dest.iterdir():
             old.unlink()
@@ -220,6 +225,8 @@ def main() -> None:
     c.add_argument("src", type=Path)
     c.add_argument("dest", type=Path)
     c.add_argument("--seeds", type=int, nargs="+", required=True)
+    c.add_argument("--without", action="append", default=[], metavar="GLOB",
+                   help="leave out files matching GLOB (e.g. 'state_seed*': past RL step 1 no SFT actor is read)")
     k = sub.add_parser("take", help="bring a call's returned files in for the seeds it ran, keeping the others'")
     k.add_argument("dest", type=Path)
     k.add_argument("returned", type=Path)
@@ -233,7 +240,7 @@ def main() -> None:
     elif args.cmd == "restore":
         restore(args.dest)
     elif args.cmd == "subset":
-        subset(args.src, args.dest, args.seeds)
+        subset(args.src, args.dest, args.seeds, args.without)
     elif args.cmd == "take":
         take(args.dest, args.returned, args.seeds)
     elif args.cmd == "retire":

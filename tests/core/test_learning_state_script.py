@@ -168,3 +168,15 @@ def test_take_refuses_files_of_seeds_not_named(repo: Path, tmp_path: Path) -> No
     assert res.returncode != 0
     assert "rl_actor_seed1.safetensors" in res.stderr and "--seeds [0]" in res.stderr
     assert not (repo / ".learning_state" / "rl_actor_seed1.safetensors").exists()
+
+
+def test_subset_leaves_out_what_without_names(repo: Path) -> None:
+    state = repo / ".learning_state"
+    for name in ("state_seed2.safetensors", "rl_actor_seed1.safetensors", "rl_actor_seed2.safetensors",
+                 "rl_critic_seed1.safetensors", "rl_critic_seed2.safetensors"):
+        (state / name).write_bytes(os.urandom(100))
+    res = run(repo, "subset", ".learning_state", ".learning_state_call", "--seeds", "1", "2", "--without", "state_seed*")
+    assert res.returncode == 0, res.stderr
+    got = sorted(p.name for p in (repo / ".learning_state_call").iterdir())
+    assert got == ["data_core.tar.gz", "records_sft.json", "rl_actor_seed1.safetensors", "rl_actor_seed2.safetensors",
+                   "rl_critic_seed1.safetensors", "rl_critic_seed2.safetensors"]
