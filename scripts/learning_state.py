@@ -18,9 +18,10 @@ into another folder: the tree that travels to the device is capped at 64 MiB, an
 hold every seed's entries (the call merges into the carried ones), so copy the returned files over the full folder.
 
     python scripts/learning_state.py subset .learning_state .learning_state_call --seeds 0
-    python scripts/learning_state.py subset .learning_state .learning_state_call --seeds 1 2 --without 'state_seed*'
+    python scripts/learning_state.py subset .learning_state .learning_state_call --seeds 1 --without 'state_seed*'
 
-(past RL step 1 the SFT actors are not read, and two seeds' RL actors and critics then fit beside the wheels).
+(past RL step 1 the SFT actors are not read). Two seeds' RL actors and critics still do not fit one call: with the
+wheels (8 MiB) and the tracked tree (10 MiB in session 27) they come to about 64.4 MiB.
 
 ``take`` brings one call's returned files into the full folder for the seeds that call ran, and only those: their
 ``*_seed<k>`` files are copied, and in each returned ``records_*.json`` every per-seed entry of those seeds (steps
