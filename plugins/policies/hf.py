@@ -39,6 +39,12 @@ class HFPolicyConfig(BaseModel):
                     "thread serves every request pending when it is free as one left-padded, KV-cached batch.",
     )
     max_batch: int = Field(64, ge=1, description="With batch_across_episodes: rows of one batch at most.")
+    batching: Literal["batch", "continuous"] = Field(
+        "batch",
+        description="With batch_across_episodes: 'batch' serves the waiting requests as one batch answered when its "
+                    "longest row ends; 'continuous' lets rows join the live batch between decode steps and returns "
+                    "each the moment it ends (a short tool call never waits for another episode's long one).",
+    )
     exclusive_device: bool = Field(
         True,
         description="Generate while holding the lock of the policy's device (cuda:N, or the CPU) in its shared "
@@ -72,7 +78,8 @@ def build_hf_policy(config: HFPolicyConfig) -> Any:
 
     hold = generation_hold(config.device) if config.exclusive_device else None
     if config.batch_across_episodes:
-        engine, tokenizer = _shared_engine(str(path.resolve()), config.device, config.dtype, config.max_batch, hold)
+        engine, tokenizer = _shared_engine(str(path.resolve()), config.device, config.dtype, config.max_batch, hold,
+                                           config.batching)
     else:
         from cuda_agent.training.rollout.batching import HeldEngine
 
@@ -83,23 +90,30 @@ def build_hf_policy(config: HFPolicyConfig) -> Any:
     return EngineTokenPolicy(engine, tokenizer, params, max_context_tokens=config.max_context_tokens)
 
 
-_SHARED: dict[tuple[str, str, str, bool], tuple[Any, Any]] = {}
+_SHARED: dict[tuple[str, str, str, bool, str], tuple[Any, Any]] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def _shared_engine(model: str, device: str, dtype: str, max_batch: int, hold: Any = None) -> tuple[Any, Any]:
-    """The process's one batching engine (and tokenizer) for (model, device, dtype), built on first use."""
+def _shared_engine(model: str, device: str, dtype: str, max_batch: int, hold: Any = None,
+                   batching: str = "batch") -> tuple[Any, Any]:
+    """The process's one shared engine (and tokenizer) for (model, device, dtype, batching), built on first use:
+    a batching server holding ``hold`` per batch, or a continuous engine holding it per decode step."""
     from transformers import AutoTokenizer
 
     from cuda_agent.training.rollout.batching import BatchingEngine
+    from cuda_agent.training.rollout.continuous import ContinuousEngine
     from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
 
-    key = (model, device, dtype, hold is not None)
+    key = (model, device, dtype, hold is not None, batching)
     with _SHARED_LOCK:
         if key not in _SHARED:
             tokenizer = AutoTokenizer.from_pretrained(model)
             engine = HFRolloutEngine(model, tokenizer, device=device, dtype=dtype, batch_size=max_batch)
-            _SHARED[key] = (BatchingEngine(engine, hold=hold), tokenizer)
+            if batching == "continuous":
+                engine.step_hold = hold
+                _SHARED[key] = (ContinuousEngine(engine, max_rows=max_batch), tokenizer)
+            else:
+                _SHARED[key] = (BatchingEngine(engine, hold=hold), tokenizer)
         return _SHARED[key]
 
 
