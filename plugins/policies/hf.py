@@ -101,7 +101,7 @@ def _shared_engine(model: str, device: str, dtype: str, max_batch: int, hold: An
     from transformers import AutoTokenizer
 
     from cuda_agent.training.rollout.batching import BatchingEngine
-    from cuda_agent.training.rollout.continuous import ContinuousEngine
+    from cuda_agent.training.rollout.continuous_serving import ContinuousEngine
     from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
 
     key = (model, device, dtype, hold is not None, batching)

@@ -132,7 +132,7 @@ def test_rows_with_other_sampling_settings_wait_for_the_batch_to_drain(hf_engine
 
 def test_concurrent_callers_each_return_when_their_own_rows_end(hf_engine) -> None:
     """Through the serving thread: a caller asking for 2 tokens returns while a 200-token caller still runs."""
-    from cuda_agent.training.rollout.continuous import ContinuousEngine
+    from cuda_agent.training.rollout.continuous_serving import ContinuousEngine
 
     engine = ContinuousEngine(hf_engine, max_rows=8, seed=3)
     order: list[str] = []
@@ -270,7 +270,7 @@ def test_hf_policies_share_one_continuous_engine_across_episodes(tiny_lm_dir: Pa
     generate through one continuous engine; each keeps its own conversation."""
     from cuda_agent.plugins.policies.hf import HFPolicyConfig, build_hf_policy
     from cuda_agent.schemas.messages import Message
-    from cuda_agent.training.rollout.continuous import ContinuousEngine
+    from cuda_agent.training.rollout.continuous_serving import ContinuousEngine
 
     cfg = HFPolicyConfig(model=str(tiny_lm_dir), max_new_tokens=6, batch_across_episodes=True, batching="continuous")
     a, b = build_hf_policy(cfg), build_hf_policy(cfg.model_copy(update={"seed": 5}))

@@ -94,7 +94,8 @@ def _serve(conn: Any, model_dir: str, device: str, dtype: str, batch_size: int, 
 def _serve_continuous(conn: Any, engine: Any, max_rows: int) -> None:
     """The child's continuous-batching loop: messages from the pipe, every answer (with the decoder's counters on
     ``gen``/``fail``) back through it."""
-    from cuda_agent.training.rollout.continuous import ContinuousDecoder, serve
+    from cuda_agent.training.rollout.continuous import ContinuousDecoder
+    from cuda_agent.training.rollout.continuous_serving import serve
 
     decoder = ContinuousDecoder(engine, max_rows)
 
@@ -261,7 +262,7 @@ class ContinuousProcessEngine(ProcessRolloutEngine):
 
     def __init__(self, model_dir: str | Path, **kwargs: Any) -> None:
         super().__init__(model_dir, **kwargs)
-        from cuda_agent.training.rollout.continuous import ContinuousFront, FrontStats
+        from cuda_agent.training.rollout.continuous_serving import ContinuousFront, FrontStats
 
         self._send_lock = threading.Lock()
         self.front = ContinuousFront(self._post, alive=self._check_alive)

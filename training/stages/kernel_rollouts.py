@@ -109,7 +109,7 @@ class ConcurrentKernelRollouts:
         from transformers import AutoTokenizer
 
         from cuda_agent.training.rollout.batching import BatchingEngine
-        from cuda_agent.training.rollout.continuous import ContinuousEngine
+        from cuda_agent.training.rollout.continuous_serving import ContinuousEngine
         from cuda_agent.training.rollout.hf_engine import HFRolloutEngine
         from cuda_agent.training.rollout.process_engine import ContinuousProcessEngine, ProcessRolloutEngine
 
