@@ -264,29 +264,3 @@ def test_concurrent_kernel_rollouts_run_episodes_on_continuous_generation(tiny_l
     assert turns >= 3
     assert counters["gen_requests"] == counters["gen_rows"] >= turns
 
-
-def test_hf_policies_share_one_continuous_engine_across_episodes(tiny_lm_dir: Path) -> None:
-    """``--policy 'hf:MODEL?batch_across_episodes=true&batching=continuous'``: concurrent episodes' policies
-    generate through one continuous engine; each keeps its own conversation."""
-    from cuda_agent.plugins.policies.hf import HFPolicyConfig, build_hf_policy
-    from cuda_agent.schemas.messages import Message
-    from cuda_agent.training.rollout.continuous_serving import ContinuousEngine
-
-    cfg = HFPolicyConfig(model=str(tiny_lm_dir), max_new_tokens=6, batch_across_episodes=True, batching="continuous")
-    a, b = build_hf_policy(cfg), build_hf_policy(cfg.model_copy(update={"seed": 5}))
-    assert a.engine is b.engine and isinstance(a.engine, ContinuousEngine)
-    assert build_hf_policy(cfg.model_copy(update={"batching": "batch"})).engine is not a.engine
-    out: dict[str, object] = {}
-
-    def run(name: str, policy) -> None:
-        msgs = [Message(role="system", content="s"), Message(role="user", content=name)]
-        out[name] = policy.query(msgs, [])
-
-    threads = [threading.Thread(target=run, args=(n, p)) for n, p in (("left", a), ("right", b))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert a.context_ids != b.context_ids
-    assert all(out[n].output_ids == ctx[-len(out[n].output_ids):] for n, ctx in (("left", a.context_ids), ("right", b.context_ids)))
-    assert a.engine.stats.as_dict()["gen_requests"] >= 2

@@ -85,14 +85,21 @@ def test_a_failing_engine_reaches_every_waiting_caller() -> None:
         batching.generate([[1, 2]], SamplingParams(max_new_tokens=2))
 
 
-def test_hf_policies_batched_across_episodes_share_one_engine(tiny_lm_dir: Path) -> None:
-    """``batch_across_episodes``: concurrent episodes' policies generate through one engine; each keeps its context."""
+@pytest.mark.parametrize("batching", ["batch", "continuous"])
+def test_hf_policies_batched_across_episodes_share_one_engine(tiny_lm_dir: Path, batching: str) -> None:
+    """``batch_across_episodes``: concurrent episodes' policies generate through one engine; each keeps its context.
+    ``batching=continuous``: that engine is the continuous one, a separate engine from the batch one."""
     from cuda_agent.plugins.policies.hf import HFPolicyConfig, build_hf_policy
     from cuda_agent.schemas.messages import Message
+    from cuda_agent.training.rollout.batching import BatchingEngine
+    from cuda_agent.training.rollout.continuous_serving import ContinuousEngine
 
-    cfg = HFPolicyConfig(model=str(tiny_lm_dir), max_new_tokens=6, batch_across_episodes=True)
+    cfg = HFPolicyConfig(model=str(tiny_lm_dir), max_new_tokens=6, batch_across_episodes=True, batching=batching)
     a, b = build_hf_policy(cfg), build_hf_policy(cfg.model_copy(update={"seed": 5}))
     assert a.engine is b.engine
+    assert isinstance(a.engine, ContinuousEngine if batching == "continuous" else BatchingEngine)
+    other = "batch" if batching == "continuous" else "continuous"
+    assert build_hf_policy(cfg.model_copy(update={"batching": other})).engine is not a.engine
     out: dict[str, object] = {}
 
     def run(name: str, policy) -> None:
@@ -106,7 +113,7 @@ def test_hf_policies_batched_across_episodes_share_one_engine(tiny_lm_dir: Path)
         t.join()
     assert a.context_ids != b.context_ids  # each episode's own conversation
     assert all(out[n].output_ids == ctx[-len(out[n].output_ids):] for n, ctx in (("left", a.context_ids), ("right", b.context_ids)))
-    assert a.engine.stats.rows >= 2
+    assert a.engine.stats.as_dict()["gen_rows"] >= 2
 
 
 def test_a_batch_waits_for_the_device_timing_lock_another_process_holds(hf_engine, tmp_path) -> None:
