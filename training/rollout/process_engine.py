@@ -244,6 +244,11 @@ class ProcessRolloutEngine:
 
     def _dead(self, what: str) -> GenerationProcessError:
         self._proc.join(timeout=5)
+        # Two threads joining the dead child (a caller and the continuous engine's reader): the one whose waitpid
+        # finds the child already reaped returns before the other has stored the exit code. Give it a moment.
+        deadline = time.monotonic() + 2.0
+        while self._proc.exitcode is None and time.monotonic() < deadline:  # (is_alive() says True meanwhile)
+            time.sleep(0.01)
         code = self._proc.exitcode
         why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return GenerationProcessError(f"generation process (pid {self._proc.pid}) died before {what} ({why}); "
