@@ -36,7 +36,7 @@ import torch
 
 from cuda_agent.protocols import Generation, SamplingParams
 from cuda_agent.training.attention import attention_backends
-from cuda_agent.training.rollout.hf_engine import HFRolloutEngine, sample_tokens
+from cuda_agent.training.rollout.hf_engine import HFRolloutEngine, left_padded, sample_tokens
 
 Request = tuple[int, list[int], SamplingParams]  # (request id, prompt ids, sampling settings)
 
@@ -206,19 +206,14 @@ class ContinuousDecoder:
             raise ValueError("rows of one batch share temperature and top-p; admit such requests after it drains")
         if any(len(p) == 0 for _, p, _ in requests):
             raise ValueError("every prompt needs at least one token")
-        self.params = params if not self.rows else self.params
-        b, width = len(requests), max(len(p) for _, p, _ in requests)
-        ids = torch.full((b, width), self.engine.pad_id, dtype=torch.long)
-        mask = torch.zeros((b, width), dtype=torch.long)
-        for i, (_, p, _) in enumerate(requests):  # left padding: every row's next token is at the end
-            ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        if not self.rows:
+            self.params = params
+        b = len(requests)
+        ids, mask, positions = left_padded([p for _, p, _ in requests], self.engine.pad_id)
         new = [_Row(rid, max(1, p.max_new_tokens), list(p.stop)) for rid, _, p in requests]
         t0 = time.perf_counter()
-        t_hold = time.perf_counter()
         with self._held():
-            self.engine.profile.hold_s += time.perf_counter() - t_hold
+            self.engine.profile.hold_s += time.perf_counter() - t0
             self._apply_keep()
             d_mask, d_pos = mask.to(self.engine.device), positions.to(self.engine.device)
             res = self._forward(input_ids=ids.to(self.engine.device), attention_mask=d_mask, position_ids=d_pos)
@@ -245,9 +240,8 @@ class ContinuousDecoder:
         if not self.rows:
             return []
         t0 = time.perf_counter()
-        t_hold = time.perf_counter()
         with self._held():
-            self.engine.profile.hold_s += time.perf_counter() - t_hold
+            self.engine.profile.hold_s += time.perf_counter() - t0
             self._apply_keep()
             self._mask = torch.cat([self._mask, torch.ones((len(self.rows), 1), dtype=self._mask.dtype,
                                                            device=self._mask.device)], dim=1)
@@ -260,10 +254,10 @@ class ContinuousDecoder:
         self.engine.profile.steps += 1
         self.stats.row_steps += len(self.rows)
         keep, ended = self._record(self.rows, tokens, logps)
-        if len(keep) < len(self.rows):
+        if not keep:
+            self.abort()
+        elif len(keep) < len(self.rows):
             self.rows = [self.rows[j] for j in keep]
-            self._keep = keep if self.rows else None
-            if not self.rows:
-                self.abort()
+            self._keep = keep
         self.stats.busy_s += time.perf_counter() - t0
         return ended

@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,13 +117,17 @@ class ContinuousFront:
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
         """One continuation per prompt; returns when all have ended (each was free to end at its own step)."""
-        if any(len(p) == 0 for p in prompts):
+        return self.generate_requests([(p, params) for p in prompts])
+
+    def generate_requests(self, requests: Sequence[tuple[list[int], SamplingParams]]) -> list[Generation]:
+        """One continuation per ``(prompt, params)``, all submitted at once; returns when all have ended."""
+        if any(len(p) == 0 for p, _ in requests):
             raise ValueError("every prompt needs at least one token")
         t0 = time.monotonic()
         with self._lock:
-            ids = [next(self._ids) for _ in prompts]
+            ids = [next(self._ids) for _ in requests]
             waits = [self._rows.setdefault(i, _Pending()) for i in ids]
-        self._send(("submit", [(i, list(p), params) for i, p in zip(ids, prompts, strict=True)]))
+        self._send(("submit", [(i, list(p), s) for i, (p, s) in zip(ids, requests, strict=True)]))
         try:
             for w in waits:
                 self._wait(w, "generate")
@@ -136,7 +140,7 @@ class ContinuousFront:
             raise RuntimeError(f"continuous generation failed: {errors[0]}")
         with self._lock:
             self.latency_s += time.monotonic() - t0
-            self.requests += len(prompts)
+            self.requests += len(requests)
         return [w.result if isinstance(w.result, Generation) else Generation.model_validate(w.result) for w in waits]
 
     def call(self, message: tuple[Any, ...], what: str) -> None:

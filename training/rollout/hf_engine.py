@@ -63,6 +63,18 @@ def sample_tokens(logits: torch.Tensor, params: SamplingParams, gen: torch.Gener
     return token, selected_logprobs(tempered, token)
 
 
+def left_padded(prompts: Sequence[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Host tensors ``[rows, longest]`` of a left-padded batch: token ids, attention mask, position ids (every
+    row's next token is at the end)."""
+    b, width = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((b, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((b, width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p)
+        mask[i, width - len(p):] = 1
+    return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+
 @dataclass
 class BatchProfile:
     """Where the last ``generate_requests`` spent its time: decode steps, wall and CPU seconds of the calling
@@ -161,14 +173,9 @@ class HFRolloutEngine:
     @torch.no_grad()
     def _generate_batch(self, prompts: Sequence[list[int]], params: SamplingParams, seed: int | None,
                         max_new: Sequence[int] | None = None) -> list[Generation]:
-        b, width = len(prompts), max(len(p) for p in prompts)
+        b = len(prompts)
         limits = list(max_new) if max_new is not None else [params.max_new_tokens] * b
-        ids = torch.full((b, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((b, width), dtype=torch.long)
-        for i, p in enumerate(prompts):  # left padding: every row's next token is at the end
-            ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # on the host: the device is touched inside holds only
+        ids, mask, positions = left_padded(prompts, self.pad_id)  # on the host: the device is touched inside holds only
         gen = torch.Generator(device=self.device)
         if seed is not None:
             gen.manual_seed(seed)

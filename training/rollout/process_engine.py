@@ -299,17 +299,9 @@ class ContinuousProcessEngine(ProcessRolloutEngine):
         return self.front.generate(prompts, params)
 
     def generate_requests(self, requests: Sequence[tuple[list[int], SamplingParams]]) -> list[Generation]:
-        """Each request as its own ``generate`` row set, all submitted before waiting."""
-        out: list[list[Generation]] = [[] for _ in requests]
-        threads = [threading.Thread(target=lambda i=i, r=r: out[i].extend(self.generate([r[0]], r[1])))
-                   for i, r in enumerate(requests)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if any(not o for o in out):
-            raise GenerationProcessError("continuous generation failed for some rows (see the log)")
-        return [o[0] for o in out]
+        """Every request's row submitted at once, each with its own settings (rows with other temperature or top-p
+        than the live batch wait for it to drain)."""
+        return self.front.generate_requests(requests)
 
     def update_weights(self, source: str | Path | dict[str, Any]) -> None:
         """New weights in the child, between collections (refused while rows generate)."""

@@ -45,8 +45,7 @@ class PPOStage(StageDriver):
                              temperature=c.temperature, rollout=c.rollout)
 
         def collect(n: int, step: int, gen: torch.Generator, tag: str, group_size: int = 1) -> list[Episode]:
-            episodes = source.collect(actor, n, step, gen, group_size) if group_size > 1 else source.collect(
-                actor, n, step, gen)
+            episodes = source.collect(actor, n, step, gen, group_size)
             if c.rollout.save_episodes:
                 save_rollouts(rt, tag, episodes)
             return episodes
