@@ -95,13 +95,15 @@ def critic_pretrained(records_rl: dict[str, Any]) -> set[int]:
     return {int(s) for s, v in records_rl.get("critic_pretrained", {}).items() if v}
 
 
-def collect_rl_step(work: Path, steps: dict[int, int]) -> dict[str, Any]:
-    """Records of one ``rl_step`` run: per seed, the held-out evaluation after its one PPO step, as point
-    ``rl_<step>`` (``steps[seed]`` = that step's number over the whole run), and the run's training metrics."""
+def collect_rl_step(work: Path, steps: dict[int, int], run_steps: dict[int, int] | None = None) -> dict[str, Any]:
+    """Records of one ``rl_step`` run: per seed, the held-out evaluation after its last PPO step, as point
+    ``rl_<step>`` (``steps[seed]`` = that step's number over the whole run; the run took ``run_steps[seed]`` steps,
+    default 1, and evaluated after the last of them), and the run's training metrics."""
     points: dict[str, dict[str, list[dict[str, Any]]]] = {}
     extra: dict[str, Any] = {}
     for s, step in steps.items():
-        recs, partial = _heldout_records(work / f"rl_seed{s}" / rl_stage_folder(step) / "heldout", "step_00001")
+        tag = f"step_{(run_steps or {}).get(s, 1):05d}"
+        recs, partial = _heldout_records(work / f"rl_seed{s}" / rl_stage_folder(step) / "heldout", tag)
         if recs:
             points.setdefault(f"rl_{step}", {})[str(s)] = recs
         if partial:

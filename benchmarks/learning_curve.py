@@ -63,10 +63,10 @@ from _learning_curve_report import (  # noqa: E402
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
-                 rl_steps=2, episodes_per_step=32, vp_episodes=16, actor_lr=2e-5, critic_lr=2e-4, ppo_epochs=4,
-                 target_kl=0.02, samples_per_task=1, baseline="critic", batching="batch",
+                 rl_steps=16, episodes_per_step=32, vp_episodes=16, actor_lr=2e-5, critic_lr=2e-4, ppo_epochs=4,
+                 target_kl=0.02, samples_per_task=4, baseline="group", batching="continuous",
                  concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
-                 budget_s=560, drain_s=180, ppo_min_s=330,
+                 budget_s=560, drain_s=180, ppo_min_s=330, steps_per_run=1, ppo_step_s=160,
                  sft_reserve_s=240, device_gib=120, runners_ahead=15,
                  lengths=None, eval_temperature=1.0,
                  throughput_args=["--concurrency", "16", "--sequential", "4", "--concurrent", "32", "--build-workers", "8",
@@ -93,6 +93,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: 33720 policy tokens fell by more than 2 nats (p 0.999 to 7e-6); a warm-up of 8 steps left 38; at 2e-5, 1 token
 #: and a mean k1 of 0.001 per token; at 1e-5, none. The target stops an update at the first minibatch whose k3
 #: mean (tail-dominated: one collapsed token among 15k adds ~7) passes it, before that minibatch steps.
+#: Since session 28 (measured on the H200 then): ``batching`` continuous (a step's 32 rollouts spent 11-19 s of
+#: policy time per episode against 33-75 s batched, 92-115 s of wall time), ``samples_per_task`` 4 with the
+#: ``baseline`` group (8 tasks x 4 samples, each episode against the other samples of its task; step 1 of the
+#: curve used the critic). ``steps_per_run`` (default 1) lets one device run take several PPO steps per seed with one
+#: held-out evaluation after the last (the evaluation, 64 episodes, costs more than a step's rollouts); ``ppo_step_s``
+#: is what each further step needs (rollouts ~115 s, update and export ~30 s) beyond ``ppo_min_s``.
 #: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
                                                  "sft_eval_every", "sft_evaluate", "runners_ahead"})
@@ -206,6 +212,26 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
                    "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl"),
                    "baseline": p.get("baseline", "critic")}}
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
+
+
+def control_samples(p: dict[str, Any], state: Path | None) -> int:
+    """Expert episodes the control trains on: as many as the RL episodes, i.e. ``episodes_per_step`` times the PPO
+    steps the carried ``records_rl.json`` says the seeds took (their most), else times ``rl_steps``."""
+    f = state / "records_rl.json" if state else None
+    done = json.loads(f.read_text()).get("steps_done", {}) if f is not None and f.exists() else {}
+    steps = max((int(v) for v in done.values()), default=0) or p["rl_steps"]
+    return steps * p["episodes_per_step"]
+
+
+def run_step_count(p: dict[str, Any], done: int, seed_s: float) -> int:
+    """PPO steps one seed takes in an ``rl_step`` run, evaluated once after the last: ``steps_per_run``, at most the
+    steps left (``rl_steps - done``), and at most what ``seed_s`` seconds hold (``ppo_min_s`` for the first step and
+    its evaluation, ``ppo_step_s`` for each further step's rollouts and update). A run's steps are not resumable:
+    a deadline inside them loses them all, so the count is planned up front."""
+    n = min(int(p.get("steps_per_run", 1)), p["rl_steps"] - done)
+    if p.get("ppo_min_s") and p.get("ppo_step_s"):
+        n = min(n, 1 + int(max(0.0, seed_s - p["ppo_min_s"]) // p["ppo_step_s"]))
+    return max(1, n)
 
 
 def run_seeds(cmds: dict[int, list[str]], logs: Path, what: str, deadline: float) -> dict[int, int]:
@@ -518,7 +544,7 @@ def main() -> None:  # noqa: C901 - one linear script
         (out / "records_sft.json").write_text(json.dumps(merged, default=str))
 
     if "control" in phases:
-        n_control = p["rl_steps"] * p["episodes_per_step"]
+        n_control = control_samples(p, args.state)
         n_expert = summary["expert_train.pt"]["episodes"]
         t0 = time.time()
         cmds = {}
@@ -646,12 +672,13 @@ def main() -> None:  # noqa: C901 - one linear script
             pretrained = critic_pretrained(carried_rl)
             (out / "records_rl.json").write_text(json.dumps(carried_rl, default=str))
             timings["rl_vp_s"] = time.time() - t0
-        cmds, stepping = {}, {}
+        cmds, stepping, run_steps = {}, {}, {}
         # Seeds whose value pretraining did not end in this run wait for the next run; of the others, as many step
         # as the time left allows (seeds side by side share the machine's cores: ppo_min_s each).
         ready = [s for s in todo if done[s] > 0 or s in pretrained]
         left_s = deadline - time.time()
         fit = len(ready) if not p.get("ppo_min_s") else int(left_s // p["ppo_min_s"])
+        per_seed_s = left_s / max(1, min(fit, len(ready)))
         for s in ready[fit:]:
             print(f"rl_step: seed {s}'s PPO step {done[s] + 1} is left to the next run: {left_s:.0f} s are left, "
                   f"{len(ready)} seed(s) stepping side by side need ppo_min_s={p.get('ppo_min_s')} s each", flush=True)
@@ -672,11 +699,14 @@ def main() -> None:  # noqa: C901 - one linear script
             if actor is None:
                 continue
             critic = critics.get(s) or load_critic_state(critic_src, work / f"rl_carried_critic_seed{s}.pt", tok_hash)
-            ppo = rl_stages(p, data, steps=1, admit_until=admit)[1]
+            n = run_step_count(p, k, per_seed_s)
+            ppo = rl_stages(p, data, steps=n, admit_until=admit)[1]
             ppo["config"]["init_critic"] = str(critic)
+            ppo["config"]["heldout_every"] = n  # one held-out evaluation, after the run's last step
             cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_seed{s}", [ppo], seed=s + 1000 * k),
                                 work / f"rl_seed{s}.yaml")
-            stepping[s] = k + 1
+            stepping[s], run_steps[s] = k + n, n
+            print(f"rl_step: seed {s} takes PPO step(s) {k + 1}..{k + n} in this run", flush=True)
         codes = run_seeds(cmds, logs, "rl_step", deadline)
         timings["rl_step_s"] = time.time() - t0
         print(f"rl_step exit codes {codes} after {timings['rl_step_s']:.0f} s (steps {stepping})", flush=True)
@@ -690,10 +720,11 @@ def main() -> None:  # noqa: C901 - one linear script
                 finished[s] = step
             # the step's rollouts (tokens, mask, sampling log-probs, rewards; ~1-2 MB; gpu_session.sh returns them in
             # $OUT/rollouts/): what benchmarks/ppo_trust_region.py --keep-rewards replays on CPU to choose a rate
-            rollouts = work / f"rl_seed{s}" / rl_stage_folder(step) / "rollouts" / "step_00001.pt"
-            if rollouts.exists():
-                shutil.copy(rollouts, out / f"rollouts_seed{s}_step{step}.pt")
-        new = collect_rl_step(work, {s: st for s, st in stepping.items() if s in finished})
+            for j in range(1, run_steps[s] + 1):
+                rollouts = work / f"rl_seed{s}" / rl_stage_folder(step) / "rollouts" / f"step_{j:05d}.pt"
+                if rollouts.exists():
+                    shutil.copy(rollouts, out / f"rollouts_seed{s}_step{step - run_steps[s] + j}.pt")
+        new = collect_rl_step(work, {s: st for s, st in stepping.items() if s in finished}, run_steps)
         merged = merge_rl_step(carried_rl, new, {**done, **finished})
         (out / "records_rl.json").write_text(json.dumps(merged, default=str))
 

@@ -255,6 +255,11 @@ class PPOStageConfig(StrictModel):
     )
     eval_repeats: int = Field(1, ge=1, description="Kernel env: episodes per held-out task at each evaluation.")
     eval_at_start: bool = Field(True, description="Kernel env: evaluate the held-out tasks before step 1 too.")
+    heldout_every: int = Field(
+        1, ge=1, description="Kernel env: evaluate the held-out tasks after every this many steps, and after the "
+        "step that ends the stage (the last, or one that target_pass_rate stops at). A held-out evaluation costs "
+        "more device time than a step's rollouts (64 tasks against 32 episodes): a run of several steps can "
+        "evaluate once, at its end.")
     eval_temperature: float | None = Field(None, ge=0, description="Held-out sampling temperature; None = 'temperature'.")
     target_pass_rate: float | None = Field(
         None, ge=0, le=1, description="Stop early once a step's rollout pass rate reaches this (None = run all steps)."

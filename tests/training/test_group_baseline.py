@@ -99,9 +99,9 @@ def test_grouped_draws_repeat_each_task_and_groups_of_one_draw_as_before() -> No
 
 
 def test_the_learning_curve_presets_rl_stages_validate_with_groups_and_continuous_batching(tmp_path) -> None:
-    """``--set samples_per_task=4 --set baseline=group --set batching=continuous`` reach valid stage
-    configs (the blocks the curve writes are validated by the real config models), and the defaults keep the
-    paper's critic baseline and batch generation."""
+    """The h200 preset's RL stages (since session 28: 4 samples per task, the group baseline, continuous batching)
+    are valid stage configs (validated by the real config models), and ``--set samples_per_task=1 --set
+    baseline=critic --set batching=batch`` (curve step 1's recipe, the paper's critic baseline) reaches one too."""
     import sys
     from pathlib import Path
 
@@ -110,10 +110,10 @@ def test_the_learning_curve_presets_rl_stages_validate_with_groups_and_continuou
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import learning_curve as lc
 
-    p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["samples_per_task=4", "baseline=group", "batching=continuous"])
-    vp, ppo = lc.rl_stages(p, tmp_path)
+    vp, ppo = lc.rl_stages(dict(lc.PRESETS["h200"]), tmp_path)
     cfg = PPOStageConfig.model_validate(ppo["config"])
     assert cfg.samples_per_task == 4 and cfg.ppo.baseline == "group" and cfg.rollout.batching == "continuous"
     assert ValuePretrainConfig.model_validate(vp["config"]).rollout.batching == "continuous"
-    default = PPOStageConfig.model_validate(lc.rl_stages(lc.PRESETS["h200"], tmp_path)[1]["config"])
-    assert (default.samples_per_task, default.ppo.baseline, default.rollout.batching) == (1, "critic", "batch")
+    p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["samples_per_task=1", "baseline=critic", "batching=batch"])
+    paper = PPOStageConfig.model_validate(lc.rl_stages(p, tmp_path)[1]["config"])
+    assert (paper.samples_per_task, paper.ppo.baseline, paper.rollout.batching) == (1, "critic", "batch")

@@ -23,6 +23,8 @@ def test_ppo_agentic_iteration_through_cpu_kernel_environment(tmp_path, monkeypa
     model = cached_tiny_lm()
     cfg = load_config(TrainConfig, [ROOT / "configs/train/ci_kernel_cpu.yaml"], [f"model={model}", f"run_dir={tmp_path}"])
     cfg.stages[0].config["steps"] = 2  # step 2 samples through the same hf engine, weights refreshed
+    # held-out tasks evaluated once, after step 2 (heldout_every 2), not before step 1 nor after it
+    cfg.stages[0].config.update(eval_tasks=["examples/tasks/swish.py"], eval_at_start=False, heldout_every=2)
     out = run_training(cfg)
     stage = tmp_path / "0_ppo_agentic"
     trajs = sorted((stage / "episodes").glob("step_*/*/trajectory.jsonl"))
@@ -37,6 +39,8 @@ def test_ppo_agentic_iteration_through_cpu_kernel_environment(tmp_path, monkeypa
     lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     steps = [l for l in lines if l["stage"] == "ppo_agentic"]
     assert [l["step"] for l in steps] == [1, 2]
+    assert "heldout_reward_mean" not in steps[0] and "heldout_reward_mean" in steps[1]
+    assert [p.name for p in sorted((stage / "heldout").glob("step_*.jsonl"))] == ["step_00002.jsonl"]
     # Rollout log-probs (hf engine) match the trainer's at both steps: step 2 sampled from the updated weights.
     assert all(abs(l["is_weight_mean"] - 1.0) < 1e-3 for l in steps)
     assert (Path(out["actor"]) / "tokenizer.json").exists()  # exported actor is a usable hf policy folder

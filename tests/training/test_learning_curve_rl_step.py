@@ -231,3 +231,39 @@ def test_the_report_shows_retired_steps_beside_the_curve_never_in_it(tmp_path: P
     (old,) = report["retired_runs"]
     assert old["reason"] == "too fast" and old["points"]["rl_1"]["reward_mean"] == -1.0
     assert old["vs_sft"]["rl_1"]["reward"]["diff"] == pytest.approx(-2.0)
+
+
+def test_a_run_of_three_steps_gives_one_point_from_its_last_step_evaluation(tmp_path: Path) -> None:
+    """``steps_per_run`` 3: the stage evaluates after its third step only (``heldout_every`` 3, tag step_00003);
+    the run's point is ``rl_<k+3>`` and no point is made for the steps between."""
+    held = tmp_path / "rl_seed0" / rl_stage_folder(5) / "heldout"
+    held.mkdir(parents=True)
+    (held / "step_00003.jsonl").write_text(json.dumps({"task_id": "a", "reward": 3.0}) + "\n")
+    (tmp_path / "rl_seed0" / "metrics.jsonl").write_text("".join(
+        json.dumps({"stage": "ppo_agentic", "step": i}) + "\n" for i in (1, 2, 3)))
+    carried = {"phase": "rl", "steps_done": {"0": 2}, "points": {"rl_2": {"0": [{"task_id": "a", "reward": 1.0}]}}}
+    records = merge_rl_step(carried, collect_rl_step(tmp_path, {0: 5}, {0: 3}), {0: 5})
+    assert records["steps_done"] == {"0": 5}
+    assert sorted(records["points"]) == ["rl_2", "rl_5"] and records["points"]["rl_5"]["0"][0]["reward"] == 3.0
+    assert [m["step"] for m in records["train_metrics"]["0"]] == [1, 2, 3]
+    assert collect_rl_step(tmp_path, {0: 5})["points"] == {}  # read as a one-step run, it finds no evaluation
+
+
+def test_run_step_count_plans_the_steps_that_fit_before_the_run_starts() -> None:
+    import learning_curve
+
+    p = {**learning_curve.PRESETS["h200"], "steps_per_run": 3, "rl_steps": 16, "ppo_min_s": 330, "ppo_step_s": 160}
+    assert learning_curve.run_step_count(p, 0, 700.0) == 3  # 330 + 2 x 160 = 650 fit
+    assert learning_curve.run_step_count(p, 0, 600.0) == 2  # one further step fits, not two
+    assert learning_curve.run_step_count(p, 0, 300.0) == 1  # the first step is never planned away (ppo_min_s gates it)
+    assert learning_curve.run_step_count(p, 15, 900.0) == 1  # only one step left of rl_steps
+    assert learning_curve.run_step_count({**p, "steps_per_run": 1}, 0, 900.0) == 1
+
+
+def test_the_control_trains_on_as_many_episodes_as_the_rl_steps_taken(tmp_path: Path) -> None:
+    import learning_curve
+
+    p = {**learning_curve.PRESETS["h200"], "rl_steps": 16, "episodes_per_step": 32}
+    assert learning_curve.control_samples(p, None) == 16 * 32  # nothing carried: the planned steps
+    (tmp_path / "records_rl.json").write_text(json.dumps({"steps_done": {"0": 5, "1": 4, "2": 5}}))
+    assert learning_curve.control_samples(p, tmp_path) == 5 * 32

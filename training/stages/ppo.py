@@ -82,7 +82,8 @@ class PPOStage(StageDriver):
             metrics["episodes_without_policy_tokens"] = float(len(episodes) - len(trainable))
             metrics["rollout_s"] = t1 - t0
             metrics.update(getattr(source, "last_stats", None).as_dict() if getattr(source, "last_stats", None) else {})
-            if c.eval_tasks and not hasattr(source, "env"):
+            if c.eval_tasks and not hasattr(source, "env") and heldout_due(step, c.steps, c.heldout_every,
+                                                                            stop_fn(step, metrics)):
                 metrics.update(heldout(step))
             metrics["step_s"] = time.perf_counter() - t0
             return metrics
@@ -104,6 +105,12 @@ class PPOStage(StageDriver):
         elif rt.ctx.inputs.get("critic"):
             outputs["critic"] = rt.ctx.inputs["critic"]
         return outputs
+
+
+def heldout_due(step: int, steps: int, every: int, stopping: bool) -> bool:
+    """Whether the held-out evaluation runs after ``step`` of ``steps``: every ``every``-th step, and the step that
+    ends the stage (the last, or one the stop rule ends it at), so a stage always ends evaluated."""
+    return step % every == 0 or step == steps or stopping
 
 
 class PPOSingleTurnStage(PPOStage):
