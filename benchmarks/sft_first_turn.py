@@ -10,8 +10,16 @@ and reports the shares that
 - end with the end-of-turn token (``eos``),
 - parse into tool calls (``parsed``),
 - write ``kernels/chain.cu`` that compiles with ``nvcc -c`` (``compiles``; skipped where nvcc is missing),
-- write the task's operator lines (``ops_equal``: the set of ``v = ...`` lines, the part of the kernel that
+- write the task's operator lines (``ops_equal``: the ``v = ...`` lines in order, the part of the kernel that
   depends on the task, against the family writer's clean solution; the expert's own may carry a planted bug).
+
+``first_turn_ok`` is both (compiles and the task's operators): on the H200 the pass rate follows it, since nearly
+every passing episode passes with its first kernel (session 28: 3 of 146 failing SFT episodes ever passed
+``verify``; every passing rollout of PPO step 2 had no first-reply token below p = 0.1).
+
+    # any carried actor (e.g. an RL step's), several samples per prompt
+    python benchmarks/sft_first_turn.py --state .learning_state --seed 0 \
+        --actor-file .learning_state/rl_actor_seed0.safetensors --repeats 2 --out rl_first_turn.json
 
 A proxy, not a grade: nothing runs. It tells whether the policy has the format and whether it reads the task, the
 two things that decide whether device time on an evaluation is worth spending (session 18: 285 s of SFT gave 95%
@@ -34,9 +42,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def op_lines(text: str) -> set[str]:
-    """The ``v = ...`` lines of a kernel (the task-dependent part of the family's kernels)."""
-    return {line.strip() for line in text.splitlines() if line.strip().startswith("v = ")}
+def op_lines(text: str) -> list[str]:
+    """The ``v = ...`` lines of a kernel in order (the task-dependent part of the family's kernels; every style the
+    writer has lists them in the chain's order). In order, not as a set: ``erf -> cos -> cos`` written as ``erf,
+    erf, cos`` holds the same set of lines and is wrong."""
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("v = ")]
 
 
 def compiles(source: str) -> bool | None:
@@ -49,12 +59,31 @@ def compiles(source: str) -> bool | None:
         return proc.returncode == 0
 
 
+def check_reply(text: str, chain: list[str], eos: bool, tokens: int) -> dict[str, Any]:
+    """One sampled first reply checked offline against the family writer's clean solution of ``chain``."""
+    from cuda_agent.toolcalls import parse_tool_calls
+    from cuda_agent.training.kernel_family.writer import Style, write_solution
+
+    calls, errors = parse_tool_calls(text, 1)
+    files = {c.arguments.get("path"): c.arguments.get("content", "") for c in calls if c.name == "write_file"}
+    clean = write_solution(chain, "cuda", Style()).files["kernels/chain.cu"]
+    cu = files.get("kernels/chain.cu")
+    row = {"eos": eos, "tokens": tokens, "parsed": bool(calls) and not errors,
+           "compiles": compiles(cu) if cu is not None else False,
+           "ops_equal": cu is not None and op_lines(cu) == op_lines(clean)}
+    row["first_turn_ok"] = bool(row["compiles"]) and row["ops_equal"]
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--state", type=Path, required=True, help="folder with data_core.tar.gz and state_seed<k>.safetensors")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n", type=int, default=64, help="held-out prompts to sample (at most the held-out experts)")
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--actor-file", type=Path, default=None,
+                    help="an actor state file to sample (default: --state's state_seed<seed>.safetensors, the SFT actor)")
+    ap.add_argument("--repeats", type=int, default=1, help="samples per held-out prompt")
     ap.add_argument("--work", type=Path, default=Path("/tmp/sft_first_turn"))
     ap.add_argument("--out", type=Path, default=Path("sft_first_turn.json"))
     args = ap.parse_args()
@@ -63,9 +92,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import learning_curve as lc
-    from cuda_agent.toolcalls import parse_tool_calls
     from cuda_agent.training.kernel_family.corpus import ModelSize, build_family_data, build_model, read_data_core
-    from cuda_agent.training.kernel_family.writer import Style, write_solution
 
     p = lc.PRESETS["h200"]
     data = args.work / "data"
@@ -77,13 +104,17 @@ def main() -> None:
     model_dir = args.work / f"model_seed{args.seed}"
     if not (model_dir / "config.json").exists():
         build_model(model_dir, data / "tokenizer", ModelSize(**p["model"]), seed=args.seed)
-    actor = lc.load_state(args.state / f"state_seed{args.seed}.safetensors", model_dir,
-                          args.work / f"actor_seed{args.seed}", tok_hash)
+    src = args.actor_file or args.state / f"state_seed{args.seed}.safetensors"
+    if not src.exists():
+        raise SystemExit(f"{src} does not exist: give --actor-file, or a --state holding state_seed{args.seed}.safetensors")
+    actor = lc.load_state(src, model_dir, args.work / f"actor_{src.stem}", tok_hash)
     tok = AutoTokenizer.from_pretrained(actor)
     model = AutoModelForCausalLM.from_pretrained(actor, dtype=torch.float32).eval()
-    episodes = torch.load(data / "expert_heldout.pt", weights_only=False)[: args.n]
     # expert_heldout.pt holds one episode per held-out task, in the task file's order
     chains = [json.loads(x)["meta"]["chain"] for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip()]
+    episodes = torch.load(data / "expert_heldout.pt", weights_only=False)[: args.n]
+    n_prompts = len(episodes)
+    episodes, chains = episodes * args.repeats, chains[:n_prompts] * args.repeats
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     torch.manual_seed(args.seed)
     rows: list[dict[str, Any]] = []
@@ -109,18 +140,13 @@ def main() -> None:
             eos = tok.eos_token_id in gen
             if eos:
                 gen = gen[: gen.index(tok.eos_token_id)]
-            calls, errors = parse_tool_calls(tok.decode(gen), 1)
-            files = {c.arguments.get("path"): c.arguments.get("content", "") for c in calls if c.name == "write_file"}
-            clean = write_solution(chains[start + i], "cuda", Style()).files["kernels/chain.cu"]
-            cu = files.get("kernels/chain.cu")
-            rows.append({"eos": eos, "tokens": len(gen), "parsed": bool(calls) and not errors,
-                         "compiles": compiles(cu) if cu is not None else False,
-                         "ops_equal": cu is not None and op_lines(cu) == op_lines(clean)})
+            rows.append({"task": (start + i) % n_prompts,
+                         **check_reply(tok.decode(gen), chains[start + i], eos, len(gen))})
         print(f"{len(rows)}/{len(episodes)} in {time.time() - t0:.0f} s", flush=True)
     n = max(1, len(rows))
-    summary = {k: sum(1 for r in rows if r[k]) / n for k in ("eos", "parsed", "compiles", "ops_equal")}
+    summary = {k: sum(1 for r in rows if r[k]) / n for k in ("eos", "parsed", "compiles", "ops_equal", "first_turn_ok")}
     summary.update(tokens_mean=sum(r["tokens"] for r in rows) / n, prompts=len(rows), seed=args.seed,
-                   nvcc=shutil.which("nvcc") is not None)
+                   actor=str(src), repeats=args.repeats, nvcc=shutil.which("nvcc") is not None)
     args.out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
     print(json.dumps(summary))
 
