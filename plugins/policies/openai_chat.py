@@ -118,7 +118,6 @@ class OpenAIChatPolicy:
 
     def __init__(self, config: OpenAIPolicyConfig) -> None:
         try:
-            import httpx
             import openai
         except ImportError as exc:
             raise ChatAPIError(f"openai policy needs the openai SDK: pip install 'cuda-agent[openai]' ({exc})") from exc
@@ -137,7 +136,9 @@ class OpenAIChatPolicy:
             api_key = "EMPTY"  # local servers (vLLM, SGLang) usually accept any key
         self.client = openai.OpenAI(
             base_url=self.base_url, api_key=api_key, max_retries=0,
-            timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
+            # openai.Timeout is the timeout class of the HTTP library this SDK release uses (httpx, or httpx2 since
+            # openai 3.63): an httpx.Timeout given to an httpx2 client fails in its constructor
+            timeout=openai.Timeout(config.timeout_s, connect=config.connect_timeout_s),
         )
 
     def reset(self) -> None:
