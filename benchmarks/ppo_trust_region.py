@@ -90,12 +90,13 @@ def group_runs(rows: list[dict[str, Any]], source: Path) -> list[list[int]]:
     return runs
 
 
-def to_episode(r: dict[str, Any], reward: float, success: bool) -> Any:
-    """An :class:`Episode` of one episode dict with ``reward``; its ``meta['group']`` kept (no log-probs)."""
+def to_episode(r: dict[str, Any], reward: float, success: bool, group: bool = True) -> Any:
+    """An :class:`Episode` of one episode dict with ``reward`` (no log-probs); its ``meta['group']`` kept unless
+    ``group`` is False."""
     from cuda_agent.training.buffers import Episode
 
     ids = [int(x) for x in r["token_ids"]]
-    meta = {"group": int(r["meta"]["group"])} if "group" in (r.get("meta") or {}) else {}
+    meta = {"group": int(r["meta"]["group"])} if group and "group" in (r.get("meta") or {}) else {}
     return Episode(token_ids=ids, loss_mask=[int(x) for x in r["loss_mask"]], logprobs=[0.0] * len(ids),
                    reward=reward, success=success, meta=meta)
 
@@ -135,11 +136,8 @@ def load_probe(files: list[Path]) -> Any:
     files collide, and the probe needs none)."""
     from cuda_agent.training.buffers import collate
 
-    eps = [to_episode(r, float(r["reward"]), bool(r.get("success", float(r["reward"]) > 0)))
-           for f in files for r in read_rows(f)]
-    for e in eps:
-        e.meta.pop("group", None)
-    return collate(eps)
+    return collate([to_episode(r, float(r["reward"]), bool(r.get("success", float(r["reward"]) > 0)), group=False)
+                    for f in files for r in read_rows(f)])
 
 
 def after_update(old: torch.Tensor, new: torch.Tensor, mask: torch.Tensor, worst: int = 10) -> dict[str, Any]:
@@ -337,6 +335,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                 "after the update (see probe_report)")
     ap.add_argument("--out", type=Path, required=True, help="JSON results")
     args = ap.parse_args(argv)
+    if args.actor_state is not None and args.state is None:
+        raise SystemExit("--actor-state needs --state (its data core and the seed's model folder)")
+    if args.target_kl is not None and args.target_kl <= 0:
+        raise SystemExit(f"--target-kl {args.target_kl}: give a positive k3 bound, or leave it out")
     if args.state is not None:  # its SFT actor (or --actor-state), and its expert episodes unless --episodes
         actor, experts = from_state(args.state, args.seed, args.work, args.actor_state, experts=args.episodes is None)
         episodes = args.episodes or experts
@@ -344,10 +346,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         actor, episodes = args.actor, args.episodes
     else:
         raise SystemExit("give --state (and --seed), or both --actor and --episodes")
-    if args.actor_state is not None and args.state is None:
-        raise SystemExit("--actor-state needs --state (its data core and the seed's model folder)")
-    if args.target_kl is not None and args.target_kl <= 0:
-        raise SystemExit(f"--target-kl {args.target_kl}: give a positive k3 bound, or leave it out")
     rates = [float(x) for x in args.lr.split(",") if x.strip()]
     if not rates or any(r <= 0 for r in rates):
         raise SystemExit(f"--lr {args.lr!r}: give positive learning rates, e.g. 1e-4,2e-5")
