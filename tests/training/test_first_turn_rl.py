@@ -1,0 +1,67 @@
+"""``benchmarks/first_turn_rl.py``: its prompts, its offline reward (real parsing, the family writer, real nvcc) and
+its sampler, on a tiny real model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from first_turn_rl import Scorer, first_prompts, sample  # noqa: E402
+
+
+def _reply(source: str) -> str:
+    call = {"name": "write_file", "arguments": {"path": "kernels/chain.cu", "content": source}}
+    return f"One kernel.\n<tool_call>{json.dumps(call)}</tool_call>"
+
+
+def test_one_prompt_per_task_cut_at_its_first_policy_token() -> None:
+    rows = [{"token_ids": [1, 2, 3, 4, 5], "loss_mask": [0, 0, 1, 1, 0], "meta": {"task_id": "a", "chain": ["relu"]}},
+            {"token_ids": [1, 2, 9, 9], "loss_mask": [0, 0, 1, 1], "meta": {"task_id": "a", "chain": ["relu"]}},
+            {"token_ids": [7, 8, 9, 6], "loss_mask": [0, 0, 0, 1], "meta": {"task_id": "b", "chain": ["sin", "cos"]}}]
+    assert first_prompts(rows) == [([1, 2], ["relu"]), ([7, 8, 9], ["sin", "cos"])]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc compiles the replies' kernels")
+def test_the_reward_compiles_each_right_kernel_once_and_never_a_wrong_one() -> None:
+    from cuda_agent.training.kernel_family.writer import Style, write_solution
+
+    chain = ["erf", "cos", "cos"]
+    clean = write_solution(chain, "cuda", Style()).files["kernels/chain.cu"]
+    wrong_op = clean.replace("cosf(v)", "erff(v)", 1)
+    slip = clean.replace("  return v;", "  return v)\\", 1)
+    assert len({clean, wrong_op, slip}) == 3
+    scorer = Scorer()
+    texts = [_reply(clean), _reply(clean), _reply(wrong_op), _reply(slip), "no call"]
+    rows = scorer.rows(texts, [chain] * 5, [True] * 5, [10] * 5)
+    assert [r["first_turn_ok"] for r in rows] == [True, True, False, False, False]
+    assert [r["compiles"] for r in rows] == [True, True, None, False, None]  # wrong operators: never compiled
+    assert len(scorer.compiled) == 2  # the clean kernel once, the slip once
+    assert [r["parsed"] for r in rows] == [True, True, True, True, False]
+
+
+def test_sample_ends_each_reply_at_eos_and_gives_its_lowest_token_probability() -> None:
+    from cuda_agent.training.engines.models import load_causal_lm
+
+    tiny = {"model_type": "llama", "vocab_size": 16, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 64}
+    model = load_causal_lm(tiny, seed=0)
+    torch.manual_seed(0)
+    eos = 3
+    rows = sample(model, [[5, 6, 7], [8, 9]], max_new=20, temperature=1.0, pad=0, eos_id=eos, batch=2)
+    assert len(rows) == 2
+    for r in rows:
+        assert 1 <= len(r["ids"]) <= 20
+        assert r["eos"] == (eos in r["ids"])
+        if r["eos"]:
+            assert r["ids"][-1] == eos and r["ids"].count(eos) == 1  # nothing after the end of the turn
+        assert 0.0 < r["min_p"] <= 1.0
+    # a random 16-token model spreads its mass: some sampled token is far below certainty
+    assert min(r["min_p"] for r in rows) < 0.5
