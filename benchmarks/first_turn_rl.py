@@ -185,9 +185,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--tasks", type=int, default=16, help="training tasks per step")
     ap.add_argument("--samples", type=int, default=4, help="samples per task (the group of the baseline)")
     ap.add_argument("--lr", type=float, default=5e-5, help="actor learning rate")
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="optimizer steps of linear rate warm-up (the PPO stage's actor_warmup_steps); the first steps "
+                         "of a fresh Adam move every weight by about the full rate, whatever its gradient's noise")
     ap.add_argument("--epochs", type=int, default=1, help="PPO epochs per step")
     ap.add_argument("--minibatches", type=int, default=4, help="optimizer steps per epoch")
     ap.add_argument("--target-kl", type=float, default=None, help="the PPO settings' target_kl (k3 bound)")
+    ap.add_argument("--negative-scale", type=float, default=1.0,
+                    help="the PPO settings' negative_scale: weight of negative advantages (1 plain PPO, 0 learns "
+                         "from the better-than-baseline samples only)")
     ap.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
     ap.add_argument("--eval-temperature", type=float, default=1.0, help="held-out sampling temperature")
     ap.add_argument("--eval-every", type=int, default=3,
@@ -207,6 +213,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              + (" (or 0)" if name in ("steps", "eval_every") else ""))
     if args.samples < 2 and args.steps:
         raise SystemExit(f"--samples {args.samples}: the group baseline needs at least 2 samples per task")
+    if args.warmup < 0:
+        raise SystemExit(f"--warmup {args.warmup}: give 0 or more optimizer steps")
     if min(args.lr, args.temperature, args.eval_temperature) <= 0:
         raise SystemExit("--lr, --temperature and --eval-temperature must be positive")
 
@@ -216,7 +224,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from cuda_agent.training.engines.deepspeed_engine import build_train_engine
     from cuda_agent.training.engines.models import load_causal_lm
-    from cuda_agent.training.ppo_update import Learner
+    from cuda_agent.training.ppo_update import Learner, linear_warmup
     from cuda_agent.training.settings import EngineSettings, PPOSettings
 
     args.max_new_tokens = args.max_new_tokens or lc.PRESETS["h200"]["max_new_tokens"]
@@ -228,8 +236,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     engine = build_train_engine(load_causal_lm(actor_dir), args.lr, EngineSettings(zero_stage=0, dtype="fp32"))
     learner, model = Learner(engine), engine.module
+    if args.warmup:
+        learner.actor_lr_at = linear_warmup(args.lr, args.warmup)
     s = PPOSettings(ppo_epochs=args.epochs, minibatches=args.minibatches, gamma=1.0, lam=1.0, kl_coef=0.0,
-                    entropy_coef=0.0, use_critic=False, baseline="group", target_kl=args.target_kl)
+                    entropy_coef=0.0, use_critic=False, baseline="group", target_kl=args.target_kl,
+                    negative_scale=args.negative_scale)
     scorer = Scorer()
     order = random.Random(args.seed).sample(range(len(train)), len(train))  # each step's tasks new to the actor
     if args.steps * args.tasks > len(train):
@@ -260,11 +271,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         batch.rollout_logp = learner.score(batch, args.minibatches)["old_logp"].clone()  # on-policy
         m = learner.ppo_step(batch, s)
         row = {"step": step, **roll, "rollout_s": round(gen_s, 1), "update_s": round(m["update_s"], 1),
-               **{k: m[k] for k in ("approx_kl", "approx_kl_max", "clip_frac", "log_ratio_min", "update_minibatches",
-                                    "kl_stopped") if k in m}}
+               **{k: m[k] for k in ("approx_kl", "approx_kl_max", "clip_frac", "log_ratio_min", "entropy",
+                                    "update_minibatches", "kl_stopped") if k in m}}
         out["steps"].append(row)
         print(f"step {step}: rollout pass {roll['pass_rate']:.3f} (mixed groups {roll['mixed_groups']}/{args.tasks}, "
-              f"tail {roll['tail_share']:.2f}) approx_kl {m.get('approx_kl', 0):.4f} minibatches "
+              f"tail {roll['tail_share']:.2f}) entropy {m.get('entropy', 0):.3f} approx_kl {m.get('approx_kl', 0):.4f} minibatches "
               f"{int(m['update_minibatches'])} | rollouts {gen_s:.0f} s, update {m['update_s']:.0f} s", flush=True)
         if (args.eval_every and step % args.eval_every == 0) or step == args.steps:
             record_eval(step)

@@ -101,7 +101,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: is what each further step needs (rollouts ~115 s, update and export ~30 s) beyond ``ppo_min_s``.
 #: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
-                                                 "sft_eval_every", "sft_evaluate", "runners_ahead"})
+                                                 "sft_eval_every", "sft_evaluate", "runners_ahead",
+                                                 "negative_scale", "actor_warmup_steps"})
 
 #: h200's ``concurrency`` is per seed, and the seeds run side by side on the one GPU. Every episode in flight holds
 #: two CUDA processes (its task's reference process and its candidate runner, ~0.75 GiB each): at 64 per seed, 3
@@ -210,7 +211,9 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
            "eval_temperature": p["eval_temperature"],
            "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": 4, "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
                    "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl"),
-                   "baseline": p.get("baseline", "critic")}}
+                   "baseline": p.get("baseline", "critic"), "negative_scale": p.get("negative_scale", 1.0)}}
+    if p.get("actor_warmup_steps"):
+        ppo["actor_warmup_steps"] = p["actor_warmup_steps"]
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
 
 

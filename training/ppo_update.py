@@ -26,6 +26,7 @@ from cuda_agent.training.algorithms import (
     kl_penalized_rewards,
     logprobs_and_entropy,
     masked_mean,
+    masked_rescale,
     masked_whiten,
     place_rewards,
     policy_loss,
@@ -128,8 +129,10 @@ class Learner:
                                  "the stage); this batch has none")
             adv = group_baseline_advantages(discounted_returns(rewards, mask, s.gamma), mask, batch.groups)
             metrics["groups"] = float(batch.groups.unique().numel())
-        if s.whiten_advantages:
-            adv = masked_whiten(adv, mask)
+        if s.whiten_advantages:  # group: scaled only, so a group that failed (or passed) alike stays at zero
+            adv = masked_rescale(adv, mask) if s.baseline == "group" else masked_whiten(adv, mask)
+        if s.negative_scale != 1.0:
+            adv = torch.where(adv < 0, adv * s.negative_scale, adv)
         return adv, ret, metrics
 
     def ppo_step(self, batch: RolloutBatch, s: PPOSettings) -> dict[str, float]:

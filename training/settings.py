@@ -91,7 +91,13 @@ class PPOSettings(BaseModel):
     value_clip: float | None = Field(0.2, description="Value clip around the old values; None = plain squared error.")
     gamma: float = Field(1.0, ge=0, le=1, description="Discount over policy tokens.")
     lam: float = Field(1.0, ge=0, le=1, description="GAE lambda.")
-    whiten_advantages: bool = Field(True, description="Normalise advantages over the batch's policy tokens.")
+    whiten_advantages: bool = Field(
+        True,
+        description="Normalise advantages over the batch's policy tokens: zero mean and unit variance with the "
+                    "critic baseline; with the group baseline scaled to unit root mean square and not shifted, so a "
+                    "group whose samples all scored alike adds no gradient (shifting gave them -mean/std, +0.1 to "
+                    "+0.23 in session 28's steps, where failing episodes were longer than passing ones).",
+    )
     kl_coef: float = Field(0.0, ge=0, description="KL coefficient against the frozen reference (0 = no reference model).")
     kl_mode: Literal["reward", "loss"] = Field("loss", description="KL as a per-token reward penalty or as a loss term.")
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (k1 usual in the reward, k3 in the loss).")
@@ -115,6 +121,15 @@ class PPOSettings(BaseModel):
         description="End the step's update at the first minibatch whose approximate KL to the rollout policy (k3, "
                     "measured before its optimizer step) exceeds this; that minibatch is not stepped. None: every "
                     "epoch and minibatch runs.",
+    )
+    negative_scale: float = Field(
+        1.0, ge=0, le=1,
+        description="Weight of negative advantages, applied after the baseline and whitening: 1 is plain PPO; 0 "
+                    "learns only from episodes that did better than their baseline (positive-sample "
+                    "reinforcement: it sharpens the policy towards what passed, as on-policy rejection fine-tuning "
+                    "would, with PPO's clipping); between, both, negatives down-weighted. Pushing down every "
+                    "sampled token of a failed episode, confident ones included, spreads mass into the tail of a "
+                    "small model (benchmarks/first_turn_rl.py, session 29).",
     )
 
 

@@ -69,6 +69,47 @@ def test_the_learner_uses_the_group_baseline_and_refuses_a_batch_without_groups(
         learner.advantages(collate([episode(1.0, None, [2])]), {}, s)
 
 
+def test_whitened_group_advantages_leave_a_group_that_failed_alike_at_zero() -> None:
+    """Group 0 mixed (a short pass, long failures), group 1 failed alike. Shifting by the token-weighted mean (the
+    failures outweigh the pass in tokens) handed group 1 a positive advantage on every token (session 28's steps:
+    +0.1 to +0.23); scaled only, it has none and every sign is the group's own."""
+    from cuda_agent.training.algorithms import masked_mean
+    from cuda_agent.training.ppo_update import Learner
+    from cuda_agent.training.settings import PPOSettings
+
+    eps = [episode(1.0, 0, [2]), episode(-1.0, 0, [6]), episode(-1.0, 0, [6]),
+           episode(-1.0, 1, [6]), episode(-1.0, 1, [5])]
+    batch = collate(eps)
+    m = batch.mask.bool()
+    learner = Learner.__new__(Learner)
+    adv, _, _ = learner.advantages(batch, {}, PPOSettings(baseline="group", use_critic=False))
+    assert torch.all(adv[3][m[3]] == 0) and torch.all(adv[4][m[4]] == 0)
+    assert torch.all(adv[0][m[0]] > 0) and torch.all(adv[1][m[1]] < 0) and torch.all(adv[2][m[2]] < 0)
+    assert float(masked_mean(adv.square(), batch.mask)) == pytest.approx(1.0, rel=1e-5)  # unit scale
+    raw, _, _ = learner.advantages(batch, {}, PPOSettings(baseline="group", use_critic=False, whiten_advantages=False))
+    ratio = adv[m][raw[m] != 0] / raw[m][raw[m] != 0]
+    assert torch.allclose(ratio, ratio[0].expand_as(ratio))  # one scale for every token: nothing shifted
+
+
+def test_negative_scale_weighs_down_only_the_negative_advantages() -> None:
+    from cuda_agent.training.ppo_update import Learner
+    from cuda_agent.training.settings import PPOSettings
+
+    batch = collate([episode(2.0, 0, [2]), episode(-1.0, 0, [3]), episode(-1.0, 0, [2]), episode(1.0, 1, [2]),
+                     episode(1.0, 1, [4])])
+    m = batch.mask.bool()
+    learner = Learner.__new__(Learner)
+    full, _, _ = learner.advantages(batch, {}, PPOSettings(baseline="group", use_critic=False))
+    for scale in (0.0, 0.25):
+        adv, _, _ = learner.advantages(batch, {}, PPOSettings(baseline="group", use_critic=False,
+                                                              negative_scale=scale))
+        assert torch.equal(adv[full > 0], full[full > 0])
+        assert torch.allclose(adv[m & (full < 0)], scale * full[m & (full < 0)])
+        assert torch.all(adv[3][m[3]] == 0)  # a group that passed alike: nothing either way
+    with pytest.raises(ValueError, match="negative_scale"):
+        PPOSettings(negative_scale=1.5)
+
+
 def test_the_stage_config_checks_groups() -> None:
     from pydantic import ValidationError
 
@@ -117,3 +158,8 @@ def test_the_learning_curve_presets_rl_stages_validate_with_groups_and_continuou
     p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["samples_per_task=1", "baseline=critic", "batching=batch"])
     paper = PPOStageConfig.model_validate(lc.rl_stages(p, tmp_path)[1]["config"])
     assert (paper.samples_per_task, paper.ppo.baseline, paper.rollout.batching) == (1, "critic", "batch")
+    plain = PPOStageConfig.model_validate(ppo["config"])
+    assert (plain.ppo.negative_scale, plain.actor_warmup_steps) == (1.0, 0)  # plain PPO unless asked
+    p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["negative_scale=0", "actor_warmup_steps=8"])
+    positive = PPOStageConfig.model_validate(lc.rl_stages(p, tmp_path)[1]["config"])
+    assert (positive.ppo.negative_scale, positive.actor_warmup_steps) == (0.0, 8)

@@ -29,6 +29,7 @@ from cuda_agent.training.algorithms.logits import logprobs_and_entropy
 from cuda_agent.training.algorithms.masked import (
     aggregate,
     masked_mean,
+    masked_rescale,
     masked_sum,
     masked_var,
     masked_whiten,
@@ -50,6 +51,7 @@ __all__ = [
     "kl_penalized_rewards",
     "logprobs_and_entropy",
     "masked_mean",
+    "masked_rescale",
     "masked_sum",
     "masked_var",
     "masked_whiten",

@@ -58,6 +58,17 @@ def masked_whiten(values: Tensor, mask: Tensor, shift_mean: bool = True, eps: fl
     return _zeroed(out, mask)
 
 
+def masked_rescale(values: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """Divide by the root mean square over mask-1 positions: unit scale, nothing shifted.
+
+    For advantages that are already measured against a baseline (the group baseline): a zero stays zero and every
+    sign stays as the baseline made it. Whitening (:func:`masked_whiten`) would subtract the token-weighted mean,
+    which is not zero when failing episodes are longer than passing ones, and hand every episode of a group that
+    failed alike an advantage of ``-mean/std`` on each of its tokens.
+    """
+    return _zeroed(values * torch.rsqrt(masked_mean(values.square(), mask) + eps), mask)
+
+
 def sequence_lengths(mask: Tensor) -> Tensor:
     """Number of policy tokens per sequence, ``[B]`` (the response-length statistic)."""
     return mask.to(torch.float32).sum(dim=-1)
