@@ -63,10 +63,11 @@ from _learning_curve_report import (  # noqa: E402
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
-                 rl_steps=16, episodes_per_step=32, vp_episodes=16, actor_lr=2e-5, critic_lr=2e-4, ppo_epochs=4,
+                 rl_steps=16, episodes_per_step=64, vp_episodes=16, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=1,
                  target_kl=0.02, samples_per_task=4, baseline="group", batching="continuous",
+                 negative_scale=0.0, actor_warmup_steps=4,
                  concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
-                 budget_s=560, drain_s=180, ppo_min_s=330, steps_per_run=1, ppo_step_s=160,
+                 budget_s=560, drain_s=180, ppo_min_s=420, steps_per_run=1, ppo_step_s=280,
                  sft_reserve_s=240, device_gib=120, runners_ahead=15,
                  lengths=None, eval_temperature=1.0,
                  throughput_args=["--concurrency", "16", "--sequential", "4", "--concurrent", "32", "--build-workers", "8",
@@ -99,6 +100,13 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: curve used the critic). ``steps_per_run`` (default 1) lets one device run take several PPO steps per seed with one
 #: held-out evaluation after the last (the evaluation, 64 episodes, costs more than a step's rollouts); ``ppo_step_s``
 #: is what each further step needs (rollouts ~115 s, update and export ~30 s) beyond ``ppo_min_s``.
+#: Since session 29 (chosen on the CPU with ``benchmarks/first_turn_rl.py``, not yet run on the H200; the curve's
+#: steps 1-2 are retired): 64 episodes per step (16 tasks x 4), one epoch at ``actor_lr`` 1e-4 with 4 warm-up
+#: optimizer steps (a fresh Adam every device call), and ``negative_scale`` 0: only samples that beat their group
+#: teach. On the CPU proxy, plain PPO at that rate spread the failed replies' mass into the tail (share of replies
+#: with a token below p = 0.1: 0.59 to 0.94 in 6 steps); positive-only kept it (0.66 after 8) and the held-out
+#: first-turn pass went 0.25 to 0.41. 5e-5 barely moved (k3 1e-4 per step), 3e-4 collapsed in one step.
+#: ``ppo_min_s`` 420 and ``ppo_step_s`` 280 hold 64 rollouts at session 28's ~0.3 episodes/s and the update.
 #: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
                                                  "sft_eval_every", "sft_evaluate", "runners_ahead",
@@ -442,7 +450,9 @@ def main() -> None:  # noqa: C901 - one linear script
     args = ap.parse_args()
     p = apply_sets(dict(PRESETS[args.preset]), args.set)
     if args.restart_rl is not None:
-        restart_rl_state(args.state, args.restart_rl, {k: p.get(k) for k in ("actor_lr", "target_kl", "ppo_epochs")})
+        restart_rl_state(args.state, args.restart_rl, {k: p.get(k) for k in ("actor_lr", "target_kl", "ppo_epochs",
+                                                                     "episodes_per_step", "negative_scale",
+                                                                     "actor_warmup_steps")})
         return
     phases = ["sft", "control", "rl"] if args.phase == "all" else args.phase.split(",")
     unknown = [x for x in phases if x not in PHASES]

@@ -158,8 +158,8 @@ def test_the_learning_curve_presets_rl_stages_validate_with_groups_and_continuou
     p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["samples_per_task=1", "baseline=critic", "batching=batch"])
     paper = PPOStageConfig.model_validate(lc.rl_stages(p, tmp_path)[1]["config"])
     assert (paper.samples_per_task, paper.ppo.baseline, paper.rollout.batching) == (1, "critic", "batch")
-    plain = PPOStageConfig.model_validate(ppo["config"])
-    assert (plain.ppo.negative_scale, plain.actor_warmup_steps) == (1.0, 0)  # plain PPO unless asked
-    p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["negative_scale=0", "actor_warmup_steps=8"])
-    positive = PPOStageConfig.model_validate(lc.rl_stages(p, tmp_path)[1]["config"])
-    assert (positive.ppo.negative_scale, positive.actor_warmup_steps) == (0.0, 8)
+    # since session 29 the preset learns from the better-than-group samples only, with a warm-up per device run
+    assert (cfg.ppo.negative_scale, cfg.actor_warmup_steps) == (0.0, 4)
+    p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["negative_scale=1", "actor_warmup_steps=0"])
+    plain = PPOStageConfig.model_validate(lc.rl_stages(p, tmp_path)[1]["config"])
+    assert (plain.ppo.negative_scale, plain.actor_warmup_steps) == (1.0, 0)  # plain PPO, the full rate at once

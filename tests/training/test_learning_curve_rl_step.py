@@ -193,6 +193,8 @@ def test_a_restart_retires_the_steps_keeps_the_critics_and_the_next_run_takes_st
 def test_restart_rl_on_a_state_folder_deletes_the_rl_actors_and_keeps_the_critics(tmp_path: Path) -> None:
     import subprocess
 
+    import learning_curve
+
     state = tmp_path / "state"
     state.mkdir()
     records = {"phase": "rl", "critic_pretrained": {"0": True}, "steps_done": {"0": 1},
@@ -202,13 +204,15 @@ def test_restart_rl_on_a_state_folder_deletes_the_rl_actors_and_keeps_the_critic
     (state / "rl_critic_seed0.safetensors").write_bytes(b"critic")
     (state / "state_seed0.safetensors").write_bytes(b"sft")
     cmd = [sys.executable, str(ROOT / "benchmarks" / "learning_curve.py"), "--state", str(state), "--out",
-           str(tmp_path / "out"), "--restart-rl", "lr too high"]
+           str(tmp_path / "out"), "--set", "actor_lr=3e-5", "--restart-rl", "lr too high"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in state.iterdir()) == ["records_rl.json", "rl_critic_seed0.safetensors",
                                                       "state_seed0.safetensors"]
     after = json.loads((state / "records_rl.json").read_text())
-    assert after["steps_done"] == {"0": 0} and after["retired_runs"][0]["restart_settings"]["actor_lr"] == 2e-5
+    settings = after["retired_runs"][0]["restart_settings"]  # what the new steps run with: the preset and --set
+    assert after["steps_done"] == {"0": 0} and settings["actor_lr"] == 3e-5
+    assert settings["negative_scale"] == learning_curve.PRESETS["h200"]["negative_scale"]
     proc = subprocess.run(cmd[:-1] + [" "], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "needs a reason" in proc.stderr
 
