@@ -77,18 +77,10 @@ class Scorer:
     def rows(self, texts: list[str], chains: list[list[str]], eos: list[bool], tokens: list[int]) -> list[dict[str, Any]]:
         import sft_first_turn as ft
 
-        from cuda_agent.toolcalls import parse_tool_calls
-        from cuda_agent.training.kernel_family.writer import Style, write_solution
-
         need: dict[str, str] = {}
         found: list[tuple[dict[str, Any], str | None]] = []
         for text, chain, e, n in zip(texts, chains, eos, tokens):
-            calls, errors = parse_tool_calls(text, 1)
-            files = {c.arguments.get("path"): c.arguments.get("content", "") for c in calls if c.name == "write_file"}
-            cu = files.get("kernels/chain.cu")
-            clean = write_solution(chain, "cuda", Style()).files["kernels/chain.cu"]
-            row = {"eos": e, "tokens": n, "parsed": bool(calls) and not errors,
-                   "ops_equal": cu is not None and ft.op_lines(cu) == ft.op_lines(clean)}
+            row, cu = ft.read_reply(text, chain, e, n)
             key = hashlib.sha256(cu.encode()).hexdigest() if cu is not None and row["ops_equal"] else None
             if key is not None and key not in self.compiled:
                 need[key] = cu
@@ -132,15 +124,21 @@ def sample(model: Any, prompts: list[list[int]], max_new: int, temperature: floa
     return out_rows
 
 
+def sample_scored(model: Any, tok: Any, scorer: Scorer, prompts: list[list[int]], chains: list[list[str]],
+                  temperature: float, args: argparse.Namespace, pad: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One reply per prompt (:func:`sample`) and its :meth:`Scorer.rows` row."""
+    got = sample(model, prompts, args.max_new_tokens, temperature, pad, tok.eos_token_id, args.batch)
+    texts = [tok.decode([t for t in g["ids"] if t != tok.eos_token_id]) for g in got]
+    return got, scorer.rows(texts, chains, [g["eos"] for g in got], [len(g["ids"]) for g in got])
+
+
 def evaluate(model: Any, tok: Any, scorer: Scorer, heldout: list[tuple[list[int], list[str]]], args: argparse.Namespace,
              pad: int) -> dict[str, Any]:
     """The held-out first replies (``--eval-repeats`` per task at ``--eval-temperature``), scored."""
     prompts = [p for p, _ in heldout] * args.eval_repeats
     chains = [c for _, c in heldout] * args.eval_repeats
     t0 = time.perf_counter()
-    got = sample(model, prompts, args.max_new_tokens, args.eval_temperature, pad, tok.eos_token_id, args.batch)
-    texts = [tok.decode([t for t in g["ids"] if t != tok.eos_token_id]) for g in got]
-    rows = scorer.rows(texts, chains, [g["eos"] for g in got], [len(g["ids"]) for g in got])
+    got, rows = sample_scored(model, tok, scorer, prompts, chains, args.eval_temperature, args, pad)
     n = len(rows)
     out = {k: sum(1 for r in rows if r[k]) / n for k in ("parsed", "ops_equal", "first_turn_ok")}
     out["tail_share"] = sum(1 for g in got if g["min_p"] < TAIL_P) / n
@@ -159,9 +157,7 @@ def rollout_batch(model: Any, tok: Any, scorer: Scorer, tasks: list[tuple[list[i
 
     prompts = [p for p, _ in tasks for _ in range(args.samples)]
     chains = [c for _, c in tasks for _ in range(args.samples)]
-    got = sample(model, prompts, args.max_new_tokens, args.temperature, pad, tok.eos_token_id, args.batch)
-    texts = [tok.decode([t for t in g["ids"] if t != tok.eos_token_id]) for g in got]
-    rows = scorer.rows(texts, chains, [g["eos"] for g in got], [len(g["ids"]) for g in got])
+    got, rows = sample_scored(model, tok, scorer, prompts, chains, args.temperature, args, pad)
     eps = []
     for i, (p, g, r) in enumerate(zip(prompts, got, rows)):
         ids = p + g["ids"]

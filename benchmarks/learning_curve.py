@@ -215,13 +215,11 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
            "samples_per_task": p.get("samples_per_task", 1),
            "actor_lr": p["actor_lr"], "critic_lr": p["critic_lr"], "max_new_tokens": p["max_new_tokens"],
            "rollout": {**rollout_block(p, admit_until), "save_episodes": True}, "eval_tasks": [held], "eval_at_start": False,
-           "checkpoint_every": 1000,
+           "checkpoint_every": 1000, "actor_warmup_steps": p.get("actor_warmup_steps", 0),
            "eval_temperature": p["eval_temperature"],
            "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": 4, "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
                    "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl"),
                    "baseline": p.get("baseline", "critic"), "negative_scale": p.get("negative_scale", 1.0)}}
-    if p.get("actor_warmup_steps"):
-        ppo["actor_warmup_steps"] = p["actor_warmup_steps"]
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
 
 

@@ -59,8 +59,9 @@ def compiles(source: str) -> bool | None:
         return proc.returncode == 0
 
 
-def check_reply(text: str, chain: list[str], eos: bool, tokens: int) -> dict[str, Any]:
-    """One sampled first reply checked offline against the family writer's clean solution of ``chain``."""
+def read_reply(text: str, chain: list[str], eos: bool, tokens: int) -> tuple[dict[str, Any], str | None]:
+    """A sampled first reply's checks that need no compiler (``eos``, ``tokens``, ``parsed``, ``ops_equal``
+    against the family writer's clean solution of ``chain``), and the ``kernels/chain.cu`` it writes, if any."""
     from cuda_agent.toolcalls import parse_tool_calls
     from cuda_agent.training.kernel_family.writer import Style, write_solution
 
@@ -68,9 +69,14 @@ def check_reply(text: str, chain: list[str], eos: bool, tokens: int) -> dict[str
     files = {c.arguments.get("path"): c.arguments.get("content", "") for c in calls if c.name == "write_file"}
     clean = write_solution(chain, "cuda", Style()).files["kernels/chain.cu"]
     cu = files.get("kernels/chain.cu")
-    row = {"eos": eos, "tokens": tokens, "parsed": bool(calls) and not errors,
-           "compiles": compiles(cu) if cu is not None else False,
-           "ops_equal": cu is not None and op_lines(cu) == op_lines(clean)}
+    return {"eos": eos, "tokens": tokens, "parsed": bool(calls) and not errors,
+            "ops_equal": cu is not None and op_lines(cu) == op_lines(clean)}, cu
+
+
+def check_reply(text: str, chain: list[str], eos: bool, tokens: int) -> dict[str, Any]:
+    """One sampled first reply checked offline: :func:`read_reply`, ``compiles`` and ``first_turn_ok``."""
+    row, cu = read_reply(text, chain, eos, tokens)
+    row["compiles"] = compiles(cu) if cu is not None else False
     row["first_turn_ok"] = bool(row["compiles"]) and row["ops_equal"]
     return row
 
