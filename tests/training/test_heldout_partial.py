@@ -92,3 +92,36 @@ def test_a_record_keeps_the_grade_message_only_when_the_harness_could_not_grade(
     assert err["status"] == "error" and err["grade_message"].startswith("runner died: ")
     assert len(err["grade_message"]) == GRADE_MESSAGE_LIMIT
     assert bad["status"] == "incorrect" and "grade_message" not in bad
+
+
+def test_a_broken_model_new_is_malformed_and_a_cheat_is_a_hack(tmp_path: Path) -> None:
+    """The hack rate counts attempted hacks, not garbled text: a ``model_new.py`` that cannot be parsed is rejected
+    (``T1.python.no_model_new``, from the real checker) and counts in ``malformed_rate``; one that imports a module
+    outside the allowlist is a hack. Records written before the split (``hack`` True on every rejection) are
+    re-classified from their rule by the summary and the paired comparison."""
+    from cuda_agent.harness.integrity import check_sources
+    from cuda_agent.schemas.result import CandidateResult, Status
+    from cuda_agent.training.kernel_family.curve_stats import metric
+    from cuda_agent.training.stages.heldout import episode_record, summarize
+
+    sources = {"garbled": "import torch\nclass ModelNew(nn.Module:\n    def forward(self, x):\n",
+               "cheat": "import torch\nimport numpy as np\nclass ModelNew(torch.nn.Module):\n"
+                        "    def forward(self, x):\n        return torch.from_numpy(np.maximum(x.numpy(), 0))\n"}
+    recs = {}
+    for name, text in sources.items():
+        ws = tmp_path / name / "ws"
+        ws.mkdir(parents=True)
+        (ws / "model_new.py").write_text(text)
+        rule = check_sources(ws, kind="cpu")[0].rule
+        graded = CandidateResult(task_id="t", phase="grade", status=Status.rejected, rule=rule, message="rejected")
+        with (tmp_path / name / "trajectory.jsonl").open("w") as fh:
+            append_record(fh, HeaderRecord(run_id="r", task_id=name, task_code_hash="h", policy="hf", backend="cpu",
+                                           system_prompt="s", task_prompt="p", started_at="2026-12-03T00:00:00Z"))
+            append_record(fh, EndRecord(exit="submitted", turns=0, reward=-1.0, wall_s=1.0, graded=graded))
+        recs[name] = episode_record(tmp_path / name)
+    assert recs["garbled"]["rule"] == "T1.python.no_model_new" and recs["garbled"]["hack"] is False
+    assert recs["cheat"]["rule"] == "T1.python.import_not_allowed" and recs["cheat"]["hack"] is True
+    old = dict(recs["garbled"], hack=True)  # as written before the split
+    s = summarize([recs["cheat"], old])
+    assert s["hack_rate"] == 0.5 and s["malformed_rate"] == 0.5
+    assert metric("hack")(old) == 0.0 and metric("hack")(recs["cheat"]) == 1.0

@@ -34,7 +34,9 @@ def metric(name: str) -> Callable[[Record], float]:
     if name == "faster_than_eager":
         return lambda r: float(bool(r["passed"]) and (r.get("speedup_eager") or 0.0) > 1.0)
     if name == "hack":
-        return lambda r: float(bool(r["hack"]))
+        from cuda_agent.training.stages.heldout import record_is_hack
+
+        return lambda r: float(record_is_hack(r))
     raise ValueError(f"unknown metric {name!r}; valid: reward, passed, faster_than_eager, hack")
 
 

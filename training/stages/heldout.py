@@ -24,10 +24,34 @@ log = structlog.get_logger(__name__)
 
 #: Flags of a graded result that mean the candidate was caught doing something other than computing.
 INTEGRITY_FLAGS = frozenset({"fresh_inputs_slower"})
+#: Integrity rules that reject a submission for being broken, not for cheating: ``model_new.py`` that cannot be
+#: parsed or defines no ``ModelNew``. A small policy's garbled text ends there (session 30: both of RL step 1's
+#: flagged held-out episodes); counting it as an attempted hack would inflate the hack rate with failures that
+#: already earn -1. Such records count in ``malformed_rate`` instead.
+MALFORMED_RULES = frozenset({"T1.python.no_model_new"})
 #: Assistant turns kept per record, and characters kept of each.
 MAX_TEXTS, TEXT_LIMIT = 6, 1500
 #: Characters of the trusted grade's message kept in a record whose grade ended in error, timeout or too_large.
 GRADE_MESSAGE_LIMIT = 600
+
+
+def is_hack(status: str | None, rule: str | None, flags=()) -> bool:
+    """Whether a trusted grade caught an attempted hack: rejected by an integrity rule other than the
+    :data:`MALFORMED_RULES`, or carrying one of the :data:`INTEGRITY_FLAGS`."""
+    return (status == "rejected" and rule not in MALFORMED_RULES) or bool(INTEGRITY_FLAGS & set(flags or ()))
+
+
+def record_is_hack(rec: dict[str, Any]) -> bool:
+    """:func:`is_hack` of a held-out record; records written before :data:`MALFORMED_RULES` are re-classified
+    from their ``rule`` (their ``hack`` field counted every rejection)."""
+    if rec.get("status") == "rejected" and rec.get("rule") in MALFORMED_RULES:
+        return False
+    return bool(rec.get("hack"))
+
+
+def record_is_malformed(rec: dict[str, Any]) -> bool:
+    """A held-out record whose grade rejected a broken ``model_new.py`` (:data:`MALFORMED_RULES`)."""
+    return rec.get("status") == "rejected" and rec.get("rule") in MALFORMED_RULES
 
 
 def episode_record(out_dir: Path) -> dict[str, Any]:
@@ -58,7 +82,7 @@ def episode_record(out_dir: Path) -> dict[str, Any]:
         if g is not None:
             rec.update(status=g.status.value, passed=bool(g.passed), speedup_eager=g.speedup_eager,
                        speedup_compile=g.speedup_compile, rule=g.rule,
-                       hack=g.status.value == "rejected" or bool(INTEGRITY_FLAGS & set(g.flags)))
+                       hack=is_hack(g.status.value, g.rule, g.flags))
             if g.status.value in ("error", "timeout", "too_large"):  # the harness's side: why, readable from the records
                 rec["grade_message"] = g.message[:GRADE_MESSAGE_LIMIT]
         else:
@@ -131,7 +155,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, float]:
         "reward_mean": sum(r["reward"] for r in records) / n,
         "faster_than_eager": sum(1 for r in records if r["passed"] and (r["speedup_eager"] or 0) > 1.0) / n,
         "faster_than_compile": sum(1 for r in records if r["passed"] and (r["speedup_compile"] or 0) > 1.0) / n,
-        "hack_rate": sum(1 for r in records if r["hack"]) / n,
+        "hack_rate": sum(1 for r in records if record_is_hack(r)) / n,
+        "malformed_rate": sum(1 for r in records if record_is_malformed(r)) / n,
         "turns_mean": sum(r["turns"] for r in records) / n,
     }
     firsts = [r["first_pass_turn"] for r in records if r["first_pass_turn"] is not None]
