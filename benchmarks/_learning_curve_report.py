@@ -111,11 +111,16 @@ def collect_rl_step(work: Path, steps: dict[int, int], run_steps: dict[int, int]
     return {"phase": "rl", "points": points, "train_metrics": _train_metrics(work, list(steps)), **extra}
 
 
-def merge_rl_step(carried: dict[str, Any], new: dict[str, Any], done: dict[int, int]) -> dict[str, Any]:
+def merge_rl_step(carried: dict[str, Any], new: dict[str, Any], done: dict[int, int],
+                  recipe: dict[str, Any] | None = None) -> dict[str, Any]:
     """``records_rl.json`` after a ``rl_step`` run: the carried points plus the new ones, training metrics
-    appended per seed, and ``steps_done`` (per seed, the PPO steps whose actor and critic are carried)."""
+    appended per seed, and ``steps_done`` (per seed, the PPO steps whose actor and critic are carried).
+    ``recipe`` (the PPO settings the run stepped with) is kept on each of its PPO rows, so a curve whose recipe
+    changed between device runs says which steps ran with which."""
     merged = merge_seeds(carried, {k: v for k, v in new.items() if k != "train_metrics"})
     for s, rows in new.get("train_metrics", {}).items():
+        if recipe:
+            rows = [dict(r, recipe=dict(recipe)) if r.get("stage") == "ppo_agentic" else r for r in rows]
         merged.setdefault("train_metrics", {}).setdefault(s, []).extend(rows)
     merged.setdefault("steps_done", {}).update({str(s): k for s, k in done.items()})
     return merged
@@ -227,7 +232,7 @@ def _train_metrics(work: Path, seeds: list[int], folder: str = "rl_seed{s}") -> 
                 "heldout_pass_rate", "gen_rows_per_batch", "gen_rows_per_step", "gen_latency_s_mean",
                 # the update's size and recipe: a step's trust region, and 'groups' when the group baseline ran
                 "approx_kl", "approx_kl_max", "collapsed_frac_max", "log_ratio_min", "update_minibatches", "kl_stopped",
-                "groups")
+                "groups", "rollout_episodes")
         out[str(s)] = [{k: r[k] for k in keep if k in r} for r in rows]
     return out
 

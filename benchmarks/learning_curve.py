@@ -63,9 +63,9 @@ from _learning_curve_report import (  # noqa: E402
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
-                 rl_steps=16, episodes_per_step=64, vp_episodes=16, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=1,
+                 rl_steps=16, episodes_per_step=96, vp_episodes=16, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=1,
                  target_kl=0.02, samples_per_task=4, baseline="group", batching="continuous",
-                 negative_scale=0.0, actor_warmup_steps=4,
+                 negative_scale=0.0, actor_warmup_steps=4, minibatches=6, train_max_turns=4,
                  concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
                  budget_s=560, drain_s=180, ppo_min_s=420, steps_per_run=1, ppo_step_s=280,
                  sft_reserve_s=240, device_gib=120, runners_ahead=15,
@@ -107,10 +107,20 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: with a token below p = 0.1: 0.59 to 0.94 in 6 steps); positive-only kept it (0.66 after 8) and the held-out
 #: first-turn pass went 0.25 to 0.41. 5e-5 barely moved (k3 1e-4 per step), 3e-4 collapsed in one step.
 #: ``ppo_min_s`` 420 and ``ppo_step_s`` 280 hold 64 rollouts at session 28's ~0.3 episodes/s and the update.
+#: Since session 30: ``train_max_turns`` 4, ``episodes_per_step`` 96 (24 tasks x 4), ``minibatches`` 6. Step 1 with
+#: the session-29 recipe (64 episodes, 4 minibatches, all of them inside the warm-up) moved nothing on the H200:
+#: approx_kl 0.0016-0.0025, held-out pass 0.235 against SFT's 0.228 (187 pairs, reward +0.016, 95% -0.18..+0.21).
+#: More optimizer steps on the same episodes do not help either: on the CPU proxy, 4 epochs x 8 minibatches on one
+#: step's 64 samples (14 steps before target_kl stopped it) left held-out first-turn pass at 0.219 (SFT 0.227),
+#: where the session-29 arm reached 0.41 over 8 steps of fresh samples. What teaches is new passing episodes, and
+#: the update itself costs ~3 s of the H200 (update_s 2.6): so the step buys episodes. Every pass of the SFT and
+#: step-1 evaluations (87 of 376 episodes) came at turn 2-4, the failures ran all 8 turns, and with
+#: ``negative_scale`` 0 a failure teaches nothing but its group's baseline: training episodes stop after 4 turns
+#: (the paper, too, trained with fewer turns than it evaluated: 150 against 200), the held-out evaluations keep 8.
 #: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
                                                  "sft_eval_every", "sft_evaluate", "runners_ahead",
-                                                 "negative_scale", "actor_warmup_steps"})
+                                                 "negative_scale", "actor_warmup_steps", "minibatches"})
 
 #: h200's ``concurrency`` is per seed, and the seeds run side by side on the one GPU. Every episode in flight holds
 #: two CUDA processes (its task's reference process and its candidate runner, ~0.75 GiB each): at 64 per seed, 3
@@ -214,22 +224,54 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
     ppo = {"env": "kernel", "tasks": [train], "steps": steps or p["rl_steps"], "episodes_per_step": p["episodes_per_step"],
            "samples_per_task": p.get("samples_per_task", 1),
            "actor_lr": p["actor_lr"], "critic_lr": p["critic_lr"], "max_new_tokens": p["max_new_tokens"],
-           "rollout": {**rollout_block(p, admit_until), "save_episodes": True}, "eval_tasks": [held], "eval_at_start": False,
+           "rollout": {**rollout_block(p, admit_until), "save_episodes": True,
+                       "train_max_turns": p.get("train_max_turns")},
+           "eval_tasks": [held], "eval_at_start": False,
            "checkpoint_every": 1000, "actor_warmup_steps": p.get("actor_warmup_steps", 0),
            "eval_temperature": p["eval_temperature"],
-           "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": 4, "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
+           "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": p.get("minibatches", 4), "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
                    "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl"),
                    "baseline": p.get("baseline", "critic"), "negative_scale": p.get("negative_scale", 1.0)}}
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
 
 
+#: The preset keys that make a PPO step's recipe: kept with each step's training metrics and with a restart.
+RECIPE_KEYS = ("actor_lr", "target_kl", "ppo_epochs", "minibatches", "episodes_per_step", "samples_per_task",
+               "negative_scale", "actor_warmup_steps", "baseline", "train_max_turns")
+
+
+def ppo_recipe(p: dict[str, Any]) -> dict[str, Any]:
+    """The PPO recipe of preset ``p`` (:data:`RECIPE_KEYS`; ``minibatches`` defaults to 4 like the stage config)."""
+    return {k: p.get(k, 4 if k == "minibatches" else None) for k in RECIPE_KEYS}
+
+
 def control_samples(p: dict[str, Any], state: Path | None) -> int:
-    """Expert episodes the control trains on: as many as the RL episodes, i.e. ``episodes_per_step`` times the PPO
-    steps the carried ``records_rl.json`` says the seeds took (their most), else times ``rl_steps``."""
+    """Expert episodes the control trains on: as many as the RL episodes the seeds' carried PPO steps ran (the most
+    over the seeds), else ``episodes_per_step`` times ``rl_steps``.
+
+    A step's episodes are its row's ``rollout_episodes``, else its ``groups`` times its recipe's (or the preset's)
+    ``samples_per_task``, else the recipe's or the preset's ``episodes_per_step``: the recipe may change between
+    device runs (session 30: 64 episodes per step, then more), so the preset's figure alone would miscount."""
     f = state / "records_rl.json" if state else None
-    done = json.loads(f.read_text()).get("steps_done", {}) if f is not None and f.exists() else {}
-    steps = max((int(v) for v in done.values()), default=0) or p["rl_steps"]
-    return steps * p["episodes_per_step"]
+    records = json.loads(f.read_text()) if f is not None and f.exists() else {}
+    done = {str(s): int(v) for s, v in records.get("steps_done", {}).items() if int(v) > 0}
+    if not done:
+        return p["rl_steps"] * p["episodes_per_step"]
+
+    def episodes(row: dict[str, Any]) -> int:
+        recipe = row.get("recipe") or {}
+        if row.get("rollout_episodes"):
+            return int(row["rollout_episodes"])
+        if row.get("groups"):
+            return int(row["groups"]) * int(recipe.get("samples_per_task") or p.get("samples_per_task", 1))
+        return int(recipe.get("episodes_per_step") or p["episodes_per_step"])
+
+    totals = []
+    for seed, steps in done.items():
+        rows = [r for r in records.get("train_metrics", {}).get(seed, []) if r.get("stage") == "ppo_agentic"]
+        rows = rows[-steps:]  # the carried steps' rows (a step cut before it ended has none)
+        totals.append(sum(episodes(r) for r in rows) + (steps - len(rows)) * p["episodes_per_step"])
+    return max(totals)
 
 
 def run_step_count(p: dict[str, Any], done: int, seed_s: float) -> int:
@@ -448,9 +490,7 @@ def main() -> None:  # noqa: C901 - one linear script
     args = ap.parse_args()
     p = apply_sets(dict(PRESETS[args.preset]), args.set)
     if args.restart_rl is not None:
-        restart_rl_state(args.state, args.restart_rl, {k: p.get(k) for k in ("actor_lr", "target_kl", "ppo_epochs",
-                                                                     "episodes_per_step", "negative_scale",
-                                                                     "actor_warmup_steps")})
+        restart_rl_state(args.state, args.restart_rl, ppo_recipe(p))
         return
     phases = ["sft", "control", "rl"] if args.phase == "all" else args.phase.split(",")
     unknown = [x for x in phases if x not in PHASES]
@@ -736,7 +776,7 @@ def main() -> None:  # noqa: C901 - one linear script
                 if rollouts.exists():
                     shutil.copy(rollouts, out / f"rollouts_seed{s}_step{step - run_steps[s] + j}.pt")
         new = collect_rl_step(work, {s: st for s, st in stepping.items() if s in finished}, run_steps)
-        merged = merge_rl_step(carried_rl, new, {**done, **finished})
+        merged = merge_rl_step(carried_rl, new, {**done, **finished}, ppo_recipe(p))
         (out / "records_rl.json").write_text(json.dumps(merged, default=str))
 
     if "throughput" in phases:

@@ -187,6 +187,14 @@ class RolloutSettings(BaseModel):
                     "no <tag>.jsonl) for a resumed run to finish. A run with a hard deadline sets it a typical "
                     "episode's length before the deadline, so no episode is cut half-way. None: every episode runs.",
     )
+    train_max_turns: int | None = Field(
+        None, ge=1,
+        description="Kernel env: turn limit of the stage's training episodes; None: the run's agent.max_turns. "
+                    "Held-out evaluations always run agent.max_turns, so their points stay comparable. A policy "
+                    "that passes on its first kernels or not at all (the learning curve's: 46 of 49 held-out passes "
+                    "at turn 2, none after turn 4) spends most of a training step on turns that cannot change a "
+                    "reward; a lower limit buys more episodes with the same device time.",
+    )
     device_steps: int = Field(
         1, ge=1,
         description="Kernel env, concurrency > 1: device steps (verify, profile, grade after their build) running at "

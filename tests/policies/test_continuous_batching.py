@@ -264,3 +264,48 @@ def test_concurrent_kernel_rollouts_run_episodes_on_continuous_generation(tiny_l
     assert turns >= 3
     assert counters["gen_requests"] == counters["gen_rows"] >= turns
 
+
+
+def test_training_rollouts_stop_at_train_max_turns_and_evaluations_at_the_runs_limit(tiny_lm_dir: Path,
+                                                                                     tmp_path: Path) -> None:
+    """``rollout.train_max_turns``: a kernel stage's training episodes (``collect``) end at that limit, its held-out
+    evaluations (``evaluate``) at the run's ``agent.max_turns``. Real cpu-backend episodes of a tiny random policy
+    that never submits, so every episode runs to its limit."""
+    import json
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from cuda_agent.config import RunConfig
+    from cuda_agent.plugin_manager import PluginManager
+    from cuda_agent.training.settings import RolloutSettings
+    from cuda_agent.training.stages.episodes import KernelEpisodeSource, load_tasks
+
+    swish = str(Path(__file__).resolve().parents[2] / "examples" / "tasks" / "swish.py")
+    rt = SimpleNamespace(config=RunConfig.model_validate({"backend": "cpu", "agent": {"max_turns": 3}}),
+                         tokenizer_dir=tiny_lm_dir, dir=tmp_path / "stage", rank=0,
+                         ctx=SimpleNamespace(plugin_manager=PluginManager()), on_close=lambda fn: None)
+    source = KernelEpisodeSource(rt, mode="agent", tasks=[swish], max_new_tokens=8, temperature=1.0,
+                                 vllm=None, rollout=RolloutSettings(concurrency=2, build_workers=1,
+                                                                    train_max_turns=1))
+    actor = SimpleNamespace(module=AutoModelForCausalLM.from_pretrained(tiny_lm_dir), global_steps=0,
+                            zero_optimization_stage=lambda: 0)  # the surface of a DeepSpeed engine export reads
+
+    def turns(folder: Path) -> list[tuple[str, int]]:
+        out = []
+        for traj in sorted(folder.rglob("trajectory.jsonl")):
+            end = [json.loads(x) for x in traj.read_text().splitlines()][-1]
+            out.append((end.get("exit"), end.get("turns")))
+        return out
+
+    try:
+        episodes = source.collect(actor, 2, step=1, gen=torch.Generator().manual_seed(0))
+        source.evaluate(tiny_lm_dir, load_tasks([swish], "cpu"), tmp_path / "heldout")
+    finally:
+        source.close()
+    assert len(episodes) == 2
+    assert turns(rt.dir / "episodes") == [("max_turns", 1), ("max_turns", 1)]
+    assert turns(tmp_path / "heldout") == [("max_turns", 3)]
+    with pytest.raises(ValueError):
+        RolloutSettings(train_max_turns=0)

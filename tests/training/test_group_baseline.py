@@ -163,3 +163,10 @@ def test_the_learning_curve_presets_rl_stages_validate_with_groups_and_continuou
     p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["negative_scale=1", "actor_warmup_steps=0"])
     plain = PPOStageConfig.model_validate(lc.rl_stages(p, tmp_path)[1]["config"])
     assert (plain.ppo.negative_scale, plain.actor_warmup_steps) == (1.0, 0)  # plain PPO, the full rate at once
+    # since session 30: training episodes stop after 4 turns (held-out evaluations keep max_turns), 96 a step, in
+    # 6 minibatches; each settable
+    assert (cfg.rollout.train_max_turns, cfg.episodes_per_step, cfg.ppo.minibatches) == (4, 96, 6)
+    assert lc.PRESETS["h200"]["max_turns"] == 8
+    p = lc.apply_sets(dict(lc.PRESETS["h200"]), ["train_max_turns=null", "minibatches=4"])
+    full = PPOStageConfig.model_validate(lc.rl_stages(p, tmp_path)[1]["config"])
+    assert (full.rollout.train_max_turns, full.ppo.minibatches) == (None, 4)

@@ -67,8 +67,12 @@ def test_two_runs_make_points_rl_1_and_rl_2_and_count_the_steps_per_seed(tmp_pat
 
     second = tmp_path / "call2"  # only seed 1 took its second step in this run (seed 0's was cut)
     _run(second, 1, 2, {"a": 3.0, "b": 2.0})
-    records = merge_rl_step(json.loads(json.dumps(records)), collect_rl_step(second, {1: 2}), {0: 1, 1: 2})
+    recipe = {"actor_lr": 1e-4, "ppo_epochs": 4, "minibatches": 8}  # the recipe changed between the two runs
+    records = merge_rl_step(json.loads(json.dumps(records)), collect_rl_step(second, {1: 2}), {0: 1, 1: 2}, recipe)
     assert records["steps_done"] == {"0": 1, "1": 2}
+    ppo_rows = [m for m in records["train_metrics"]["1"] if m["stage"] == "ppo_agentic"]
+    assert "recipe" not in ppo_rows[0] and ppo_rows[1]["recipe"] == recipe  # each step says what it ran with
+    assert all("recipe" not in m for m in records["train_metrics"]["1"] if m["stage"] == "value_pretrain")
     assert [r["reward"] for r in records["points"]["rl_2"]["1"]] == [3.0, 2.0]
     assert [r["reward"] for r in records["points"]["rl_1"]["1"]] == [2.0, 1.0]  # the carried point stays
     assert "0" not in records["points"]["rl_2"]
@@ -270,4 +274,12 @@ def test_the_control_trains_on_as_many_episodes_as_the_rl_steps_taken(tmp_path: 
     p = {**learning_curve.PRESETS["h200"], "rl_steps": 16, "episodes_per_step": 32}
     assert learning_curve.control_samples(p, None) == 16 * 32  # nothing carried: the planned steps
     (tmp_path / "records_rl.json").write_text(json.dumps({"steps_done": {"0": 5, "1": 4, "2": 5}}))
-    assert learning_curve.control_samples(p, tmp_path) == 5 * 32
+    assert learning_curve.control_samples(p, tmp_path) == 5 * 32  # no rows carried: the preset's size per step
+    # the recipe changed after step 1: 16 groups of 4, then 96 episodes a step (counted, or from the recipe)
+    rows = [{"stage": "value_pretrain", "step": 1},
+            {"stage": "ppo_agentic", "step": 1, "groups": 16.0},
+            {"stage": "ppo_agentic", "step": 2, "rollout_episodes": 96.0, "recipe": {"episodes_per_step": 96}},
+            {"stage": "ppo_agentic", "step": 3, "recipe": {"episodes_per_step": 96}}]
+    (tmp_path / "records_rl.json").write_text(json.dumps({"steps_done": {"0": 3, "1": 2},
+                                                          "train_metrics": {"0": rows, "1": rows[:3]}}))
+    assert learning_curve.control_samples({**p, "samples_per_task": 4}, tmp_path) == 64 + 96 + 96

@@ -132,6 +132,8 @@ class KernelEpisodeSource:
             model_dir = self.vllm.model_dir
         cfg = self.run_config()
         cfg.policy = f"{engine}:{model_dir}"
+        if self.rollout.train_max_turns is not None:
+            cfg.agent.max_turns = self.rollout.train_max_turns
         pm = self.rt.ctx.plugin_manager
         episodes = []
         order = self._draw(n, gen, group_size)
@@ -185,7 +187,8 @@ class KernelEpisodeSource:
         folder = self.rt.dir / "episodes" / f"step_{step:05d}"
         jobs = [EpisodeJob(self.tasks[t], folder / (f"{i:03d}" if self.rt.rank == 0 else f"r{self.rt.rank}_{i:03d}"),
                            stable_seed(self.rt.config.seed, step, i, self.rt.rank) % (2**31)) for i, t in enumerate(order)]
-        self.last_stats = self.concurrent().run(jobs, model_dir, self._params())
+        self.last_stats = self.concurrent().run(jobs, model_dir, self._params(),
+                                                max_turns=self.rollout.train_max_turns)
         episodes = [_grouped(episode_from_trajectory(j.out_dir / "trajectory.jsonl"), i, group_size)
                     for i, j in enumerate(jobs) if (j.out_dir / "trajectory.jsonl").exists()]
         return _stamp(episodes, "hf", version)

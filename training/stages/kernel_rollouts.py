@@ -167,8 +167,11 @@ class ConcurrentKernelRollouts:
 
     # -- running -------------------------------------------------------------------------------------
     def run(self, jobs: list[EpisodeJob], model_dir: Path, params: Any, refresh: bool = True,
-            admit_until: float | None = None) -> CollectionStats:
+            admit_until: float | None = None, max_turns: int | None = None) -> CollectionStats:
         """Run ``jobs`` concurrently with the policy in ``model_dir``; each writes its folder's trajectory.
+
+        ``max_turns``: the episodes' turn limit instead of the run config's ``agent.max_turns`` (training
+        rollouts' ``rollout.train_max_turns``).
 
         An episode that raises is recorded in ``stats.errors`` (its folder then has no complete trajectory).
         ``admit_until`` (Unix seconds): a job whose turn comes later is not started (``stats.not_admitted``; its
@@ -183,6 +186,8 @@ class ConcurrentKernelRollouts:
         stats = CollectionStats(episodes=len(jobs))
         cfg = self.run_config.model_copy(deep=True)
         cfg.policy = f"hf:{model_dir}"
+        if max_turns is not None:
+            cfg.agent.max_turns = max_turns
         with self._lock:
             self._live = min(len(jobs), max(1, self.settings.concurrency))  # episodes in flight (a full batch)
 
