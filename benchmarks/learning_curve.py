@@ -480,8 +480,8 @@ def main() -> None:  # noqa: C901 - one linear script
     ap.add_argument("--state", type=Path, default=None,
                     help="folder holding an earlier run's --out files (state_seed*.safetensors, records_*.json)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset value (JSON)")
-    ap.add_argument("--seeds", default=None, metavar="LIST",
-                    help="run only these seeds (e.g. '0' or '1,2'): a phase spread over device runs one seed at a "
+    ap.add_argument("--seeds", default=None, metavar="LIST", nargs="+",
+                    help="run only these seeds (e.g. '0', '1,2' or '1 2'): a phase spread over device runs one seed at a "
                          "time; its records are merged with the carried --state records of the other seeds")
     ap.add_argument("--restart-rl", default=None, metavar="REASON",
                     help="no device work: retire the RL steps recorded in --state's records_rl.json (kept there under "
@@ -507,9 +507,12 @@ def main() -> None:  # noqa: C901 - one linear script
     data = work / "data"
     seeds = list(range(p["seeds"]))
     if args.seeds is not None:
-        chosen = [int(x) for x in args.seeds.split(",") if x.strip()]
+        try:
+            chosen = [int(x) for a in args.seeds for x in a.split(",") if x.strip()]
+        except ValueError:
+            raise SystemExit(f"--seeds {' '.join(args.seeds)!r}: seeds are integers, e.g. '0,1' or '0 1'") from None
         if not chosen or any(x not in seeds for x in chosen):
-            raise SystemExit(f"--seeds {args.seeds!r}: choose among {seeds}")
+            raise SystemExit(f"--seeds {' '.join(args.seeds)!r}: choose among {seeds}")
         seeds = chosen
     all_seeds = list(range(p["seeds"]))
     if p.get("device_gib"):  # the seeds of this call share the GPU's memory (see PRESETS)

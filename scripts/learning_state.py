@@ -213,6 +213,14 @@ def take(dest: Path, returned: Path, seeds: list[int]) -> None:
         print(f"{p.name}: copied")
 
 
+def seed_list(text: str) -> list[int]:
+    """``--seeds`` values: one seed or a comma list (``0``, ``0,1``), so ``--seeds 0 1`` and ``--seeds 0,1`` agree."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: seeds are integers, e.g. '0 1' or '0,1'") from None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -225,13 +233,13 @@ def main() -> None:
     c = sub.add_parser("subset", help="copy the data core, records and the given seeds' files into another folder")
     c.add_argument("src", type=Path)
     c.add_argument("dest", type=Path)
-    c.add_argument("--seeds", type=int, nargs="+", required=True)
-    c.add_argument("--without", action="append", default=[], metavar="GLOB",
+    c.add_argument("--seeds", type=seed_list, nargs="+", required=True, help="seeds, e.g. '0 1' or '0,1'")
+    c.add_argument("--without", action="extend", nargs="+", default=[], metavar="GLOB",
                    help="leave out files matching GLOB (e.g. 'state_seed*': past RL step 1 no SFT actor is read)")
     k = sub.add_parser("take", help="bring a call's returned files in for the seeds it ran, keeping the others'")
     k.add_argument("dest", type=Path)
     k.add_argument("returned", type=Path)
-    k.add_argument("--seeds", type=int, nargs="+", required=True)
+    k.add_argument("--seeds", type=seed_list, nargs="+", required=True, help="seeds, e.g. '0 1' or '0,1'")
     t = sub.add_parser("retire", help="drop files from what restore writes (they stay in history, listed as retired)")
     t.add_argument("names", nargs="+")
     t.add_argument("-m", "--message", required=True, help="why the files are stale")
@@ -241,9 +249,9 @@ def main() -> None:
     elif args.cmd == "restore":
         restore(args.dest)
     elif args.cmd == "subset":
-        subset(args.src, args.dest, args.seeds, args.without)
+        subset(args.src, args.dest, [x for part in args.seeds for x in part], args.without)
     elif args.cmd == "take":
-        take(args.dest, args.returned, args.seeds)
+        take(args.dest, args.returned, [x for part in args.seeds for x in part])
     elif args.cmd == "retire":
         retire(args.names, args.message)
     else:

@@ -180,3 +180,11 @@ def test_subset_leaves_out_what_without_names(repo: Path) -> None:
     got = sorted(p.name for p in (repo / ".learning_state_call").iterdir())
     assert got == ["data_core.tar.gz", "records_sft.json", "rl_actor_seed1.safetensors", "rl_actor_seed2.safetensors",
                    "rl_critic_seed1.safetensors", "rl_critic_seed2.safetensors"]
+    # the learning curve's own spelling of seeds (a comma list) works too, and --without takes several globs
+    res = run(repo, "subset", ".learning_state", ".learning_state_call", "--seeds", "1,2", "--without", "state_seed*",
+              "rl_critic*")
+    assert res.returncode == 0, res.stderr
+    got = sorted(p.name for p in (repo / ".learning_state_call").iterdir())
+    assert got == ["data_core.tar.gz", "records_sft.json", "rl_actor_seed1.safetensors", "rl_actor_seed2.safetensors"]
+    res = run(repo, "subset", ".learning_state", ".learning_state_call", "--seeds", "one")
+    assert res.returncode == 2 and "seeds are integers" in res.stderr

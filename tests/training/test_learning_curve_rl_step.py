@@ -283,3 +283,19 @@ def test_the_control_trains_on_as_many_episodes_as_the_rl_steps_taken(tmp_path: 
     (tmp_path / "records_rl.json").write_text(json.dumps({"steps_done": {"0": 3, "1": 2},
                                                           "train_metrics": {"0": rows, "1": rows[:3]}}))
     assert learning_curve.control_samples({**p, "samples_per_task": 4}, tmp_path) == 64 + 96 + 96
+
+
+def test_seeds_are_taken_as_a_comma_list_or_separate_words(tmp_path: Path) -> None:
+    """``--seeds 0 1`` and ``--seeds 0,1`` name the same seeds (session 30 lost a device call to the first spelling);
+    a seed the preset does not have, or a word that is not a seed, is refused with the valid choices."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_curve.py"
+    for spelling in (["0", "1"], ["0,1"]):
+        res = subprocess.run([sys.executable, str(script), "--preset", "cpu_tiny", "--out", str(tmp_path / "o"),
+                              "--seeds", *spelling], capture_output=True, text=True, timeout=120)
+        assert res.returncode != 0 and "choose among [0]" in res.stderr  # cpu_tiny has one seed: 1 is refused
+    res = subprocess.run([sys.executable, str(script), "--preset", "cpu_tiny", "--out", str(tmp_path / "o"),
+                          "--seeds", "first"], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and "seeds are integers" in res.stderr
