@@ -120,7 +120,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
                                                  "sft_eval_every", "sft_evaluate", "runners_ahead",
-                                                 "negative_scale", "actor_warmup_steps", "minibatches"})
+                                                 "negative_scale", "actor_warmup_steps", "minibatches",
+                                                 "train_max_turns"})
 
 #: h200's ``concurrency`` is per seed, and the seeds run side by side on the one GPU. Every episode in flight holds
 #: two CUDA processes (its task's reference process and its candidate runner, ~0.75 GiB each): at 64 per seed, 3
@@ -213,6 +214,10 @@ def sft_stage(p: dict[str, Any], data: Path, admit_until: float | None = None, *
     return {"name": "sft", "config": cfg}
 
 
+#: PPO minibatches per epoch for a preset that names none (``cpu_tiny``).
+DEFAULT_MINIBATCHES = 4
+
+
 def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
               admit_until: float | None = None) -> list[dict[str, Any]]:
     """``value_pretrain`` then ``ppo_agentic`` (``steps``, default the preset's) with held-out evaluation after
@@ -229,7 +234,8 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
            "eval_tasks": [held], "eval_at_start": False,
            "checkpoint_every": 1000, "actor_warmup_steps": p.get("actor_warmup_steps", 0),
            "eval_temperature": p["eval_temperature"],
-           "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": p.get("minibatches", 4), "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
+           "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": p.get("minibatches", DEFAULT_MINIBATCHES),
+                   "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
                    "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl"),
                    "baseline": p.get("baseline", "critic"), "negative_scale": p.get("negative_scale", 1.0)}}
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
@@ -241,8 +247,8 @@ RECIPE_KEYS = ("actor_lr", "target_kl", "ppo_epochs", "minibatches", "episodes_p
 
 
 def ppo_recipe(p: dict[str, Any]) -> dict[str, Any]:
-    """The PPO recipe of preset ``p`` (:data:`RECIPE_KEYS`; ``minibatches`` defaults to 4 like the stage config)."""
-    return {k: p.get(k, 4 if k == "minibatches" else None) for k in RECIPE_KEYS}
+    """The PPO recipe of preset ``p`` (:data:`RECIPE_KEYS`, as :func:`rl_stages` reads them)."""
+    return {k: p.get(k, DEFAULT_MINIBATCHES if k == "minibatches" else None) for k in RECIPE_KEYS}
 
 
 def control_samples(p: dict[str, Any], state: Path | None) -> int:
