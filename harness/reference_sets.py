@@ -2,7 +2,7 @@
 
 Inside the trusted reference process (:mod:`cuda_agent.harness.reference`): each set is generated on the device
 from a seed the trusted side chose (``get_inputs()`` under ``manual_seed(seed)`` with the device as default), the
-reference model runs first on copies of it, and the pristine inputs, the expected outputs and the inputs'
+reference model runs first on it, and the pristine inputs, the expected outputs and the inputs'
 fingerprints stay here. Device allocations a set was exported in (fresh sets handed over by descriptor) are
 released with it. Because a set is fully determined by its seed, :meth:`HeldSets.regenerate` makes its inputs again
 (a baseline that wrote to them; later, sets dropped to save device memory).
@@ -112,13 +112,18 @@ class HeldSets:
         return [fingerprint(x) if isinstance(x, self.torch.Tensor) else None for x in values]
 
     def make(self, k: int, seed: int, widen: list[Any] | None = None) -> HeldSet | None:
-        """Set ``k`` from ``seed``: inputs generated on the device, the reference run FIRST on copies of them.
+        """Set ``k`` from ``seed``: inputs generated on the device, the reference run FIRST, on them.
 
         ``widen``: one plan per input (:mod:`~cuda_agent.harness.widening`); the widening is halved until the
         reference output is finite, and the set is not made (None) when even the mildest widening is not. The
-        peak memory of the forward beyond its inputs and outputs is recorded in ``work_bytes`` (CUDA)."""
+        peak memory of the forward beyond its inputs and outputs is recorded in ``work_bytes`` (CUDA).
+
+        Memory: one set's inputs, its outputs and the forward's temporaries, nothing more (the memory plan counts
+        exactly that for a set being made; KernelBench inputs are up to 8 GiB each). The forward runs on the held
+        inputs, not on copies: a reference that writes into its inputs is seen by their fingerprints and the
+        inputs are made again from the seed; an output that shares memory with an input is copied.
+        """
         torch = self.torch
-        pristine = generate_inputs(torch, self.get_inputs, seed, self.device)
         cuda = self.device.type == "cuda"
         shrinks: list[float | None] = [None]
         if widen is not None:
@@ -126,47 +131,66 @@ class HeldSets:
 
             shrinks = list(shrink_steps())
         for shrink in shrinks:
-            inputs = pristine
-            if shrink is not None:
-                from cuda_agent.harness.widening import widen_inputs
-
-                inputs = widen_inputs(torch, pristine, widen or [], shrink)
-            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            inputs = self._inputs(seed, widen, shrink)
+            prints = self.fingerprints_of(inputs)
             if cuda:
                 torch.cuda.synchronize(self.device)
                 base = torch.cuda.memory_allocated(self.device)
                 self.peak_seen = max(self.peak_seen, torch.cuda.max_memory_allocated(self.device))
                 torch.cuda.reset_peak_memory_stats(self.device)
             with torch.no_grad():
-                out = self.model(*copies)
+                out = self.model(*inputs)
             expected = list(out) if isinstance(out, (tuple, list)) else [out]
+            del out
             if cuda:
                 torch.cuda.synchronize(self.device)
                 out_bytes = sum(e.numel() * e.element_size() for e in expected if isinstance(e, torch.Tensor))
                 self.work_bytes = max(self.work_bytes, torch.cuda.max_memory_allocated(self.device) - base - out_bytes)
-            del copies
+            expected = self._apart_from(expected, inputs)
+            if self.fingerprints_of(inputs) != prints:  # the reference wrote into its inputs: the seed's again
+                inputs = self._inputs(seed, widen, shrink)
+                prints = self.fingerprints_of(inputs)
             if shrink is None:
                 break
             from cuda_agent.harness.widening import finite_outputs
 
             if finite_outputs(torch, expected):
                 break
+            inputs, expected = [], []  # the next, milder widening is made without these alive
         else:
             return None  # not finite at any widening: inconclusive, nothing kept
-        held = HeldSet(seed, inputs, [e.detach() if isinstance(e, torch.Tensor) else e for e in expected],
-                       self.fingerprints_of(inputs), widen=widen, shrink=shrink)
+        held = HeldSet(seed, inputs, expected, prints, widen=widen, shrink=shrink)
         self.sets[k] = held
         return held
+
+    def _inputs(self, seed: int, widen: list[Any] | None, shrink: float | None) -> list[Any]:
+        """A set's inputs from its seed, widened where ``shrink`` is given (each pristine tensor freed as soon as
+        its widened one exists)."""
+        inputs = generate_inputs(self.torch, self.get_inputs, seed, self.device)
+        if widen is not None and shrink is not None:
+            from cuda_agent.harness.widening import widen_inputs
+
+            inputs = widen_inputs(self.torch, inputs, widen, shrink, consume=True)
+        return inputs
+
+    def _apart_from(self, expected: list[Any], inputs: list[Any]) -> list[Any]:
+        """The expected outputs detached, each one that shares memory with an input copied (an identity-like
+        reference must not make the kept expected output the pristine input itself)."""
+        torch = self.torch
+        held = {x.untyped_storage().data_ptr() for x in inputs if isinstance(x, torch.Tensor) and x.numel()}
+        out = []
+        for e in expected:
+            if isinstance(e, torch.Tensor):
+                e = e.detach()
+                if e.numel() and e.untyped_storage().data_ptr() in held:
+                    e = e.clone()
+            out.append(e)
+        return out
 
     def regenerate(self, k: int) -> None:
         """Make set ``k``'s inputs again from its seed (the expected outputs are unchanged: same seed, same data)."""
         held = self.sets[k]
-        inputs = generate_inputs(self.torch, self.get_inputs, held.seed, self.device)
-        if held.widen is not None and held.shrink is not None:
-            from cuda_agent.harness.widening import widen_inputs
-
-            inputs = widen_inputs(self.torch, inputs, held.widen, held.shrink)
-        held.inputs = inputs
+        held.inputs = self._inputs(held.seed, held.widen, held.shrink)
 
     def changed(self) -> list[int]:
         """Sets whose pristine inputs no longer match their fingerprints (a candidate wrote through IPC, T5)."""

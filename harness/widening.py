@@ -71,23 +71,30 @@ def can_widen(plans: list[Plan]) -> bool:
 
 
 def widen_tensor(x: Any, plan: list[Any], shrink: float) -> Any:
-    """``x`` under one plan, the widening scaled by ``shrink`` (1 = full, towards 0 = the sampled range)."""
+    """``x`` under one plan, the widening scaled by ``shrink`` (1 = full, towards 0 = the sampled range).
+
+    One new tensor is allocated and every later step works in place on it (``x`` is never written): a widened
+    8 GiB input costs one more input's worth while it is made, not four (the out-of-place chain's temporaries ran a
+    KernelBench reduction's reference out of device memory). The arithmetic is the out-of-place chain's, op for op.
+    """
     kind, a, b, lo, hi = plan
     if kind == "affine":
-        u = (x - a) / (b - a)
         tlo = a + (lo - a) * shrink
         thi = b + (hi - b) * shrink
-        y = tlo + u * (thi - tlo)
+        y = x.sub(a)
+        y.div_(b - a).mul_(thi - tlo).add_(tlo)
     else:
-        y = x * (1.0 + (a - 1.0) * shrink)
+        y = x.mul(1.0 + (a - 1.0) * shrink)
     if lo is not None or hi is not None:
-        y = y.clamp(min=lo, max=hi)
+        y.clamp_(min=lo, max=hi)
     return y.to(x.dtype).contiguous()
 
 
-def widen_inputs(torch: Any, inputs: list[Any], plans: list[Plan], shrink: float) -> list[Any]:
-    """A new list of inputs with every floating tensor that has a plan widened (others are the same objects)."""
-    out = list(inputs)
+def widen_inputs(torch: Any, inputs: list[Any], plans: list[Plan], shrink: float, *, consume: bool = False) -> list[Any]:
+    """The inputs with every floating tensor that has a plan widened (others are the same objects): a new list, or
+    with ``consume`` the given one, each entry replaced as soon as its widened tensor exists (the caller's pristine
+    tensor is then freed one input at a time instead of all living until the end)."""
+    out = inputs if consume else list(inputs)
     for i, plan in enumerate(plans):
         if plan is not None and i < len(out) and isinstance(out[i], torch.Tensor) and out[i].is_floating_point():
             out[i] = widen_tensor(out[i], plan, shrink)
