@@ -116,12 +116,19 @@ def merge_rl_step(carried: dict[str, Any], new: dict[str, Any], done: dict[int, 
     """``records_rl.json`` after a ``rl_step`` run: the carried points plus the new ones, training metrics
     appended per seed, and ``steps_done`` (per seed, the PPO steps whose actor and critic are carried).
     ``recipe`` (the PPO settings the run stepped with) is kept on each of its PPO rows, so a curve whose recipe
-    changed between device runs says which steps ran with which."""
+    changed between device runs says which steps ran with which. A PPO row's ``step`` is the seed's step (the
+    run's own count, from 1 in every run, is kept as ``run_step``)."""
     merged = merge_seeds(carried, {k: v for k, v in new.items() if k != "train_metrics"})
     for s, rows in new.get("train_metrics", {}).items():
-        if recipe:
-            rows = [dict(r, recipe=dict(recipe)) if r.get("stage") == "ppo_agentic" else r for r in rows]
-        merged.setdefault("train_metrics", {}).setdefault(s, []).extend(rows)
+        kept = merged.setdefault("train_metrics", {}).setdefault(s, [])
+        before = sum(1 for r in kept if r.get("stage") == "ppo_agentic")
+        out = []
+        for r in rows:
+            if r.get("stage") == "ppo_agentic":  # a run counts its steps from 1: the row says the seed's step
+                before += 1
+                r = dict(r, step=before, run_step=r.get("step"), **({"recipe": dict(recipe)} if recipe else {}))
+            out.append(r)
+        kept.extend(out)
     merged.setdefault("steps_done", {}).update({str(s): k for s, k in done.items()})
     return merged
 

@@ -72,6 +72,7 @@ def test_two_runs_make_points_rl_1_and_rl_2_and_count_the_steps_per_seed(tmp_pat
     assert records["steps_done"] == {"0": 1, "1": 2}
     ppo_rows = [m for m in records["train_metrics"]["1"] if m["stage"] == "ppo_agentic"]
     assert "recipe" not in ppo_rows[0] and ppo_rows[1]["recipe"] == recipe  # each step says what it ran with
+    assert [(m["step"], m["run_step"]) for m in ppo_rows] == [(1, 1), (2, 1)]  # the seed's step, the run's count
     assert all("recipe" not in m for m in records["train_metrics"]["1"] if m["stage"] == "value_pretrain")
     assert [r["reward"] for r in records["points"]["rl_2"]["1"]] == [3.0, 2.0]
     assert [r["reward"] for r in records["points"]["rl_1"]["1"]] == [2.0, 1.0]  # the carried point stays
