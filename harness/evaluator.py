@@ -22,6 +22,8 @@ import socket
 import threading
 from pathlib import Path
 
+import structlog
+
 from cuda_agent.harness._affinity import timing_cpus
 from cuda_agent.harness.baselines import BaselineCache
 from cuda_agent.harness.candidate_pool import CandidatePool
@@ -34,13 +36,15 @@ from cuda_agent.harness.reference_sets import ReferenceError_
 from cuda_agent.harness.sandbox import RunnerOptions
 from cuda_agent.harness.sanitizer import require_sanitizers, sanitize_graded, sanitizer_gate
 from cuda_agent.harness.session import SessionContext
-from cuda_agent.harness.session_run import Strategy, build_key, run_session, workspace_digest
+from cuda_agent.harness.session_run import Strategy, build_key, is_out_of_memory, run_session, workspace_digest
 from cuda_agent.harness.settings import HarnessSettings, IntegritySettings
 from cuda_agent.harness.timing_protocol import resolve_protocol
 from cuda_agent.harness.timing_stats import device_timing_lock
 from cuda_agent.harness.transport import Transport
 from cuda_agent.schemas.result import CandidateResult, Provenance
 from cuda_agent.schemas.task import TaskManifest
+
+log = structlog.get_logger(__name__)
 
 #: How many verified builds an evaluator remembers (a profile right after verify re-checks fewer sets).
 VERIFIED_MEMORY = 64
@@ -208,21 +212,37 @@ class Evaluator:
 
     def prepare(self, task: TaskManifest) -> bool:
         """Start ``task``'s reference process and warm its baselines (torch.compile included) now, before a caller
-        takes a device slot (the eval runner's scheduler does). Idempotent per process; True when it did work."""
-        ref = self.references.acquire(task)
+        takes a device slot (the eval runner's scheduler does). Idempotent per process; True when it did work. An
+        out-of-memory error of the reference process (other work beside it took more than was reserved) gets one
+        retry holding the device alone before it is raised."""
+        warm = self.references.warm(task)
+        if warm is not None and warm.warmed:
+            return False
         try:
-            if ref.warmed:
-                return False
-            with self.memory.warm_up(task):  # one set's worth, beside whatever sessions hold
+            return self._warm_baselines(task, exclusive=False)
+        except ReferenceError_ as exc:
+            if not is_out_of_memory(str(exc)):
+                raise
+            log.warning("warm_up.oom_retry", task=task.id, error=str(exc)[:300])
+        return self._warm_baselines(task, exclusive=True)
+
+    def _warm_baselines(self, task: TaskManifest, *, exclusive: bool) -> bool:
+        """:meth:`prepare`'s work inside its reservation (``exclusive``: the device alone). The reservation comes
+        before the process: one that waits behind a retry holding the device alone must hold no process's memory."""
+        with self.memory.warm_up(task, exclusive=exclusive):  # one set's worth, beside whatever sessions hold
+            ref = self.references.acquire(task)
+            try:
+                if ref.warmed:
+                    return False
                 try:
                     ref.warm_baselines(self.settings.timing.compile_mode, self._warm_compile())
                 except ReferenceError_:
                     self.references.retire(task, ref)  # a process that failed a request is never used again
                     raise
-            ref.warmed = True
-            return True
-        finally:
-            self.references.release(ref)
+                ref.warmed = True
+                return True
+            finally:
+                self.references.release(ref)
 
     def provenance(self) -> Provenance:
         """Machine and software facts recorded in every result."""

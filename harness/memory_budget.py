@@ -191,6 +191,11 @@ class MemoryBudget:
         self.peak_reserved = 0
         #: Reservations waiting for memory now.
         self.waiting = 0
+        #: Exclusive reservations waiting now: while one waits, no ordinary reservation is granted (it would
+        #: otherwise never see the device empty while smaller ones keep fitting in beside each other).
+        self._exclusive_waiting = 0
+        #: Exclusive reservations granted so far (:meth:`hold_exclusive`; for tests and reports).
+        self.exclusive_holds = 0
 
     @property
     def reserved(self) -> int:
@@ -222,20 +227,39 @@ class MemoryBudget:
         with self._cond:
             return self._hold_when_free(nbytes, what, deadline, timeout_s)
 
-    def _hold_when_free(self, nbytes: int, what: str, deadline: float | None, timeout_s: float | None) -> int:
-        """:meth:`hold`'s wait (the condition's lock is held)."""
+    def hold_exclusive(self, what: str, *, keep: int = 0, timeout_s: float | None = None) -> int:
+        """Reserve everything but ``keep`` bytes (the caller's own standing holds, e.g. its reference process):
+        the device for one piece of work alone, for a retry after an out-of-memory error that other work beside
+        it may have caused. While it waits, ordinary reservations wait behind it (idle processes are asked to
+        close as for any reservation); forced holds (processes started anyway) are still taken."""
+        nbytes = max(0, self.capacity - max(0, int(keep)))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cond:
+            self._exclusive_waiting += 1
+            try:
+                hid = self._hold_when_free(nbytes, what, deadline, timeout_s, exclusive=True)
+                self.exclusive_holds += 1
+                return hid
+            finally:
+                self._exclusive_waiting -= 1
+                self._cond.notify_all()
+
+    def _hold_when_free(self, nbytes: int, what: str, deadline: float | None, timeout_s: float | None,
+                        exclusive: bool = False) -> int:
+        """:meth:`hold`'s wait (the condition's lock is held); an ordinary hold also waits while an exclusive one
+        does."""
         asked = False
         waiting = False
         try:
             while True:
                 free = self.capacity - sum(h.nbytes for h in self._holds.values())
-                if nbytes <= free:
+                if nbytes <= free and (exclusive or not self._exclusive_waiting):
                     hid = self._next
                     self._next += 1
                     self._holds[hid] = _Hold(nbytes, what)
                     self.peak_reserved = max(self.peak_reserved, self.capacity - free + nbytes)
                     return hid
-                if not asked:  # let the owners of idle processes close some, once per wait (outside the lock)
+                if not asked and nbytes > free:  # let owners of idle processes close some, once per wait (unlocked)
                     asked = True
                     self._cond.release()
                     try:
@@ -267,6 +291,15 @@ class MemoryBudget:
     def reserve(self, nbytes: int, what: str, *, timeout_s: float | None = None) -> Iterator[int]:
         """:meth:`hold` for the duration of a ``with`` block, released however it ends."""
         hid = self.hold(nbytes, what, timeout_s=timeout_s)
+        try:
+            yield hid
+        finally:
+            self.release(hid)
+
+    @contextmanager
+    def reserve_exclusive(self, what: str, *, keep: int = 0, timeout_s: float | None = None) -> Iterator[int]:
+        """:meth:`hold_exclusive` for the duration of a ``with`` block, released however it ends."""
+        hid = self.hold_exclusive(what, keep=keep, timeout_s=timeout_s)
         try:
             yield hid
         finally:

@@ -13,7 +13,9 @@
   parameters, staged sets, temporaries) before it opens and gives it back when it ends, however it ends; its set
   plan says how many sets each side may hold;
 - a warm-up of the baselines (outside any session: the eval scheduler warms tasks while candidates build)
-  reserves one set's worth around itself.
+  reserves one set's worth around itself;
+- a session or warm-up that failed with an out-of-memory error of the harness's own (the reference process's) runs
+  once more holding the whole budget but its reference process (:meth:`MemoryPlanner.alone`).
 
 A task whose smallest plan does not fit the whole capacity raises
 :class:`~cuda_agent.harness.memory_budget.TooLarge`; the session reports it as ``Status.too_large``.
@@ -21,6 +23,7 @@ A task whose smallest plan does not fit the whole capacity raises
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -124,9 +127,14 @@ class MemoryPlanner:
         return plan_sets(fp, self.kind, self.budget.capacity, wanted_sets=wanted_sets, wanted_fresh=wanted_fresh)
 
     @contextmanager
-    def session(self, task: TaskManifest, plan: SetPlan | None) -> Iterator[None]:
+    def session(self, task: TaskManifest, plan: SetPlan | None, *, exclusive: bool = False) -> Iterator[None]:
         """Reserve what a session with ``plan`` occupies beyond its reference process's standing hold, for the
-        ``with`` block."""
+        ``with`` block. ``exclusive``: hold the device alone instead (:meth:`alone`), the retry of a session that
+        ran out of memory beside other work."""
+        if exclusive:
+            with self.alone(task, f"session of {task.id}"):
+                yield
+            return
         if plan is None:
             yield
             return
@@ -134,9 +142,22 @@ class MemoryPlanner:
         with self.budget.reserve(nbytes, f"session of {task.id}", timeout_s=SESSION_WAIT_S):
             yield
 
+    def alone(self, task: TaskManifest, what: str) -> contextlib.AbstractContextManager[int]:
+        """The whole budget but ``task``'s reference process (its standing hold, taken when it starts) for the
+        ``with`` block: ``what`` runs with the device to itself after an out-of-memory error of the harness's own
+        (other work beside it, or the allocator's fragmentation, took more than was reserved). While it waits,
+        ordinary reservations wait behind it."""
+        return self.budget.reserve_exclusive(f"{what} alone (retry after an out-of-memory error)",
+                                             keep=self.process_bytes(task), timeout_s=SESSION_WAIT_S)
+
     @contextmanager
-    def warm_up(self, task: TaskManifest) -> Iterator[None]:
-        """Reserve a baseline warm-up's inputs, outputs (eager and compiled) and temporaries for the block."""
+    def warm_up(self, task: TaskManifest, *, exclusive: bool = False) -> Iterator[None]:
+        """Reserve a baseline warm-up's inputs, outputs (eager and compiled) and temporaries for the block;
+        ``exclusive``: the device alone (:meth:`alone`)."""
+        if exclusive:
+            with self.alone(task, f"baseline warm-up of {task.id}"):
+                yield
+            return
         fp = self.footprint(task)
         nbytes = 0 if fp is None else fp.input_bytes + 2 * fp.output_bytes + fp.work_bytes
         with self.budget.reserve(min(nbytes, self.budget.capacity), f"baseline warm-up of {task.id}"):
@@ -146,8 +167,11 @@ class MemoryPlanner:
         """Register what frees memory when a reservation does not fit (closing idle warm processes)."""
         self.budget.on_pressure.append(callback)
 
-    def describe(self, plan: SetPlan, remade: int, peak_bytes: int | None, fp: Footprint) -> dict[str, Any]:
-        """The :class:`~cuda_agent.schemas.result.MemoryInfo` fields of a session."""
+    def describe(self, plan: SetPlan, remade: int, peak_bytes: int | None, fp: Footprint,
+                 exclusive: bool = False) -> dict[str, Any]:
+        """The :class:`~cuda_agent.schemas.result.MemoryInfo` fields of a session (``exclusive``: it held the device
+        alone, the retry after an out-of-memory error)."""
         return {"bytes_per_set": fp.set_bytes, "reference_sets": plan.reference_sets, "runner_sets": plan.runner_sets,
                 "fresh_sets": plan.fresh_sets, "reserved_bytes": plan.reserved_bytes,
-                "capacity_bytes": self.budget.capacity, "remade_sets": remade, "peak_bytes": peak_bytes}
+                "capacity_bytes": self.budget.capacity, "remade_sets": remade, "peak_bytes": peak_bytes,
+                "exclusive_retry": exclusive}

@@ -3,7 +3,8 @@ the closing checks, and the findings folded into a :class:`~cuda_agent.schemas.C
 
 Whatever the candidate does (crash, hang, memory blow-up, exception, integrity violation) ends as a status of the
 returned result; only a failure of the harness itself (a reference process that cannot run the task) is
-``error`` with a message saying so. Rejections outrank failures, failures outrank wrong outputs.
+``error`` with a message saying so, after one retry holding the device alone when that failure was an
+out-of-memory error. Rejections outrank failures, failures outrank wrong outputs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +38,9 @@ log = structlog.get_logger(__name__)
 
 #: Device bytes still held by a reference process after a session that make it retire.
 LEAK_LIMIT_BYTES = 1 << 30
+#: What an out-of-memory error of a reference process looks like in its failure (torch's and Python's exceptions,
+#: the CUDA allocator's text).
+OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "MemoryError")
 
 Strategy = Callable[[Session, CandidateResult], None]
 
@@ -84,10 +89,53 @@ def run_session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path
     secret ones); ``before``: the workspace's :func:`workspace_digest` when the caller has it; ``timing``: ``body``
     times calls, so the timing sets are made up front with the verify sets. The session's input sets are sized
     to the device's memory budget first (:mod:`~cuda_agent.harness.memory_plan`); a task that cannot fit even one
-    set is ``too_large``. ``torch_compute_allowed``: the suite self-check (never a grade)."""
+    set is ``too_large``. ``torch_compute_allowed``: the suite self-check (never a grade).
+
+    A session that ends in an out-of-memory error of the harness's own (its reference process's, never the
+    candidate's) runs once more, a fresh session holding the device alone: the budget admitted it, so other work
+    beside it or the allocator's fragmentation took what it needed, and a harness error on a valid task is a false
+    result. The result says so (``MemoryInfo.exclusive_retry``)."""
     start = time.monotonic()
-    ctx = evaluator.context(phase)
     before = before if before is not None else workspace_digest(root)
+    attempt = _Attempt()
+    result = _session(evaluator, phase, task, root, so_path, body, seeds, before, timing, torch_compute_allowed,
+                      start, attempt)
+    if attempt.oom is None or result.status is not Status.error:  # a rejection found beside it stands
+        return result
+    log.warning("session.oom_retry", task=task.id, phase=phase, error=attempt.oom[:300])
+    attempt = _Attempt(exclusive=True)
+    result = _session(evaluator, phase, task, root, so_path, body, seeds, before, timing, torch_compute_allowed,
+                      start, attempt)
+    if result.status is Status.error:
+        result.message += "\n(ran twice: again with the device held alone after an out-of-memory error)"
+    return result
+
+
+@dataclass
+class _Attempt:
+    """One try of a session: whether it holds the device alone, the cleanup that may wait until its verdict is out,
+    and the out-of-memory error of the harness's own that ended it (None: none did)."""
+
+    exclusive: bool = False
+    deferred: list[Callable[[], None]] = field(default_factory=list)
+    oom: str | None = None
+
+    def note_failure(self, exc: ReferenceError_) -> None:
+        """A reference process failed: an out-of-memory error of a session not yet alone earns the retry."""
+        if not self.exclusive and is_out_of_memory(str(exc)):
+            self.oom = str(exc)
+
+
+def is_out_of_memory(message: str) -> bool:
+    """A reference process's failure (its exception's name and text) is an out-of-memory error."""
+    return any(marker in message for marker in OOM_MARKERS)
+
+
+def _session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path, so_path: Path | None, body: Strategy,
+             seeds: list[int] | None, before: dict[str, str], timing: bool, torch_compute_allowed: bool, start: float,
+             attempt: _Attempt) -> CandidateResult:
+    """One try of :func:`run_session`: a fresh runner and reference process, inside the memory reservation."""
+    ctx = evaluator.context(phase)
     runners = evaluator.runners(phase)
     result = CandidateResult(task_id=task.id, phase=phase, status=Status.correct,  # type: ignore[arg-type]
                              isolation=runners.isolation, integrity_weakened=ctx.integrity.weakened())
@@ -100,16 +148,15 @@ def run_session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path
     try:
         with contextlib.ExitStack() as stack:
             with ctx.lock.outside():  # a wait for room in the budget must not keep a timed batch waiting
-                stack.enter_context(evaluator.memory.session(task, plan))
-            deferred: list[Callable[[], None]] = []
+                stack.enter_context(evaluator.memory.session(task, plan, exclusive=attempt.exclusive))
             try:
                 folded = _run(evaluator, ctx, runners, result, start, phase, task, root, so_path, body, seeds,
-                              before, timing, plan, torch_compute_allowed, deferred)
+                              before, timing, plan, torch_compute_allowed, attempt)
             except BaseException:  # a harness bug or Ctrl-C: clean up now, inside the reservation, then raise
-                _run_steps(deferred)
+                _run_steps(attempt.deferred)
                 raise
-            if deferred:  # the sets' drop and the reservation's end happen after the verdict is returned
-                _after(evaluator, ctx, deferred, stack.pop_all())
+            if attempt.deferred:  # the sets' drop and the reservation's end happen after the verdict is returned
+                _after(evaluator, ctx, attempt.deferred, stack.pop_all())
             return folded
     except TimeoutError as exc:  # the budget never had room: other sessions held it all along
         return fold(evaluator, result, start, status=Status.error, message=f"harness: {exc}")
@@ -175,15 +222,17 @@ def _run_steps(work: list[Callable[[], None]]) -> None:
 def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: CandidateResult, start: float, phase: str,
          task: TaskManifest, root: Path, so_path: Path | None, body: Strategy, seeds: list[int],
          before: dict[str, str], timing: bool, plan: SetPlan | None, torch_compute_allowed: bool,
-         deferred: list[Callable[[], None]]) -> CandidateResult:
+         attempt: _Attempt) -> CandidateResult:
     """:func:`run_session` inside its memory reservation; what may wait until the verdict is out (dropping the
-    session's sets, releasing the reference process) is appended to ``deferred``."""
+    session's sets, releasing the reference process) is appended to ``attempt.deferred``."""
+    deferred = attempt.deferred
     try:
         # A process start (seconds: torch import, the model built; warm-ups start processes without the lock too)
         # and the wait for the previous session of this task: no timed batch waits for either.
         with ctx.lock.outside():
             ref = _reference_for_session(evaluator, task)
     except ReferenceError_ as exc:
+        attempt.note_failure(exc)
         return fold(evaluator, result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
     sess: Session | None = None
     proc = None
@@ -204,7 +253,7 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
         if timing and ctx.kind == "cuda":  # how this runner sized its pre-roll spin (made when it started)
             sess.diagnostics.runner_spin = runner.ready().spin
         sess.open(root, so_path, seeds, timing=timing)
-        _note_memory(evaluator, sess, plan)
+        _note_memory(evaluator, sess, plan, attempt.exclusive)
         if not sess.violations:
             body(sess, result)
         if not sess.violations:
@@ -221,6 +270,7 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
     except ReferenceError_ as exc:
         # A reference process that failed a request (a CUDA error, an out-of-memory) is never used again.
         evaluator.references.retire(task, ref)
+        attempt.note_failure(exc)
         return fold(evaluator, result, start, sess=sess, status=Status.error, message=f"harness reference failed: {exc}")
     finally:
         t_end = time.perf_counter()
@@ -237,7 +287,7 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
                 except ReferenceError_:
                     pass
                 sess.tick("reference_peak", t_end)
-            _note_memory(evaluator, sess, plan)
+            _note_memory(evaluator, sess, plan, attempt.exclusive)
         if sess is not None and ref.alive:
             deferred.append(functools.partial(_drop_sets, evaluator, sess))
             deferred.append(functools.partial(evaluator.references.release, ref))
@@ -248,8 +298,9 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
     return fold(evaluator, result, start, sess=sess, root=root, before=before)
 
 
-def _note_memory(evaluator: Evaluator, sess: Session, plan: SetPlan | None) -> None:
-    """Record the session's memory plan and peaks; teach the planner the temporaries the reference measured."""
+def _note_memory(evaluator: Evaluator, sess: Session, plan: SetPlan | None, exclusive: bool = False) -> None:
+    """Record the session's memory plan and peaks (``exclusive``: it held the device alone); teach the planner the
+    temporaries the reference measured."""
     made = [sess.sets[k].made for k in sess.sets.indices()]
     work = max((x.work_bytes for x in made), default=0)
     evaluator.memory.note_work(sess.task, work)
@@ -258,7 +309,8 @@ def _note_memory(evaluator: Evaluator, sess: Session, plan: SetPlan | None) -> N
         return
     peaks = [p for p in (sess.sets.reference_peak_bytes, sess.runner_peak_bytes) if p is not None]
     sess.diagnostics.memory = MemoryInfo(**evaluator.memory.describe(plan, sess.sets.remade,
-                                                                     sum(peaks) if peaks else None, fp))
+                                                                     sum(peaks) if peaks else None, fp,
+                                                                     exclusive))
 
 
 def _drop_sets(evaluator: Evaluator, sess: Session) -> None:

@@ -47,6 +47,10 @@ ROWS = "rows.jsonl"
 INTEGRITY_NOTE = ("self-check: the task's own Model ran as the candidate; the rules against PyTorch compute "
                   "(T1 static, binary and runtime op audit, T3 aliasing) were skipped, every other check applied")
 
+#: What a row says when its graded pass needed the device alone (a second run of the task may not).
+EXCLUSIVE_NOTE = ("ran out of memory beside other work and ran again holding the device alone (the harness's own "
+                  "out-of-memory error, not the task's)")
+
 
 class CheckRow(BaseModel):
     """One task of a self-check."""
@@ -67,6 +71,9 @@ class CheckRow(BaseModel):
     eager_over_compile: float | None = Field(None, description="Eager median / compile median (reported only).")
     samples_ms: dict[str, list[float]] = Field(
         default_factory=dict, description="Raw per-call times: 'candidate' (the runner's), 'eager', 'compile'.")
+    exclusive_retry: bool = Field(
+        False, description="The graded pass ran again holding the device alone after an out-of-memory error of the "
+        "harness's own beside other work (MemoryInfo.exclusive_retry).")
     note: str = Field(INTEGRITY_NOTE, description="What this row is (never a grade).")
 
 
@@ -83,6 +90,9 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
         row.runner_sets = mem.runner_sets
         row.reserved_bytes = mem.reserved_bytes
         row.peak_bytes = mem.peak_bytes
+        if mem.exclusive_retry:
+            row.exclusive_retry = True
+            row.note = f"{EXCLUSIVE_NOTE}; {row.note}"
     if result.timing is not None:
         row.samples_ms["candidate"] = list(result.timing.raw_ms)
     b = result.baselines

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.harness.suite_check import BAND, INTEGRITY_NOTE, CheckRow, within_band
+from cuda_agent.harness.suite_check import BAND, EXCLUSIVE_NOTE, INTEGRITY_NOTE, CheckRow, within_band
 
 
 def _gib(n: int | None) -> str:
@@ -35,6 +35,7 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         "median_eager_over_compile": _r(statistics.median(ratio), 4) if ratio else None,
         "outside_band": [r.task_id for r in rows if r.status == "correct" and not within_band(r.speedup_eager)],
         "not_passing": {r.task_id: f"{r.status}: {r.reason[:300]}" for r in rows if r.status != "correct"},
+        "ran_alone": [r.task_id for r in rows if r.exclusive_retry],
         "seconds": round(sum(r.seconds for r in rows), 1),
     }
 
@@ -63,6 +64,9 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
              f"- task seconds in all: {s['seconds']}", ""]
     if s["not_passing"]:
         lines += ["## Not passing", ""] + [f"- `{k}`: {v}" for k, v in s["not_passing"].items()] + [""]
+    if s["ran_alone"]:
+        lines += ["## Ran alone after an out-of-memory error", "", f"{EXCLUSIVE_NOTE}: status `(alone)` below.", ""]
+        lines += [f"- `{k}`" for k in s["ran_alone"]] + [""]
     lines += ["## Tasks", "", "| task | status | GiB/set | sets ref/runner | self vs eager | self vs compile | "
               "eager/compile | s |", "|---|---|---|---|---|---|---|---|"]
 
@@ -73,7 +77,8 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
     for r in sorted(rows, key=order):
         sets = "-" if r.reference_sets is None else f"{r.reference_sets}/{r.runner_sets}"
         fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
-        lines.append(f"| {r.task_id} | {r.status} | {_gib(r.bytes_per_set)} | {sets} | {fmt(r.speedup_eager)} | "
+        status = f"{r.status} (alone)" if r.exclusive_retry else r.status
+        lines.append(f"| {r.task_id} | {status} | {_gib(r.bytes_per_set)} | {sets} | {fmt(r.speedup_eager)} | "
                      f"{fmt(r.speedup_compile)} | {fmt(r.eager_over_compile)} | {r.seconds:.1f} |")
     return "\n".join(lines) + "\n"
 

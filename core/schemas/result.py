@@ -161,6 +161,9 @@ class MemoryInfo(BaseModel):
     remade_sets: int = Field(0, description="Sets made again from their seeds after being dropped to save memory.")
     peak_bytes: int | None = Field(
         None, description="Peak device memory of the reference process plus the runner (CUDA; None elsewhere).")
+    exclusive_retry: bool = Field(
+        False, description="The session ran again holding the device alone, after an out-of-memory error of the "
+        "harness's own beside other work (reserved_bytes stays the session's own footprint).")
 
 
 class FreshSetsInfo(BaseModel):

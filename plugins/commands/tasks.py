@@ -69,6 +69,9 @@ def handle_check(args: argparse.Namespace) -> int:
     print(f"checked {s['checked']} of {s['planned']} task(s) on {report['backend']}: {counts}; median self-speedup "
           f"vs eager {s['median_self_speedup_eager']}, within +-5%: {s['within_band_share']}; "
           f"report: {Path(args.out) / 'report.md'}")
+    if s.get("ran_alone"):
+        print(f"{len(s['ran_alone'])} task(s) ran again holding the device alone after an out-of-memory error: "
+              + ", ".join(s["ran_alone"][:20]) + (" ..." if len(s["ran_alone"]) > 20 else ""))
     if stop.is_set() and s["checked"] < s["planned"]:
         return INTERRUPTED_STATUS
     return 0 if s["by_status"].get("correct", 0) == s["planned"] else 1

@@ -142,3 +142,70 @@ def test_the_probes_measured_temporaries_size_a_16_gib_pooling_task_that_the_gue
     # a session's own measurement, once there is one, wins over the probe's
     planner.note_work(measured, 3 * GiB)
     assert planner.footprint(measured).work_bytes == 3 * GiB
+
+
+def _until(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll ``condition`` (another thread's progress) until it holds; fail after ``timeout_s``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    tick = threading.Event()
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the other threads"
+        tick.wait(0.005)
+
+
+def test_a_waiting_exclusive_hold_goes_before_a_later_reservation_that_would_fit() -> None:
+    """The retry of a session that ran out of memory holds the device alone (all but its reference process): while
+    it waits, a smaller reservation that fits beside the sessions still running must wait behind it, else a stream
+    of such reservations would keep the device from ever being free for it."""
+    budget = MemoryBudget("cuda", capacity=10 * GiB)
+    running = budget.hold(4 * GiB, "a session still running")
+    order: list[str] = []
+    release_exclusive = threading.Event()
+    errors: list[BaseException] = []
+
+    def exclusive() -> None:
+        try:
+            with budget.reserve_exclusive("a session alone", keep=GiB, timeout_s=60):
+                order.append("exclusive")
+                assert budget.reserved == 9 * GiB
+                budget.release(budget.hold(GiB, "its reference process", force=True))  # keep: it fits beside
+                release_exclusive.wait(timeout=60)
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            errors.append(exc)
+
+    def ordinary() -> None:
+        try:
+            with budget.reserve(2 * GiB, "a later session", timeout_s=60):
+                order.append("ordinary")
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            errors.append(exc)
+
+    first = threading.Thread(target=exclusive)
+    first.start()
+    _until(lambda: budget.waiting == 1)
+    second = threading.Thread(target=ordinary)
+    second.start()
+    _until(lambda: budget.waiting == 2)
+    assert order == [] and budget.reserved == 4 * GiB  # 6 GiB free, yet the later reservation waits
+    budget.release(running)
+    _until(lambda: order == ["exclusive"])
+    assert budget.waiting == 1 and budget.exclusive_holds == 1  # the later one still waits, behind the device alone
+    release_exclusive.set()
+    first.join(timeout=60)
+    second.join(timeout=60)
+    assert not errors
+    assert order == ["exclusive", "ordinary"]
+    assert budget.reserved == 0 and budget.exclusive_holds == 1
+
+
+def test_an_exclusive_hold_that_never_gets_the_device_times_out_and_lets_the_others_in() -> None:
+    budget = MemoryBudget("cpu", capacity=4 * GiB)
+    running = budget.hold(GiB, "a session that does not end")
+    with pytest.raises(TimeoutError):
+        budget.hold_exclusive("a session alone", timeout_s=0.2)
+    assert budget.exclusive_holds == 0
+    with budget.reserve(GiB, "a later session", timeout_s=5):  # nothing is left waiting in front of it
+        assert budget.reserved == 2 * GiB
+    budget.release(running)
