@@ -13,12 +13,15 @@ Started by :mod:`cuda_agent.harness.tasks` in a sandboxed subprocess (no cuda_ag
   every other process in the namespace is killed and /tmp emptied, so one task's leftovers never meet the next.
   The server is not dumpable (no ptrace, no /proc/<pid>/fd or mem for its children).
 
-The task's own prints go to stderr.
+The task's own prints go to stderr. Whatever escapes a probe (the task's ``sys.exit()``, an out-of-memory error, a
+failure after the forward) still becomes one failure answer with its traceback, and the process exits non-zero:
+never an exit without a result.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import traceback
@@ -43,6 +46,53 @@ def _fail(out, kind: str, message: str) -> None:
     out.flush()
 
 
+#: What task code may raise at each step: its ``sys.exit()`` is the task's failure too, not the probe's end.
+_TASK_ERRORS = (Exception, SystemExit)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """An allocation failure: ``torch.OutOfMemoryError`` (= ``torch.cuda.OutOfMemoryError``), ``MemoryError``, or
+    the CUDA runtime's and cuBLAS's own out-of-memory errors (raised as RuntimeError outside the allocator)."""
+    import torch
+
+    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", MemoryError)
+    if isinstance(exc, (oom, MemoryError)):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("CUDA error: out of memory" in text or "CUBLAS_STATUS_ALLOC_FAILED" in text)
+
+
+def _fail_current(out, kind: str, what: str) -> None:
+    """The exception being handled as a failure of ``kind`` while ``what`` ran; an out-of-memory error is kind
+    ``out_of_memory`` wherever it happens (the device's memory, not the task file, may be at fault)."""
+    exc = sys.exc_info()[1]
+    trace = traceback.format_exc(limit=6)
+    if exc is not None and _out_of_memory(exc):
+        return _fail(out, "out_of_memory", f"{what} ran out of memory ({type(exc).__name__}):\n{trace}")
+    if isinstance(exc, SystemExit):
+        return _fail(out, kind, f"{what} failed: the task called sys.exit({exc.code!r}) / raised SystemExit; a task "
+                                f"must return or raise an exception, never end the process:\n{trace}")
+    return _fail(out, kind, f"{what} failed:\n{trace}")
+
+
+def answer(request: dict, out) -> int:
+    """:func:`probe`, with anything that escapes it (the probe's own steps after the forward, a BaseException)
+    written as one failure answer carrying its type and traceback; the exit status (0 only when nothing escaped)."""
+    try:
+        probe(request, out)
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - this process's last word: every failure must reach the parent
+        try:
+            if isinstance(exc, SystemExit) or _out_of_memory(exc):
+                _fail_current(out, "crash", "the probe")
+            else:
+                _fail(out, "crash", f"the probe stopped on an uncaught {type(exc).__name__}: {str(exc)[:500]}\n"
+                                    + traceback.format_exc(limit=8))
+        except BaseException:  # noqa: BLE001 - the answer pipe itself failed: the exit status still says so
+            pass
+        return 1
+
+
 def _json_value(value, where: str):
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -58,7 +108,8 @@ def _describe(value, name: str, torch) -> dict:
             v = value.detach()
             info["min"] = float(v.min().item())
             info["max"] = float(v.max().item())
-            info["finite"] = bool(torch.isfinite(v.float()).all().item()) if v.is_floating_point() else True
+            # min and max propagate NaN and hold any infinity: no tensor-sized temporary on a full device
+            info["finite"] = math.isfinite(info["min"]) and math.isfinite(info["max"])
         info["nbytes"] = value.numel() * value.element_size()
         return info
     if isinstance(value, bool):
@@ -80,7 +131,7 @@ def main() -> None:
 
     out.write("READY\n")
     out.flush()
-    probe(request, out)
+    sys.exit(answer(request, out))
 
 
 def probe(request: dict, out) -> None:
@@ -92,8 +143,8 @@ def probe(request: dict, out) -> None:
     module.__file__ = "<task>"
     try:
         exec(compile(request["code"], "<task>", "exec"), module.__dict__)
-    except Exception:
-        return _fail(out, "import_error", "executing the task module failed:\n" + traceback.format_exc(limit=6))
+    except _TASK_ERRORS:
+        return _fail_current(out, "import_error", "executing the task module")
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not callable(getattr(module, n, None))]
     if missing:
         return _fail(
@@ -108,8 +159,8 @@ def probe(request: dict, out) -> None:
     try:
         init_inputs = list(module.get_init_inputs())
         init_json = [_json_value(v, f"get_init_inputs()[{i}]") for i, v in enumerate(init_inputs)]
-    except Exception:
-        return _fail(out, "init_inputs_error", "get_init_inputs() failed:\n" + traceback.format_exc(limit=6))
+    except _TASK_ERRORS:
+        return _fail_current(out, "init_inputs_error", "get_init_inputs()")
     rng = torch.random.get_rng_state()
     footprint = _meta_footprint(module, init_inputs, torch)
     torch.random.set_rng_state(rng)  # the real run sees the generator as if the meta run had not happened
@@ -135,16 +186,16 @@ def probe(request: dict, out) -> None:
         with torch.device(device):
             model = module.Model(*init_inputs)
         model = _set_task_mode()(model, torch, device)
-    except Exception:
-        return _fail(out, "model_error", "Model(*get_init_inputs()) failed:\n" + traceback.format_exc(limit=6))
+    except _TASK_ERRORS:
+        return _fail_current(out, "model_error", "Model(*get_init_inputs())")
     try:
         with torch.device(device):
             inputs = module.get_inputs()
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"get_inputs() must return a list, got {type(inputs).__name__}")
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
-    except Exception:
-        return _fail(out, "inputs_error", "get_inputs() failed:\n" + traceback.format_exc(limit=6))
+    except _TASK_ERRORS:
+        return _fail_current(out, "inputs_error", "get_inputs()")
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
@@ -165,16 +216,14 @@ def probe(request: dict, out) -> None:
                 kept = sum(t.numel() * t.element_size() for t in (again if isinstance(again, (list, tuple)) else [again])
                            if isinstance(t, torch.Tensor))
                 work_bytes = max(0, int(peak - before - kept))
-    except Exception:
-        return _fail(out, "forward_error", "Model.forward(*get_inputs()) failed:\n" + traceback.format_exc(limit=6))
+    except _TASK_ERRORS:
+        return _fail_current(out, "forward_error", "Model.forward(*get_inputs())")
     outputs = list(result) if isinstance(result, (list, tuple)) else [result]
     seconds = list(again) if isinstance(again, (list, tuple)) else [again]
     if not all(isinstance(o, torch.Tensor) for o in outputs):
         kinds = ", ".join(type(o).__name__ for o in outputs)
         return _fail(out, "forward_error", f"forward must return a Tensor or a tuple of Tensors, got: {kinds}")
-    stochastic = not all(
-        a.shape == b.shape and torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)) for a, b in zip(outputs, seconds)
-    )
+    stochastic = not all(_same(a, b, torch) for a, b in zip(outputs, seconds))
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     param_bytes += sum(b.numel() * b.element_size() for b in model.buffers())
     facts = {
@@ -195,6 +244,18 @@ def probe(request: dict, out) -> None:
     out.flush()
 
 
+def _same(a, b, torch) -> bool:
+    """Equal outputs of the two forwards, NaN equal to NaN; compared in slices along the first dimension (views)
+    of at most 2**26 elements, so the NaN-free copies never double an output's bytes on a full device."""
+    if not isinstance(b, torch.Tensor) or a.shape != b.shape:
+        return False
+    if a.dim() == 0 or a.numel() == 0:
+        return torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))
+    step = max(1, (2**26 * a.shape[0]) // a.numel())
+    return all(torch.equal(torch.nan_to_num(a[i:i + step]), torch.nan_to_num(b[i:i + step]))
+               for i in range(0, a.shape[0], step))
+
+
 def _meta_footprint(module, init_inputs, torch) -> dict:
     """Bytes of one input set, its outputs and the model's parameters, from a run on the meta device (no memory
     is allocated: a 16 GiB KernelBench set is sized in milliseconds). ``method`` is 'unavailable' where the task
@@ -204,7 +265,8 @@ def _meta_footprint(module, init_inputs, torch) -> dict:
             model = module.Model(*init_inputs)
             inputs = module.get_inputs()
             result = model(*inputs)
-    except Exception as exc:  # noqa: BLE001 - any failure only means "not measurable this way"
+    except _TASK_ERRORS as exc:  # noqa: BLE001 - any failure only means "not measurable this way" (the real run
+        # then meets it again at its own step, with its own kind)
         return {"method": "unavailable", "reason": f"{type(exc).__name__}: {str(exc)[:200]}"}
     outputs = list(result) if isinstance(result, (list, tuple)) else [result]
 
@@ -270,6 +332,7 @@ def _run_forked(request: dict, out_fd: int) -> dict:
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the task's process
+        code = 70  # EX_SOFTWARE: the child's own setup failed before the probe ran
         try:
             os.close(r)
             os.close(out_fd)  # the server's answer pipe: a task cannot write answers
@@ -281,9 +344,9 @@ def _run_forked(request: dict, out_fd: int) -> dict:
 
                 torch.set_num_threads(_THREADS)
             with os.fdopen(w, "w") as result:
-                probe(request, result)
+                code = answer(request, result)
         finally:
-            os._exit(0)
+            os._exit(code)
     os.close(w)
     deadline = time.monotonic() + float(request.get("timeout_s", 120.0))
     chunks: list[bytes] = []

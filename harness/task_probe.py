@@ -4,8 +4,9 @@
 that footprint in the device's memory budget (:mod:`~cuda_agent.harness.memory_budget`, the one every evaluator of
 the run shares), and only then runs the task for real: probes of big tasks started side by side wait their turn
 instead of each reading the same free memory and running out together. A task whose one set cannot fit even alone
-fails at once as ``too_large``, naming the bytes needed and available. :mod:`cuda_agent.harness.tasks` builds the
-manifest from the facts.
+fails at once as ``too_large``, naming the bytes needed and available. A real run that still runs out of memory
+(other work on the GPU took more than it reserved) is run once more holding the whole budget alone, and only then
+fails as ``out_of_memory``. :mod:`cuda_agent.harness.tasks` builds the manifest from the facts.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ import subprocess
 import threading
 from typing import Any, Literal
 
+import structlog
+
 from cuda_agent.errors import CudaAgentError
+
+log = structlog.get_logger(__name__)
 
 #: Longest a probe waits for memory other probes and sessions hold.
 PROBE_WAIT_S = 1800.0
@@ -28,14 +33,18 @@ class TaskProbeError(CudaAgentError):
 
     ``kind`` is one of: ``syntax_error``, ``import_error``, ``missing_definition``,
     ``init_inputs_error``, ``model_error``, ``inputs_error``, ``forward_error``,
-    ``timeout``, ``crash``, ``bad_cpu_sizes``, ``too_large`` (one input set does not fit in memory).
+    ``timeout``, ``crash``, ``bad_cpu_sizes``, ``missing_file``, ``too_large`` (one input set does not fit in
+    memory), ``out_of_memory`` (the run ran out of memory; in a memory budget, again when retried holding the
+    device alone: the machine's memory, not the task file, is at fault, and the message does not say "bad task").
     """
 
     def __init__(self, kind: str, message: str, source: str = "") -> None:
         where = f" ({source})" if source else ""
-        super().__init__(f"bad task{where}: [{kind}] {message}")
+        head = "out of memory probing the task" if kind == "out_of_memory" else "bad task"
+        super().__init__(f"{head}{where}: [{kind}] {message}")
         self.kind = kind
-        #: Figures behind the failure (``too_large``: ``needed_bytes``, ``available_bytes``, ``device``).
+        #: Figures behind the failure (``too_large`` and ``out_of_memory``: ``needed_bytes``, ``available_bytes``,
+        #: ``device``).
         self.details: dict[str, Any] = {}
 
 
@@ -68,6 +77,9 @@ def run_probe(
     reserved in the device's budget for the real run, and a task that cannot fit even alone raises ``too_large``
     naming both figures; a task the meta device cannot run reserves the whole budget for its real run.
     ``memory_limit_bytes`` instead gives the child a fixed limit (its own meta-device gate; no budget).
+    A real run in the budget that fails with ``out_of_memory`` is retried once holding the whole budget
+    (:meth:`~cuda_agent.harness.memory_budget.MemoryBudget.reserve_exclusive`); a second ``out_of_memory`` is
+    final and names the bytes needed and the budget's capacity.
 
     ``timeout_s`` counts from the moment torch is imported in the child (so a
     slow interpreter start does not eat the task's budget). A warm probe server
@@ -94,8 +106,42 @@ def run_probe(
                                "GiB is available", source)
         error.details = {"needed_bytes": need, "available_bytes": budget.capacity, "device": device}
         raise error
-    with budget.reserve(need, f"probe of {source or 'a task'}", timeout_s=PROBE_WAIT_S):
-        return _probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source, {})
+    try:
+        with budget.reserve(need, f"probe of {source or 'a task'}", timeout_s=PROBE_WAIT_S):
+            return _probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source, {})
+    except TaskProbeError as exc:
+        if exc.kind != "out_of_memory":
+            raise
+        first = exc
+    # Other work on the device may have taken more than it reserved: once more with the device to itself (the
+    # ordinary reservation is released first, or the exclusive one would wait for it).
+    log.warning("probe.oom_retry", source=source, device=device, needed_bytes=need, capacity=budget.capacity,
+                error=str(first)[:300])
+    try:
+        with budget.reserve_exclusive(f"probe of {source or 'a task'} alone (retry after an out-of-memory error)",
+                                      timeout_s=PROBE_WAIT_S):
+            return _probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source, {})
+    except TaskProbeError as exc:
+        if exc.kind != "out_of_memory":
+            raise
+        raise _out_of_memory_alone(exc, need, fp, budget.capacity, device, source) from exc
+
+
+def _out_of_memory_alone(exc: TaskProbeError, need: int, fp: dict[str, Any], capacity: int, device: str,
+                         source: str) -> TaskProbeError:
+    """The final ``out_of_memory`` error: the retry held the whole budget and still ran out."""
+    sized = ("from its meta-device footprint: parameters, one input set, two forwards' outputs; the forward's "
+             "temporaries come on top" if fp.get("method") == "meta" else
+             "the whole budget: the meta device could not size it")
+    child = str(exc).split("[out_of_memory] ", 1)[-1]
+    error = TaskProbeError(
+        "out_of_memory", f"the task ran out of memory on {device} twice, the second time running alone (it held the "
+        f"whole memory budget, {capacity} bytes = {capacity / 2**30:.1f} GiB); it needs {need} bytes = "
+        f"{need / 2**30:.2f} GiB ({sized}). Memory other processes hold on the device, or the forward's "
+        f"temporaries, left too little: a memory failure on this machine, not a fault in the task file. Last "
+        f"error: {child}", source)
+    error.details = {"needed_bytes": need, "available_bytes": capacity, "device": device}
+    return error
 
 
 def size_on_meta(code: str, *, device: str = "cpu", timeout_s: float = 120.0, source: str = "") -> dict[str, Any]:
