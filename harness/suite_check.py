@@ -74,6 +74,10 @@ class CheckRow(BaseModel):
     exclusive_retry: bool = Field(
         False, description="The graded pass ran again holding the device alone after an out-of-memory error of the "
         "harness's own beside other work (MemoryInfo.exclusive_retry).")
+    fresh_sets: dict[str, Any] | None = Field(
+        None, description="The fresh-set rule's look at this task's graded pass (FreshSetsInfo): the task's own "
+        "Model has no cache, so a gap here ('reported': 'fresh') is a false penalty of the harness to explain.")
+    flags: list[str] = Field(default_factory=list, description="The graded result's flags (e.g. fresh_inputs_slower).")
     note: str = Field(INTEGRITY_NOTE, description="What this row is (never a grade).")
 
 
@@ -93,6 +97,9 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
         if mem.exclusive_retry:
             row.exclusive_retry = True
             row.note = f"{EXCLUSIVE_NOTE}; {row.note}"
+    if d.fresh_sets is not None:
+        row.fresh_sets = d.fresh_sets.model_dump(mode="json")
+    row.flags = list(result.flags)
     if result.timing is not None:
         row.samples_ms["candidate"] = list(result.timing.raw_ms)
     b = result.baselines

@@ -36,6 +36,7 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         "outside_band": [r.task_id for r in rows if r.status == "correct" and not within_band(r.speedup_eager)],
         "not_passing": {r.task_id: f"{r.status}: {r.reason[:300]}" for r in rows if r.status != "correct"},
         "ran_alone": [r.task_id for r in rows if r.exclusive_retry],
+        "fresh_sets_charged": [r.task_id for r in rows if "fresh_inputs_slower" in r.flags],
         "seconds": round(sum(r.seconds for r in rows), 1),
     }
 
@@ -67,6 +68,11 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
     if s["ran_alone"]:
         lines += ["## Ran alone after an out-of-memory error", "", f"{EXCLUSIVE_NOTE}: status `(alone)` below.", ""]
         lines += [f"- `{k}`" for k in s["ran_alone"]] + [""]
+    if s["fresh_sets_charged"]:
+        lines += ["## Charged their fresh-set calls", "", "The task's own `Model` ran slower on never-seen input sets "
+                  "in two looks, and only those calls were its time (`fresh_inputs_slower`): it has no cache, so "
+                  "this is the harness's own gap to explain (each row's `fresh_sets` has both looks).", ""]
+        lines += [f"- `{k}`" for k in s["fresh_sets_charged"]] + [""]
     lines += ["## Tasks", "", "| task | status | GiB/set | sets ref/runner | self vs eager | self vs compile | "
               "eager/compile | s |", "|---|---|---|---|---|---|---|---|"]
 

@@ -37,6 +37,9 @@ def test_tasks_check_grades_each_tasks_own_model_and_resumes(tmp_path: Path, cap
         assert row["speedup_eager"] is not None and 0.2 < row["speedup_eager"] < 5  # the same code both sides
         assert row["bytes_per_set"] > 0 and row["reference_sets"] >= 1 and row["phase_s"]["forward_calls"] > 0
         assert "rules against PyTorch compute" in row["note"]
+        # the fresh-set rule's look at the graded pass is kept (a gap on the task's own Model is the harness's)
+        assert row["fresh_sets"]["calls"] >= 1 and row["fresh_sets"]["reported"] in ("all", "confirmation", "fresh")
+        assert isinstance(row["flags"], list)
     assert (out / "report.md").read_text().count("| correct |") == 2
     assert (out / "self_speedup.png").stat().st_size > 0
     lines = (out / "rows.jsonl").read_text().splitlines()
@@ -61,6 +64,10 @@ def test_the_summary_counts_statuses_and_the_band() -> None:
     assert s["within_band_share"] == round(2 / 3, 4) and s["outside_band"] == ["b"]
     assert s["not_passing"] == {"c": "too_large: needs 150 GiB"}
     assert s["median_eager_over_compile"] == 1.25
+    assert s["fresh_sets_charged"] == []
+    charged = CheckRow(task_id="e", status="correct", speedup_eager=0.82, flags=["fresh_inputs_slower"],
+                       fresh_sets={"calls": 1, "median_ms": 3.2, "neighbours_median_ms": 2.65, "reported": "fresh"})
+    assert summarize([*rows, charged], planned=5)["fresh_sets_charged"] == ["e"]
 
 
 @pytest.mark.slow
