@@ -182,7 +182,8 @@ class _Runner:
             get_inputs = namespace["get_inputs"]
             for key, seed in seeds.items():
                 try:
-                    values = generate_inputs(torch, get_inputs, int(seed), self.device)
+                    with self.data.sets_pool():  # where the sets handed over live: apart from the calls' allocations
+                        values = generate_inputs(torch, get_inputs, int(seed), self.device)
                 except Exception as exc:  # the trusted side then stages this set
                     out[key] = m.SeededSet(error=f"{type(exc).__name__}: {exc}")
                     continue

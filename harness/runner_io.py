@@ -5,6 +5,12 @@ folder, CUDA IPC handles (trusted -> candidate), memory files or device allocati
 descriptor socket; each set is kept pristine and copied into per-position staging buffers for every call (the same
 addresses with different data: a cache keyed by ``data_ptr`` is stale on the next set, T12). Outputs leave by slot
 files, IPC handles or exported device allocations ('vmm').
+
+On CUDA the sets received live in a memory pool of their own (:meth:`RunnerData.sets_pool`), apart from the pool the
+candidate's calls allocate their outputs and workspaces from: a fresh set handed over inside a timed batch must not
+take a cached block a call would have reused, or the call after it pays a ``cudaMalloc`` inside its timed window and
+an honest kernel looks slower on never-seen data (the fresh-set rule then charges it; eight conv problems of
+KernelBench were on an H100, session 31).
 """
 
 from __future__ import annotations
@@ -45,6 +51,22 @@ class RunnerData:
         self._slots: Any = None  # SlotWriter of exported outputs
         self._vmm: Any = None  # VmmExporter of exported outputs
         self.vmm_error: str | None = None
+        self._pool: Any = None  # the received sets' own memory pool (CUDA); False where torch has none
+
+    def sets_pool(self) -> Any:
+        """A context in which allocations go to the received sets' own pool (CUDA; a no-op elsewhere, or where this
+        torch has no ``torch.cuda.MemPool``)."""
+        import contextlib
+
+        torch = self.torch
+        if not self.cuda:
+            return contextlib.nullcontext()
+        if self._pool is None:
+            try:
+                self._pool = torch.cuda.MemPool()
+            except (AttributeError, RuntimeError, TypeError):
+                self._pool = False
+        return torch.cuda.use_mem_pool(self._pool) if self._pool else contextlib.nullcontext()
 
     # ------------------------------------------------------------------ inputs
     def receive(self, k: int, tensors: list[TensorDesc]) -> None:
@@ -58,7 +80,8 @@ class RunnerData:
                 if self.fd_sock is None:
                     raise ValueError("this runner has no descriptor socket")
                 fds = recv_fds(self.fd_sock, len(described), 5.0)
-            self.inputs[k] = [self._received(d, fds) for d in tensors]
+            with self.sets_pool():
+                self.inputs[k] = [self._received(d, fds) for d in tensors]
         finally:
             close_fds(fds)
 
