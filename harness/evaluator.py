@@ -28,6 +28,7 @@ from cuda_agent.harness._affinity import timing_cpus
 from cuda_agent.harness.baselines import BaselineCache
 from cuda_agent.harness.candidate_pool import CandidatePool
 from cuda_agent.harness.experiments import ExperimentSettings
+from cuda_agent.harness.memory_budget import clamped_capacity
 from cuda_agent.harness.memory_plan import MemoryPlanner
 from cuda_agent.harness.phases import profile_body, verify_body
 from cuda_agent.harness.reference_client import ReferenceClient
@@ -90,7 +91,8 @@ class Evaluator:
         self._cpus = timing_cpus(self.device, self.experiments.timing_cpus)
         gib = self.settings.limits.device_memory_gib
         #: Input sets sized to the device's memory: one budget per device for the whole run (memory_plan.py).
-        self.memory = MemoryPlanner(kind, device_index, int(gib * 2**30) if gib else None)
+        self.memory = MemoryPlanner(kind, device_index,
+                                    clamped_capacity(kind, int(gib * 2**30), device_index) if gib else None)
         self.references = ReferencePool(self._spawn_reference, init_seed=self.experiments.init_seed,
                                         warm_limit=self.experiments.warm_references,
                                         spares=self.experiments.spares(kind), on_start=self._hold_process)

@@ -164,6 +164,21 @@ def measure_free_bytes(kind: str, device_index: int = 0) -> int:
     return int(psutil.virtual_memory().available)
 
 
+def clamped_capacity(kind: str, configured: int, device_index: int = 0) -> int:
+    """``configured`` bytes (``limits.device_memory_gib``), but never more than :data:`USABLE_SHARE` of what the
+    device has free now: a figure set for a 141 GB H200 (a preset's ``device_gib=120``) must not let tasks reserve
+    120 GiB of an 80 GB H100. Where free memory cannot be read, ``configured`` stands."""
+    try:
+        usable = int(USABLE_SHARE * measure_free_bytes(kind, device_index))
+    except Exception:  # noqa: BLE001 - no NVML (or no psutil): the configured figure is all there is
+        return configured
+    if configured > usable:
+        log.warning("memory.capacity_clamped", configured=fmt_bytes(configured), usable=fmt_bytes(usable),
+                    why="limits.device_memory_gib is more than this device has free")
+        return usable
+    return configured
+
+
 @dataclass
 class _Hold:
     nbytes: int

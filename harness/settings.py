@@ -114,7 +114,8 @@ class LimitSettings(_Block):
     device_memory_gib: float | None = Field(
         None, gt=0, description="Memory tasks may reserve on each device (GPU memory on CUDA, RAM on CPU), one budget "
         "shared by every task in flight; a task whose sets do not all fit holds fewer and makes the others again "
-        "from their seeds. None = 85% of what is free when the first task starts (harness/memory_budget.py).")
+        "from their seeds. None = 85% of what is free when the first task starts (harness/memory_budget.py); a figure "
+        "above that is lowered to it, with a warning.")
 
 
 #: For each integrity field, whether a value is weaker than another (used to stamp and to pick for grading).

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from cuda_agent.harness.memory_budget import (GiB, MiB, Footprint, MemoryBudget, TooLarge, plan_sets,
-                                              session_bytes)
+from cuda_agent.harness.memory_budget import (USABLE_SHARE, GiB, MiB, Footprint, MemoryBudget, TooLarge,
+                                              clamped_capacity, plan_sets, session_bytes)
 
 #: KernelBench level1/19_ReLU at today's size: one 4096 x 393216 fp32 input, an output as large.
 RELU = Footprint(input_bytes=6 * GiB, output_bytes=6 * GiB)
@@ -209,3 +209,13 @@ def test_an_exclusive_hold_that_never_gets_the_device_times_out_and_lets_the_oth
     with budget.reserve(GiB, "a later session", timeout_s=5):  # nothing is left waiting in front of it
         assert budget.reserved == 2 * GiB
     budget.release(running)
+
+
+def test_a_configured_capacity_beyond_the_machine_is_clamped_to_what_is_free() -> None:
+    """A preset's figure for a bigger device (device_gib=120 meant an H200; an H100 has 80 GB) must not let tasks
+    reserve memory that is not there; a figure within the machine stands."""
+    import psutil
+
+    free = psutil.virtual_memory().available
+    assert clamped_capacity("cpu", 1 << 50) <= USABLE_SHARE * free * 1.05
+    assert clamped_capacity("cpu", 64 * MiB) == 64 * MiB
