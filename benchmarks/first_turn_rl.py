@@ -171,6 +171,15 @@ def rollout_batch(model: Any, tok: Any, scorer: Scorer, tasks: list[tuple[list[i
                                       "tail_share": sum(1 for g in got if g["min_p"] < TAIL_P) / len(got)}
 
 
+def reset_optimizer(learner: Any) -> None:
+    """Adam's moments dropped (built again at the next step) and the rate warm-up started again: what a device
+    step, a run of its own from the carried actor, begins with. (A second DeepSpeed engine over the same module
+    is not that: its first update moved the proxy's policy by approx_kl 21, session 31.)"""
+    optimizer = learner.actor.optimizer
+    getattr(optimizer, "optimizer", optimizer).state.clear()
+    learner.actor_steps = 0
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--state", type=Path, required=True, help="the learning curve's state folder (data core, actors)")
@@ -184,6 +193,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--warmup", type=int, default=0,
                     help="optimizer steps of linear rate warm-up (the PPO stage's actor_warmup_steps); the first steps "
                          "of a fresh Adam move every weight by about the full rate, whatever its gradient's noise")
+    ap.add_argument("--fresh-optimizer", action="store_true",
+                    help="a new Adam (and the warm-up again) at every step, from the current weights: what the "
+                         "device curve does, each RL step being its own run from a carried actor (moments not carried)")
     ap.add_argument("--epochs", type=int, default=1, help="PPO epochs per step")
     ap.add_argument("--minibatches", type=int, default=4, help="optimizer steps per epoch")
     ap.add_argument("--target-kl", type=float, default=None, help="the PPO settings' target_kl (k3 bound)")
@@ -265,6 +277,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         gen_s = time.perf_counter() - t0
         model.train()
         batch.rollout_logp = learner.score(batch, args.minibatches)["old_logp"].clone()  # on-policy
+        if args.fresh_optimizer and step > 1:  # the device's case: each step a run of its own, Adam afresh
+            reset_optimizer(learner)
         m = learner.ppo_step(batch, s)
         row = {"step": step, **roll, "rollout_s": round(gen_s, 1), "update_s": round(m["update_s"], 1),
                **{k: m[k] for k in ("approx_kl", "approx_kl_max", "clip_frac", "log_ratio_min", "entropy",

@@ -14,7 +14,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from first_turn_rl import Scorer, first_prompts, sample  # noqa: E402
+from first_turn_rl import Scorer, first_prompts, reset_optimizer, sample  # noqa: E402
 
 
 def _reply(source: str) -> str:
@@ -65,3 +65,19 @@ def test_sample_ends_each_reply_at_eos_and_gives_its_lowest_token_probability() 
         assert 0.0 < r["min_p"] <= 1.0
     # a random 16-token model spreads its mass: some sampled token is far below certainty
     assert min(r["min_p"] for r in rows) < 0.5
+
+
+def test_a_fresh_optimizer_drops_adams_moments_and_starts_the_warm_up_again() -> None:
+    """--fresh-optimizer: each proxy step begins as a device step does (a run of its own from the carried actor)."""
+    from types import SimpleNamespace
+
+    model = torch.nn.Linear(4, 4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer.step()
+    learner = SimpleNamespace(actor=SimpleNamespace(optimizer=optimizer), actor_steps=6)
+    reset_optimizer(learner)
+    assert len(optimizer.state) == 0 and learner.actor_steps == 0
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer.step()  # the moments are built again, from step 1
+    assert [int(v["step"]) for v in optimizer.state.values()] == [1, 1]
