@@ -239,7 +239,9 @@ def _train_metrics(work: Path, seeds: list[int], folder: str = "rl_seed{s}") -> 
                 "heldout_pass_rate", "gen_rows_per_batch", "gen_rows_per_step", "gen_latency_s_mean",
                 # the update's size and recipe: a step's trust region, and 'groups' when the group baseline ran
                 "approx_kl", "approx_kl_max", "collapsed_frac_max", "log_ratio_min", "update_minibatches", "kl_stopped",
-                "groups", "rollout_episodes")
+                "groups", "rollout_episodes",
+                # whether the step's AdamW continued the previous run's (moments carried) or started afresh
+                "actor_moments_carried", "actor_steps_carried")
         out[str(s)] = [{k: r[k] for k in keep if k in r} for r in rows]
     return out
 

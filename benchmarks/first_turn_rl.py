@@ -180,6 +180,16 @@ def reset_optimizer(learner: Any) -> None:
     learner.actor_steps = 0
 
 
+def carry_through_file(learner: Any, path: Path) -> None:
+    """Adam's moments saved to a file and loaded back into a cleared optimizer, with the optimizer-step count: what
+    a device step does since session 32 (``save_actor_moments`` / ``init_actor_moments``, ~2 bytes a weight)."""
+    from cuda_agent.training.engines.moments import load_moments, save_moments
+
+    save_moments(learner.actor, path, {"actor_steps": str(learner.actor_steps)})
+    reset_optimizer(learner)
+    learner.actor_steps = int(load_moments(learner.actor, path)["actor_steps"])
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--state", type=Path, required=True, help="the learning curve's state folder (data core, actors)")
@@ -196,6 +206,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--fresh-optimizer", action="store_true",
                     help="a new Adam (and the warm-up again) at every step, from the current weights: what the "
                          "device curve does, each RL step being its own run from a carried actor (moments not carried)")
+    ap.add_argument("--moments-file", action="store_true",
+                    help="at every step after the first, Adam's moments go through the carried file (saved, the "
+                         "optimizer cleared, loaded back): what the device curve does since session 32")
     ap.add_argument("--epochs", type=int, default=1, help="PPO epochs per step")
     ap.add_argument("--minibatches", type=int, default=4, help="optimizer steps per epoch")
     ap.add_argument("--target-kl", type=float, default=None, help="the PPO settings' target_kl (k3 bound)")
@@ -221,6 +234,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              + (" (or 0)" if name in ("steps", "eval_every") else ""))
     if args.samples < 2 and args.steps:
         raise SystemExit(f"--samples {args.samples}: the group baseline needs at least 2 samples per task")
+    if args.fresh_optimizer and args.moments_file:
+        raise SystemExit("--fresh-optimizer and --moments-file are two ways to begin a step: give one")
     if args.warmup < 0:
         raise SystemExit(f"--warmup {args.warmup}: give 0 or more optimizer steps")
     if min(args.lr, args.temperature, args.eval_temperature) <= 0:
@@ -277,8 +292,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         gen_s = time.perf_counter() - t0
         model.train()
         batch.rollout_logp = learner.score(batch, args.minibatches)["old_logp"].clone()  # on-policy
-        if args.fresh_optimizer and step > 1:  # the device's case: each step a run of its own, Adam afresh
+        if args.fresh_optimizer and step > 1:  # the device's case before session 32: each step Adam afresh
             reset_optimizer(learner)
+        elif args.moments_file and step > 1:  # the device's case since: the moments carried in their file
+            carry_through_file(learner, args.work / "actor_moments.safetensors")
         m = learner.ppo_step(batch, s)
         row = {"step": step, **roll, "rollout_s": round(gen_s, 1), "update_s": round(m["update_s"], 1),
                **{k: m[k] for k in ("approx_kl", "approx_kl_max", "clip_frac", "log_ratio_min", "entropy",

@@ -30,7 +30,9 @@ and write ``records_control.json`` /
 per run: value pretraining runs first, alone, and its critic is carried the moment it ends
 (``rl_critic_seed<k>.safetensors``, ``critic_pretrained`` in ``records_rl.json``); step 1 starts from the SFT actor and
 that critic, each later run takes the next step from the carried ``rl_actor_seed<k>.safetensors`` and
-``rl_critic_seed<k>.safetensors`` (bf16, ~12 and ~14 MB; the optimizer moments are not carried), evaluating the
+``rl_critic_seed<k>.safetensors`` (bf16, ~12 and ~14 MB) and the actor's AdamW moments
+``rl_actor_moments_seed<k>.safetensors`` (~2 bytes a weight, ~12 MB; training/engines/moments.py: a step that starts
+Adam afresh moves the policy far more; the critic's Adam starts afresh, for the 64 MiB that travel), evaluating the
 held-out tasks after each step; ``records_rl.json`` counts the steps done per seed (``steps_done``). A PPO step starts
 only with ``ppo_min_s`` seconds per seed stepping left (its rollouts are not resumable). A step's evaluation cut by the deadline is finished by ``rl_eval`` (the carried
 actor on the held-out tasks still missing, like ``sft_eval``); ``rl_step`` takes no further step for a seed until
@@ -388,6 +390,46 @@ def load_critic_state(src: Path, dest: Path, tok_hash: str) -> Path:
     return dest
 
 
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def save_moments_state(src: Path, dest: Path, actor_file: Path, seed_step: int, tok_hash: str) -> None:
+    """A PPO run's actor moments (its ``actor_moments`` output, ~2 bytes a weight) as the carried
+    ``rl_actor_moments_seed<k>.safetensors``, tagged with the carried actor file they belong to (its SHA-256) and
+    the seed's step: the next step's run loads them only beside that very actor."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(src), "pt") as f:
+        meta = dict(f.metadata() or {})
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    meta.update(actor_sha256=file_sha256(actor_file), seed_step=str(seed_step), tokenizer=tok_hash)
+    save_file(tensors, str(dest), metadata=meta)
+
+
+def carried_moments(state: Path | None, s: int, k: int) -> tuple[Path | None, str]:
+    """Seed ``s``'s carried actor moments for its step ``k + 1``, or None and why not (the step then starts AdamW
+    afresh, as every step did before session 32)."""
+    from safetensors import safe_open
+
+    src = state / f"rl_actor_moments_seed{s}.safetensors" if state else None
+    actor = state / f"rl_actor_seed{s}.safetensors" if state else None
+    if src is None or not src.exists():
+        return None, "no rl_actor_moments file was carried"
+    with safe_open(str(src), "pt") as f:
+        meta = dict(f.metadata() or {})
+    if meta.get("seed_step") != str(k):
+        return None, f"the carried moments are step {meta.get('seed_step')}'s, the actor is step {k}'s"
+    if actor is None or not actor.exists() or meta.get("actor_sha256") != file_sha256(actor):
+        return None, f"the carried moments belong to another {actor.name if actor else 'actor'}"
+    return src, ""
+
+
 def heldout_tasks(data: Path) -> list[dict[str, Any]]:
     """The held-out task manifests of the rebuilt data (one JSON object per line)."""
     return [json.loads(x) for x in (data / "tasks_heldout.jsonl").read_text().splitlines() if x.strip()]
@@ -538,7 +580,10 @@ def main() -> None:  # noqa: C901 - one linear script
     t0 = time.time()
     summary = ensure_family_data(data, p, phases, args.state / "data_core.tar.gz" if args.state else None,
                                  work / "carried_data")
-    write_data_core(data, out / "data_core.tar.gz")
+    if args.state is None or not (args.state / "data_core.tar.gz").exists():
+        # built in this run: it comes back (a carried one is already where the state is kept; leaving it out keeps a
+        # step call's returned files at 7 of the 8 a device call returns)
+        write_data_core(data, out / "data_core.tar.gz")
     tok_hash = tokenizer_hash(data)
     for s in seeds:
         if not (work / f"model_seed{s}" / "config.json").exists():
@@ -697,8 +742,8 @@ def main() -> None:  # noqa: C901 - one linear script
         # the moment it ends (``critic_pretrained`` in records_rl.json), so a run whose deadline falls in the PPO
         # step keeps it. A PPO step starts only with ``ppo_min_s`` left (its rollouts are not resumable: a step cut
         # in them would throw them away); it starts from the SFT actor and the pretrained critic (step 1) or from
-        # the carried actor and critic (bf16 files; the optimizers start afresh each run, their moments are not
-        # carried). The seed of run k is seed + 1000 k, so every step draws its own training tasks.
+        # the carried actor and critic (bf16 files) and the actor's AdamW moments where they belong to that actor
+        # (the critic's optimizer starts afresh each run). The seed of run k is seed + 1000 k, so every step draws its own training tasks.
         carried_path = args.state / "records_rl.json" if args.state else None
         carried_rl = json.loads(carried_path.read_text()) if carried_path is not None and carried_path.exists() else {}
         if "rl_eval" in phases and (out / "records_rl.json").exists():  # rl_eval ran first in this call: its merge
@@ -762,6 +807,13 @@ def main() -> None:  # noqa: C901 - one linear script
             n = run_step_count(p, k, per_seed_s)
             ppo = rl_stages(p, data, steps=n, admit_until=admit)[1]
             ppo["config"]["init_critic"] = str(critic)
+            if p.get("carry_moments", True):
+                ppo["config"]["save_actor_moments"] = True
+                moments, why = carried_moments(args.state, s, k) if k > 0 else (None, "")
+                if moments is not None:
+                    ppo["config"]["init_actor_moments"] = str(moments)
+                elif k > 0:
+                    print(f"rl_step: seed {s}'s step {k + 1} starts AdamW afresh: {why}", flush=True)
             ppo["config"]["heldout_every"] = n  # one held-out evaluation, after the run's last step
             cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_seed{s}", [ppo], seed=s + 1000 * k),
                                 work / f"rl_seed{s}.yaml")
@@ -777,6 +829,9 @@ def main() -> None:  # noqa: C901 - one linear script
                 o = json.loads(outputs.read_text())
                 save_state(Path(o["actor"]), out / f"rl_actor_seed{s}.safetensors", tok_hash)
                 save_critic_state(Path(o["critic"]), out / f"rl_critic_seed{s}.safetensors", tok_hash)
+                if o.get("actor_moments"):
+                    save_moments_state(Path(o["actor_moments"]), out / f"rl_actor_moments_seed{s}.safetensors",
+                                       out / f"rl_actor_seed{s}.safetensors", step, tok_hash)
                 finished[s] = step
             # the step's rollouts (tokens, mask, sampling log-probs, rewards; ~1-2 MB; gpu_session.sh returns them in
             # $OUT/rollouts/): what benchmarks/ppo_trust_region.py --keep-rewards replays on CPU to choose a rate

@@ -121,9 +121,10 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     learning)    # issue 22's demonstration, one phase per call (LEARNING_ARGS, e.g. "--phase sft", then
                  # "--phase rl --state DIR" with DIR a carried folder of the earlier calls' $OUT/learning_state files).
                  # The actors (*.safetensors, ~12 MB each) are left out of the tarball, so what a later phase needs
-                 # comes back on its own in $OUT/learning_state: the actors, data_core.tar.gz and the record files
-                 # (with summary.txt and results.tar.gz, 7 of the 8 files a call returns: run no other part that
-                 # returns files, e.g. kb_check, in the same call).
+                 # comes back on its own in $OUT/learning_state: the actors, the actor's Adam moments, the record
+                 # files and, when this call built it, data_core.tar.gz (a step call: actor, critic, moments,
+                 # records_rl.json, its rollouts, summary.txt and results.tar.gz, 7 of the 8 files a call returns:
+                 # run no other part that returns files, e.g. kb_check, in the same call).
                  # where the machine's CPU goes meanwhile, by kind of process (builds, runners, references, generation)
                  python3 benchmarks/cpu_sampler.py --out "$RES/cpu_usage$tag.jsonl" --interval 1 --report-every 30 &
                  local sampler=$!

@@ -32,6 +32,10 @@ before copying anything back) need ``take``, or a later copy erases an earlier s
 
     python scripts/learning_state.py take .learning_state /path/to/files_at/learning_state --seeds 1
 
+The PPO steps' rollouts (``rollouts_seed<k>_step<n>.pt``, tokens and rewards, what ``benchmarks/ppo_trust_region.py
+--keep-rewards`` replays on the CPU) are kept the same way: ``take`` also copies those of its seeds from the
+``rollouts`` folder beside the returned one, and ``subset`` never carries them (the device does not read them).
+
 ``retire`` moves entries to the manifest's ``retired`` list (commit, path and hash kept, with the reason): a restore
 no longer writes them, and the blobs stay in history for whoever wants the old state back.
 
@@ -54,7 +58,10 @@ ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "gpu-state" / "learning_state.json"
 STAGE = "gpu-state/learning_state"
 #: What a learning-curve state folder holds (see benchmarks/learning_curve.py); anything else is refused.
-PATTERNS = ("*.safetensors", "data_core.tar.gz", "records_*.json")
+PATTERNS = ("*.safetensors", "data_core.tar.gz", "records_*.json", "rollouts_seed*_step*.pt")
+#: The kept PPO rollouts (tokens, rewards; ~2.6 MB a step): replayed on the CPU (benchmarks/ppo_trust_region.py),
+#: never read on the device, so ``subset`` leaves them out of what travels.
+ROLLOUTS = re.compile(r"^rollouts_seed(\d+)_step\d+\.pt$")
 
 
 def git(*args: str, data: bytes | None = None) -> bytes:
@@ -148,7 +155,8 @@ def subset(src: Path, dest: Path, seeds: list[int], without: list[str] | None = 
     files = state_files(src)
     keep = [p for p in files if not re.search(r"_seed\d+\.", p.name) or any(p.name.endswith(f"_seed{k}.safetensors")
                                                                            for k in seeds)]
-    keep = [p for p in keep if not any(fnmatch.fnmatch(p.name, pattern) for pattern in without or [])]
+    keep = [p for p in keep if not any(fnmatch.fnmatch(p.name, pattern) for pattern in without or [])
+            and not ROLLOUTS.match(p.name)]
     if dest.exists():
         for old in dest.iterdir():
             old.unlink()
@@ -193,7 +201,10 @@ def take(dest: Path, returned: Path, seeds: list[int]) -> None:
     if not returned.is_dir():
         raise SystemExit(f"{returned} is not a folder (give the learning_state folder a device call returned)")
     files = state_files(returned)
-    seed_of = {p: int(m.group(1)) for p in files if (m := re.search(r"_seed(\d+)\.", p.name))}
+    # a step call's rollouts come back beside it, in <files_at>/rollouts/
+    beside = returned.parent / "rollouts"
+    files += sorted(p for p in beside.glob("rollouts_seed*_step*.pt") if ROLLOUTS.match(p.name)) if beside.is_dir() else []
+    seed_of = {p: int(m.group(1)) for p in files if (m := re.search(r"_seed(\d+)\.", p.name) or ROLLOUTS.match(p.name))}
     stray = sorted(p.name for p, k in seed_of.items() if k not in seeds)
     if stray:
         raise SystemExit(f"{returned} holds files of seeds not named in --seeds {seeds}: {', '.join(stray)}")

@@ -269,6 +269,18 @@ class PPOStageConfig(StrictModel):
                     "critic starts from. None: the previous stage's critic (value_pretrain), else the actor's "
                     "backbone with a fresh value head.",
     )
+    init_actor_moments: str | None = Field(
+        None,
+        description="An Adam moments file (the actor_moments output of an earlier run of this stage, carried between "
+                    "device runs) the actor's AdamW state starts from, with its optimizer-step count (the warm-up "
+                    "goes on where that run left it). It must belong to the actor the stage starts from. None: "
+                    "AdamW starts afresh (training/engines/moments.py says why that moves a continued policy more).",
+    )
+    save_actor_moments: bool = Field(
+        False,
+        description="At the end, write the actor's AdamW moments (~2 bytes a weight, training/engines/moments.py) as "
+                    "the output 'actor_moments', for a later run's init_actor_moments.",
+    )
     checkpoint_every: int = Field(5, ge=1, description="Save a checkpoint every this many steps (and at the end).")
     eval_samples: int = Field(0, ge=0, description="Toy envs: pass rate over this many samples before step 1 and after the last step.")
     eval_tasks: list[str] = Field(

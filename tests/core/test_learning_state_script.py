@@ -188,3 +188,26 @@ def test_subset_leaves_out_what_without_names(repo: Path) -> None:
     assert got == ["data_core.tar.gz", "records_sft.json", "rl_actor_seed1.safetensors", "rl_actor_seed2.safetensors"]
     res = run(repo, "subset", ".learning_state", ".learning_state_call", "--seeds", "one")
     assert res.returncode == 2 and "seeds are integers" in res.stderr
+
+
+def test_rollouts_are_kept_by_take_and_never_carried_by_subset(repo: Path, tmp_path: Path) -> None:
+    """A step call returns its rollouts beside the learning state (<files_at>/rollouts/): ``take`` keeps those of the
+    named seeds with the state, ``subset`` never carries them to the device (nothing there reads them)."""
+    files_at = tmp_path / "files_at"
+    (files_at / "learning_state").mkdir(parents=True)
+    (files_at / "rollouts").mkdir()
+    (files_at / "learning_state" / "rl_actor_moments_seed1.safetensors").write_bytes(b"m" * 50)
+    (files_at / "rollouts" / "rollouts_seed1_step3.pt").write_bytes(b"r" * 70)
+    res = run(repo, "take", ".learning_state", str(files_at / "learning_state"), "--seeds", "1")
+    assert res.returncode == 0, res.stderr
+    state = repo / ".learning_state"
+    assert (state / "rollouts_seed1_step3.pt").read_bytes() == b"r" * 70
+    assert (state / "rl_actor_moments_seed1.safetensors").read_bytes() == b"m" * 50
+    res = run(repo, "subset", ".learning_state", ".learning_state_call", "--seeds", "1")
+    assert res.returncode == 0, res.stderr
+    got = sorted(p.name for p in (repo / ".learning_state_call").iterdir())
+    assert "rl_actor_moments_seed1.safetensors" in got and not any(n.startswith("rollouts_") for n in got)
+
+    (files_at / "rollouts" / "rollouts_seed2_step1.pt").write_bytes(b"x")  # another seed's: refused like its files
+    res = run(repo, "take", ".learning_state", str(files_at / "learning_state"), "--seeds", "1")
+    assert res.returncode != 0 and "rollouts_seed2_step1.pt" in res.stderr

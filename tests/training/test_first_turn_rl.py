@@ -14,7 +14,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from first_turn_rl import Scorer, first_prompts, reset_optimizer, sample  # noqa: E402
+from first_turn_rl import Scorer, carry_through_file, first_prompts, reset_optimizer, sample  # noqa: E402
 
 
 def _reply(source: str) -> str:
@@ -81,3 +81,34 @@ def test_a_fresh_optimizer_drops_adams_moments_and_starts_the_warm_up_again() ->
     model(torch.randn(2, 4)).sum().backward()
     optimizer.step()  # the moments are built again, from step 1
     assert [int(v["step"]) for v in optimizer.state.values()] == [1, 1]
+
+
+def test_moments_carried_through_their_file_keep_adams_state_and_step_count(tmp_path) -> None:
+    """--moments-file: the proxy's step begins as a device step does since session 32 (moments saved, the optimizer
+    cleared, loaded back): Adam's count goes on and the next update is the one the kept optimizer would take."""
+    from cuda_agent.training.engines.deepspeed_engine import build_train_engine
+    from cuda_agent.training.engines.models import load_causal_lm
+    from cuda_agent.training.ppo_update import Learner
+    from cuda_agent.training.settings import EngineSettings
+
+    cfg = {"model_type": "llama", "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 32}
+    ids = torch.randint(0, 32, (2, 8), generator=torch.Generator().manual_seed(0))
+
+    def step(engine) -> None:
+        engine.backward(engine(input_ids=ids, labels=ids).loss)
+        engine.step()
+
+    engines = [build_train_engine(load_causal_lm(cfg, seed=1), 1e-2, EngineSettings(zero_stage=0, dtype="fp32"))
+               for _ in range(2)]
+    for e in engines:
+        step(e)
+        step(e)
+    learner = Learner(engines[1], actor_steps=2)
+    carry_through_file(learner, tmp_path / "m.safetensors")
+    assert learner.actor_steps == 2
+    assert sorted({int(v["step"]) for v in engines[1].optimizer.state.values()}) == [2]
+    for e in engines:
+        step(e)
+    kept, carried = engines[0].module.state_dict(), engines[1].module.state_dict()
+    assert all(torch.allclose(kept[k], carried[k], rtol=1e-4, atol=1e-4) for k in kept)

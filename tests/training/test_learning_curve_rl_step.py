@@ -300,3 +300,35 @@ def test_seeds_are_taken_as_a_comma_list_or_separate_words(tmp_path: Path) -> No
     res = subprocess.run([sys.executable, str(script), "--preset", "cpu_tiny", "--out", str(tmp_path / "o"),
                           "--seeds", "first"], capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "seeds are integers" in res.stderr
+
+
+def test_a_steps_adam_moments_are_carried_only_beside_the_actor_and_step_they_belong_to(tmp_path: Path) -> None:
+    """issue 22: the next step's run loads the carried moments (``rl_actor_moments_seed<k>``) only with the very actor
+    file and step they were saved with; otherwise it says why and starts AdamW afresh."""
+    import learning_curve
+    from safetensors.torch import save_file
+
+    from cuda_agent.training.engines.moments import AdamMoments, pack, read_moments_file
+
+    state = tmp_path / "state"
+    state.mkdir()
+    actor = state / "rl_actor_seed1.safetensors"
+    save_file({"w": torch.ones(4, dtype=torch.bfloat16)}, str(actor), metadata={"tokenizer": "t"})
+    tensors, meta = pack(AdamMoments({"w": torch.full((4,), 0.5)}, {"w": torch.ones(4)}, {"w": 12}),
+                         {"actor_steps": "12"})
+    stage_out = tmp_path / "actor_moments.safetensors"
+    save_file(tensors, str(stage_out), metadata=meta)
+
+    assert learning_curve.carried_moments(state, 1, 2) == (None, "no rl_actor_moments file was carried")
+    learning_curve.save_moments_state(stage_out, state / "rl_actor_moments_seed1.safetensors", actor, 2, "t")
+    src, why = learning_curve.carried_moments(state, 1, 2)
+    assert src == state / "rl_actor_moments_seed1.safetensors" and why == ""
+    moments, kept = read_moments_file(src)  # the stage's own metadata survives the tagging
+    assert kept["actor_steps"] == "12" and moments.steps == {"w": 12}
+    assert torch.allclose(moments.exp_avg["w"], torch.full((4,), 0.5), rtol=0.02)
+
+    src, why = learning_curve.carried_moments(state, 1, 3)  # the actor moved on a step, the moments did not
+    assert src is None and "step 2's, the actor is step 3's" in why
+    save_file({"w": torch.zeros(4, dtype=torch.bfloat16)}, str(actor), metadata={"tokenizer": "t"})  # another actor
+    src, why = learning_curve.carried_moments(state, 1, 2)
+    assert src is None and "belong to another rl_actor_seed1.safetensors" in why

@@ -187,3 +187,31 @@ def test_a_ppo_stage_starts_from_a_carried_critic_and_refuses_a_missing_one(tmp_
              f"init_critic: '{missing}'}}}}]")
     with pytest.raises(FileNotFoundError, match=r"critic state .*nowhere.pt does not exist \(init_critic"):
         run_training(_config(tmp_path / "run2", stage))
+
+
+def test_a_ppo_stage_carries_adams_moments_into_the_next_run(tmp_path):
+    """issue 22: a run that continues from a carried actor continues its AdamW too (``save_actor_moments`` then
+    ``init_actor_moments``): the second run's Adam step count and rate warm-up go on from the first run's."""
+    from cuda_agent.training.engines.moments import read_moments_file
+
+    block = ("{{name: ppo_agentic, config: {{env: toy_two_turn, steps: {steps}, episodes_per_step: 8, actor_lr: 3.0e-3, "
+             "critic_lr: 3.0e-3, actor_warmup_steps: 3, save_actor_moments: true, ppo: {{minibatches: 2}}{extra}}}}}")
+    first = run_training(_config(tmp_path / "r1", "engine.zero_stage=1", f"stages=[{block.format(steps=2, extra='')}]"))
+    moments, meta = read_moments_file(Path(first["actor_moments"]))
+    steps1 = int(meta["actor_steps"])
+    assert steps1 >= 2 and set(moments.steps.values()) == {steps1}  # Adam's count = the learner's optimizer steps
+
+    carried = f", init_actor_moments: '{first['actor_moments']}'"
+    second = run_training(_config(tmp_path / "r2", "engine.zero_stage=1", f"model={first['actor']}",
+                                  f"stages=[{block.format(steps=1, extra=carried)}]"))
+    lines = [json.loads(l) for l in (tmp_path / "r2" / "metrics.jsonl").read_text().splitlines()]
+    rows = [l for l in lines if "approx_kl" in l]
+    assert rows and all(l["actor_moments_carried"] == 1.0 and l["actor_steps_carried"] == steps1 for l in rows)
+    moments2, meta2 = read_moments_file(Path(second["actor_moments"]))
+    steps2 = int(meta2["actor_steps"])
+    assert steps2 > steps1 and set(moments2.steps.values()) == {steps2}
+
+    fresh = run_training(_config(tmp_path / "r3", "engine.zero_stage=1", f"model={first['actor']}",
+                                 f"stages=[{block.format(steps=1, extra='')}]"))
+    _, meta3 = read_moments_file(Path(fresh["actor_moments"]))
+    assert int(meta3["actor_steps"]) == steps2 - steps1  # without them: counted from zero again

@@ -5,18 +5,21 @@ actor (``rollout.engine``: the actor itself / the hf policy, or a vLLM engine
 whose weights are pushed after every update), score them with actor / reference / critic, GAE over policy tokens,
 clipped updates of actor and critic, metrics to the loggers, a checkpoint
 every ``checkpoint_every`` steps. Outputs: the actor exported to HF format
-and the critic's state dict.
+and the critic's state dict; with ``save_actor_moments`` also the actor's AdamW moments, which a later run
+continuing from that actor loads with ``init_actor_moments`` (training/engines/moments.py).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
 from cuda_agent.training.buffers import Episode, collate
 from cuda_agent.training.engines.checkpoint import export_actor_hf, save_critic
+from cuda_agent.training.engines.moments import load_moments, save_moments
 from cuda_agent.training.ppo_update import Learner, linear_warmup
 from cuda_agent.training.settings import PPOStageConfig
 from cuda_agent.training.stages.driver_base import StageDriver
@@ -41,6 +44,11 @@ class PPOStage(StageDriver):
         learner = Learner(actor, critic, reference)
         if c.actor_warmup_steps:
             learner.actor_lr_at = linear_warmup(c.actor_lr, c.actor_warmup_steps)
+        carried: dict[str, float] = {}
+        if c.init_actor_moments:
+            meta = load_moments(actor, Path(c.init_actor_moments))
+            learner.actor_steps = int(meta.get("actor_steps", 0))
+            carried = {"actor_moments_carried": 1.0, "actor_steps_carried": float(learner.actor_steps)}
         source = make_source(rt, c.env, mode=self.mode, tasks=c.tasks, max_new_tokens=c.max_new_tokens,
                              temperature=c.temperature, rollout=c.rollout)
 
@@ -86,6 +94,7 @@ class PPOStage(StageDriver):
                                                                             stop_fn(step, metrics)):
                 metrics.update(heldout(step))
             metrics["step_s"] = time.perf_counter() - t0
+            metrics.update(carried or {"actor_moments_carried": 0.0})  # on every step's row: whose Adam it ran
             return metrics
 
         def stop_fn(step: int, m: dict[str, float]) -> bool:
@@ -100,6 +109,9 @@ class PPOStage(StageDriver):
             last = {**last, **end}
         outputs: dict[str, Any] = {"actor": str(export_actor_hf(actor, rt.dir / "actor", rt.tokenizer_dir)),
                                    "metrics": last, "steps": last_step}
+        if c.save_actor_moments:
+            outputs["actor_moments"] = str(save_moments(actor, rt.dir / "actor_moments.safetensors",
+                                                        {"actor_steps": str(learner.actor_steps)}))
         if critic is not None:
             outputs["critic"] = str(save_critic(critic, rt.dir / "critic.pt"))
         elif rt.ctx.inputs.get("critic"):
