@@ -219,9 +219,13 @@ class _Runner:
         from cuda_agent.harness.compare import fingerprint
 
         torch = self.torch
+        clock = time.perf_counter
+        t0 = clock()
         args = self.data.copy_of(req.set)
         self.last = []
+        t1 = clock()
         self.data.poison()
+        t2 = clock()
         ops: list[Any] = []
         kernels: list[str] = []
         model, runtime, audit = self.model, self.runtime, req.audit
@@ -236,6 +240,7 @@ class _Runner:
             return result
 
         out, ms, host_ms = self.timer.time_call(forward, flush=req.flush, warm=args)
+        t3 = clock()
         violations: list[Any] = []
         if audit and not self.torch_compute_allowed:  # the suite self-check runs the task's own Model
             violations += runtime.op_audit_violations(ops, "cuda" if self.device.startswith("cuda") else "cpu")
@@ -245,10 +250,14 @@ class _Runner:
         ranges = [_storage_range(a) for a in args if type(a) is torch.Tensor]
         metas = [self._describe_output(j, o, ranges) for j, o in enumerate(outs)]
         self.last = outs
-        return m.Called(ms=ms, host_ms=host_ms, outputs=metas,
-                        input_fingerprints=[fingerprint(a) if type(a) is torch.Tensor else None for a in args],
+        t4 = clock()
+        prints = [fingerprint(a) if type(a) is torch.Tensor else None for a in args]
+        t5 = clock()
+        work = {"copy_inputs": t1 - t0, "poison": t2 - t1, "timed": t3 - t2, "outputs": t4 - t3,
+                "input_fingerprints": t5 - t4}
+        return m.Called(ms=ms, host_ms=host_ms, outputs=metas, input_fingerprints=prints,
                         ops=[str(o) for o in ops][:200], violations=[_violation(v) for v in violations],
-                        threads=_native_threads())
+                        threads=_native_threads(), work_ms={k: round(v * 1e3, 3) for k, v in work.items()})
 
     def _describe_output(self, j: int, o: Any, ranges: list[tuple[int, int]]) -> m.OutputMeta:
         from cuda_agent.harness.compare import fingerprint

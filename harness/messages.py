@@ -193,6 +193,11 @@ class Called(Reply):
     ops: list[str] = Field(default_factory=list)
     violations: list[Violation] = Field(default_factory=list)
     threads: int = -1
+    #: The runner's own wall milliseconds per part of this call ('copy_inputs', 'poison', 'timed' (the timing
+    #: protocol's take: flush, spin, the forward, the sync), 'outputs' (describing and fingerprinting them, and
+    #: the op audit's findings on an audited call), 'input_fingerprints'): where a call's cost goes besides the
+    #: forward (Diagnostics.call_work_s).
+    work_ms: dict[str, float] = Field(default_factory=dict)
 
 
 class Call(Request):

@@ -247,6 +247,10 @@ class Session:
         wall_ms = (time.perf_counter() - wall0) * 1e3
         self.tick("forward_calls", wall0)
         self.calls += 1
+        work = self.diagnostics.call_work_s
+        for part, ms in called.work_ms.items():
+            work[part] = work.get(part, 0.0) + ms / 1e3
+        work["round_trip"] = work.get("round_trip", 0.0) + max(0.0, wall_ms - sum(called.work_ms.values())) / 1e3
         check_call(self, k, called, wall_ms, check=check)
         return net_of_overhead(called.ms, self.overhead_ms) if self.ctx.net_overhead else called.ms
 

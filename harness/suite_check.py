@@ -65,6 +65,9 @@ class CheckRow(BaseModel):
     reserved_bytes: int | None = Field(None, description="Device memory the session reserved in the budget.")
     peak_bytes: int | None = Field(None, description="Peak device memory of the reference process and runner together.")
     phase_s: dict[str, float] = Field(default_factory=dict, description="Seconds per evaluator phase.")
+    call_work_s: dict[str, float] = Field(
+        default_factory=dict, description="Where phase_s['forward_calls'] went (Diagnostics.call_work_s): the "
+        "runner's copy, poison, timed take, output and input fingerprints, and the round trip.")
     seconds: float = Field(0.0, description="Wall seconds of this task (probe included).")
     speedup_eager: float | None = Field(None, description="Eager median / candidate median (should be ~1.0).")
     speedup_compile: float | None = Field(None, description="torch.compile median / candidate median.")
@@ -87,7 +90,8 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
     mem = getattr(d, "memory", None)
     row = CheckRow(task_id=task.id, level=task.level, status=result.status.value, seconds=round(seconds, 3),
                    reason="" if result.status is Status.correct else result.message[:2000],
-                   phase_s=dict(d.phase_s), speedup_eager=result.speedup_eager, speedup_compile=result.speedup_compile)
+                   phase_s=dict(d.phase_s), speedup_eager=result.speedup_eager, speedup_compile=result.speedup_compile,
+                   call_work_s={k: round(v, 4) for k, v in d.call_work_s.items()})
     if mem is not None:
         row.bytes_per_set = mem.bytes_per_set
         row.reference_sets = mem.reference_sets

@@ -38,7 +38,19 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         "ran_alone": [r.task_id for r in rows if r.exclusive_retry],
         "fresh_sets_charged": [r.task_id for r in rows if "fresh_inputs_slower" in r.flags],
         "seconds": round(sum(r.seconds for r in rows), 1),
+        # where the suite's time goes (its whole run must fit two 10-minute device runs): per evaluator phase, and
+        # the forward calls' part of it split into the runner's work and the round trip
+        "phase_s": _totals(r.phase_s for r in rows),
+        "call_work_s": _totals(r.call_work_s for r in rows),
     }
+
+
+def _totals(dicts: Any) -> dict[str, float]:
+    """Per key, the sum over ``dicts``, largest first."""
+    total: Counter[str] = Counter()
+    for d in dicts:
+        total.update(d)
+    return {k: round(v, 2) for k, v in total.most_common()}
 
 
 def write_report(out_dir: Path, rows: list[CheckRow], *, planned: int, backend: str, tasks_spec: str) -> dict[str, Any]:
@@ -62,7 +74,13 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
              f"- median self-speedup vs eager: {s['median_self_speedup_eager']} (should be ~1.00); within "
              f"+-{int(BAND * 100)}%: {s['within_band_share']}",
              f"- median eager/compile ratio (reported, not targeted): {s['median_eager_over_compile']}",
-             f"- task seconds in all: {s['seconds']}", ""]
+             f"- task seconds in all: {s['seconds']}"]
+    if s.get("phase_s"):
+        top = list(s["phase_s"].items())[:6]
+        lines.append("- seconds per phase, summed over tasks (largest): " + ", ".join(f"{k} {v}" for k, v in top))
+    if s.get("call_work_s"):
+        lines.append("- the forward calls' seconds: " + ", ".join(f"{k} {v}" for k, v in s["call_work_s"].items()))
+    lines.append("")
     if s["not_passing"]:
         lines += ["## Not passing", ""] + [f"- `{k}`: {v}" for k, v in s["not_passing"].items()] + [""]
     if s["ran_alone"]:

@@ -204,6 +204,12 @@ class Diagnostics(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     phase_s: dict[str, float] = Field(default_factory=dict, description="Seconds spent per evaluator phase.")
+    call_work_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Where the forward calls' seconds (phase_s['forward_calls']) went, summed over the calls (3.1): "
+        "the runner's own 'copy_inputs', 'poison', 'timed' (the timing protocol's take: flush, spin, forward, "
+        "sync), 'outputs' (describing and fingerprinting them), 'input_fingerprints', and 'round_trip' (the rest: "
+        "messages between the processes, the trusted side's wait).")
     build: BuildInfo | None = Field(None, description="The build this result used.")
     build_s: float | None = Field(None, description="Seconds of the build step of a verify/profile/grade.")
     input_sets: InputSetsInfo | None = Field(None, description="How the input sets reached the candidate.")

@@ -36,6 +36,7 @@ def test_tasks_check_grades_each_tasks_own_model_and_resumes(tmp_path: Path, cap
         assert row["samples_ms"]["candidate"] and row["samples_ms"]["eager"]  # the runner's own calls, and eager's
         assert row["speedup_eager"] is not None and 0.2 < row["speedup_eager"] < 5  # the same code both sides
         assert row["bytes_per_set"] > 0 and row["reference_sets"] >= 1 and row["phase_s"]["forward_calls"] > 0
+        assert row["call_work_s"]["timed"] > 0 and row["call_work_s"]["input_fingerprints"] >= 0
         assert "rules against PyTorch compute" in row["note"]
         # the fresh-set rule's look at the graded pass is kept (a gap on the task's own Model is the harness's)
         assert row["fresh_sets"]["calls"] >= 1 and row["fresh_sets"]["reported"] in ("all", "confirmation", "fresh")
@@ -68,6 +69,12 @@ def test_the_summary_counts_statuses_and_the_band() -> None:
     charged = CheckRow(task_id="e", status="correct", speedup_eager=0.82, flags=["fresh_inputs_slower"],
                        fresh_sets={"calls": 1, "median_ms": 3.2, "neighbours_median_ms": 2.65, "reported": "fresh"})
     assert summarize([*rows, charged], planned=5)["fresh_sets_charged"] == ["e"]
+    rows[0].phase_s, rows[3].phase_s = {"forward_calls": 2.0, "check": 1.0}, {"forward_calls": 3.5}
+    rows[0].call_work_s, rows[3].call_work_s = {"timed": 0.5, "round_trip": 1.5}, {"timed": 1.0, "input_fingerprints": 2.5}
+    s = summarize(rows, planned=5)
+    assert s["phase_s"] == {"forward_calls": 5.5, "check": 1.0}
+    assert s["call_work_s"] == {"input_fingerprints": 2.5, "timed": 1.5, "round_trip": 1.5}
+    assert list(s["phase_s"]) == ["forward_calls", "check"]  # largest first
 
 
 @pytest.mark.slow

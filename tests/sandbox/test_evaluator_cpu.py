@@ -86,6 +86,11 @@ def test_profile_times_and_second_profile_hits_baseline_cache(cpu_evaluator, mak
     assert first.timing.wall_ms is not None and first.timing.wall_ms >= first.timing.median_ms
     assert first.baselines is not None and first.baselines.eager is not None
     assert first.speedup_eager is not None and first.speedup_eager > 0
+    # where the forward calls' seconds went: the runner's parts and the round trip add up to the phase's wall
+    work, calls_s = first.diagnostics.call_work_s, first.diagnostics.phase_s["forward_calls"]
+    assert set(work) == {"copy_inputs", "poison", "timed", "outputs", "input_fingerprints", "round_trip"}
+    assert all(v >= 0 for v in work.values()) and work["timed"] > 0
+    assert sum(work.values()) == pytest.approx(calls_s, rel=0.05, abs=0.01)
     hits = cpu_evaluator.cache.hits
     second = cpu_evaluator.profile(tasks.relu, ws, kit)
     assert second.status.value == "correct"
