@@ -145,3 +145,41 @@ def test_moments_of_another_model_are_refused_by_name_and_by_shape(toy_config, t
         write_moments(b, reshaped)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_moments(b, tmp_path / "missing.safetensors")
+
+
+@pytest.mark.gpu
+def test_carried_moments_on_the_curves_engine_bf16_zero1_fused_adamw(tmp_path):
+    """The learning curve's engine on the device (bf16 weights, ZeRO-1 with fp32 masters, torch's fused AdamW with its
+    step count on the device): the update after loading the moments is the one the original engine takes, compared on
+    the fp32 masters (the new engine's masters start from the bf16 weights)."""
+    cfg = {"model_type": "qwen2", "vocab_size": 512, "hidden_size": 128, "intermediate_size": 256,
+           "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 256}
+    settings = EngineSettings(zero_stage=1, dtype="bf16")
+    ids = [torch.randint(0, 512, (2, 64), device="cuda", generator=torch.Generator("cuda").manual_seed(k))
+           for k in range(4)]
+    a = build_train_engine(load_causal_lm(cfg, seed=0), 1e-3, settings)
+    assert a.optimizer.optimizer.defaults.get("fused") is True
+    for k in range(3):
+        _step(a, ids[k])
+    path = save_moments(a, tmp_path / "m.safetensors")
+    state = {k: v.clone() for k, v in a.module.state_dict().items()}
+
+    def master_update(engine) -> torch.Tensor:
+        before = engine.optimizer.single_partition_of_fp32_groups[0].detach().clone()
+        _step(engine, ids[3])
+        return engine.optimizer.single_partition_of_fp32_groups[0].detach() - before
+
+    def continued(with_moments: bool) -> torch.Tensor:
+        model = load_causal_lm(cfg, seed=9)
+        model.load_state_dict({k: v.float() for k, v in state.items()})
+        e = build_train_engine(model, 1e-3, settings)
+        if with_moments:
+            load_moments(e, path)
+            st = e.optimizer.optimizer.state[e.optimizer.single_partition_of_fp32_groups[0]]
+            assert st["step"].device.type == "cuda" and int(st["step"]) == 3
+        return master_update(e)
+
+    want = master_update(a)
+    carried, fresh = continued(True), continued(False)
+    assert float((carried - want).norm() / want.norm()) < 0.05
+    assert float((fresh - want).norm() / want.norm()) > 0.3
