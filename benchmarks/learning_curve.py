@@ -832,6 +832,8 @@ def main() -> None:  # noqa: C901 - one linear script
                 if o.get("actor_moments"):
                     save_moments_state(Path(o["actor_moments"]), out / f"rl_actor_moments_seed{s}.safetensors",
                                        out / f"rl_actor_seed{s}.safetensors", step, tok_hash)
+                elif o.get("actor_moments_error"):
+                    print(f"rl_step: seed {s}'s step {step} kept no Adam moments: {o['actor_moments_error']}", flush=True)
                 finished[s] = step
             # the step's rollouts (tokens, mask, sampling log-probs, rewards; ~1-2 MB; gpu_session.sh returns them in
             # $OUT/rollouts/): what benchmarks/ppo_trust_region.py --keep-rewards replays on CPU to choose a rate

@@ -279,7 +279,9 @@ class PPOStageConfig(StrictModel):
     save_actor_moments: bool = Field(
         False,
         description="At the end, write the actor's AdamW moments (~2 bytes a weight, training/engines/moments.py) as "
-                    "the output 'actor_moments', for a later run's init_actor_moments.",
+                    "the output 'actor_moments', for a later run's init_actor_moments. Where they cannot be written "
+                    "(an optimizer the module does not support) the stage still ends with its actor and critic, "
+                    "and the output 'actor_moments_error' says why.",
     )
     checkpoint_every: int = Field(5, ge=1, description="Save a checkpoint every this many steps (and at the end).")
     eval_samples: int = Field(0, ge=0, description="Toy envs: pass rate over this many samples before step 1 and after the last step.")

@@ -215,3 +215,13 @@ def test_a_ppo_stage_carries_adams_moments_into_the_next_run(tmp_path):
                                  f"stages=[{block.format(steps=1, extra='')}]"))
     _, meta3 = read_moments_file(Path(fresh["actor_moments"]))
     assert int(meta3["actor_steps"]) == steps2 - steps1  # without them: counted from zero again
+
+
+def test_a_stage_whose_moments_cannot_be_written_still_ends_with_its_actor(tmp_path):
+    """Writing the moments comes after the stage's training: where the engine's optimizer is one the moments module
+    does not support (ZeRO-3 here), the stage ends with its actor and critic and says why there are no moments."""
+    block = ("{name: ppo_agentic, config: {env: toy_two_turn, steps: 1, episodes_per_step: 4, actor_lr: 3.0e-3, "
+             "critic_lr: 3.0e-3, save_actor_moments: true}}")
+    out = run_training(_config(tmp_path / "r", "engine.zero_stage=3", f"stages=[{block}]"))
+    assert Path(out["actor"], "model.safetensors").exists() and Path(out["critic"]).exists()
+    assert "actor_moments" not in out and "ZeRO-3" in out["actor_moments_error"]

@@ -24,7 +24,7 @@ from cuda_agent.training.ppo_update import Learner, linear_warmup
 from cuda_agent.training.settings import PPOStageConfig
 from cuda_agent.training.stages.driver_base import StageDriver
 from cuda_agent.training.stages.episodes import make_source, save_rollouts
-from cuda_agent.training.stages.runtime import StageRuntime, stable_seed
+from cuda_agent.training.stages.runtime import StageRuntime, log, stable_seed
 
 
 class PPOStage(StageDriver):
@@ -110,8 +110,14 @@ class PPOStage(StageDriver):
         outputs: dict[str, Any] = {"actor": str(export_actor_hf(actor, rt.dir / "actor", rt.tokenizer_dir)),
                                    "metrics": last, "steps": last_step}
         if c.save_actor_moments:
-            outputs["actor_moments"] = str(save_moments(actor, rt.dir / "actor_moments.safetensors",
-                                                        {"actor_steps": str(learner.actor_steps)}))
+            # The stage's training is done: a failure to write the moments must not lose it (the next run then
+            # starts AdamW afresh, as it would without them); the outputs say why.
+            try:
+                outputs["actor_moments"] = str(save_moments(actor, rt.dir / "actor_moments.safetensors",
+                                                            {"actor_steps": str(learner.actor_steps)}))
+            except Exception as exc:  # noqa: BLE001 - reported in the outputs and the log
+                outputs["actor_moments_error"] = f"{type(exc).__name__}: {exc}"[:500]
+                log.warning("actor_moments_not_saved", stage=self.name, error=outputs["actor_moments_error"])
         if critic is not None:
             outputs["critic"] = str(save_critic(critic, rt.dir / "critic.pt"))
         elif rt.ctx.inputs.get("critic"):
