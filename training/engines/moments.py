@@ -66,10 +66,6 @@ class AdamMoments:
 # -- where each parameter's state lies -------------------------------------------------------------------------
 
 
-def _inner(engine: Any) -> Any:
-    return getattr(engine, "optimizer", engine)
-
-
 def _check_adam(opt: torch.optim.Optimizer) -> None:
     if not isinstance(opt, (torch.optim.Adam, torch.optim.AdamW)):
         raise NotImplementedError(f"carrying optimizer moments supports torch Adam/AdamW; this engine's optimizer is "
@@ -109,7 +105,8 @@ def _slots(engine: Any) -> list[tuple[str, torch.optim.Optimizer, Tensor, dict[s
         return slots
     if getattr(engine, "zero_optimization_stage", lambda: 0)() == 3:
         raise NotImplementedError("carrying optimizer moments does not support ZeRO-3 (use DeepSpeed checkpoints)")
-    opt = _inner(opt) if not isinstance(opt, torch.optim.Optimizer) else opt
+    if not isinstance(opt, torch.optim.Optimizer):  # a wrapper around the client optimizer
+        opt = getattr(opt, "optimizer", opt)
     _check_adam(opt)
     group_of = {id(p): g for g in opt.param_groups for p in g["params"]}
     missing = [n for p_id, n in names.items() if p_id not in group_of]
@@ -191,10 +188,11 @@ def _pack_one(m: Tensor, v: Tensor) -> dict[str, Tensor]:
     s = _blocks(v).clamp_min(0).sqrt()
     mb = _blocks(m)
     nz = s > 0
-    r = torch.where(nz, mb / torch.where(nz, s, torch.ones_like(s)), torch.zeros_like(s))
+    safe_s = torch.where(nz, s, 1.0)  # s where it is not zero (zeros are coded apart)
+    r = torch.where(nz, mb / safe_s, 0.0)
     r_scale = r.abs().amax(dim=1)
     r_code = torch.round(r / torch.where(r_scale > 0, r_scale, 1.0)[:, None] * 127).to(torch.int8)
-    logs = torch.where(nz, torch.log2(torch.where(nz, s, torch.ones_like(s))), torch.zeros_like(s))
+    logs = torch.where(nz, torch.log2(safe_s), 0.0)
     big = torch.finfo(torch.float32).max
     lo = torch.where(nz, logs, torch.full_like(logs, big)).amin(dim=1)
     hi = torch.where(nz, logs, torch.full_like(logs, -big)).amax(dim=1)
