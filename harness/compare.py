@@ -62,9 +62,12 @@ def fingerprint(t: Any) -> str:
     """A content hash of tensor ``t`` (bytes, shape and dtype), computed where it lives.
 
     CPU: sha256 of the bytes. CUDA: a position-weighted 64-bit checksum of the
-    bytes computed on the device in chunks (no host copy of gigabytes).
+    bytes computed on the device in one read (:mod:`cuda_agent.harness.checksum`;
+    no host copy of gigabytes).
     """
     import torch
+
+    from cuda_agent.harness.checksum import device_checksum
 
     flat = t.detach().contiguous().reshape(-1)
     head = f"{tuple(t.shape)}|{str(t.dtype).removeprefix('torch.')}|"
@@ -74,39 +77,6 @@ def fingerprint(t: Any) -> str:
     if raw.device.type == "cpu":
         return head + hashlib.sha256(raw.numpy()).hexdigest()[:32]  # buffer protocol: no copy
     return head + f"{device_checksum(raw):016x}"
-
-
-#: Odd position weights of one full chunk, per device (64 MiB of int32 on the device, made once per process).
-_WEIGHTS: dict[str, Any] = {}
-
-
-def _odd_weights(n: int, device: Any) -> Any:
-    """``2 * (i % 65521) + 1`` for ``i < n`` as int32 on ``device``: odd, so multiplying a word by its weight is a
-    bijection modulo 2**32 and no single changed word (a flipped sign bit included) can vanish from the sum."""
-    import torch
-
-    if n < _CHUNK:
-        return (torch.arange(n, device=device, dtype=torch.int32) % 65521) * 2 + 1
-    key = str(device)
-    if key not in _WEIGHTS:
-        _WEIGHTS[key] = (torch.arange(_CHUNK, device=device, dtype=torch.int32) % 65521) * 2 + 1
-    return _WEIGHTS[key]
-
-
-def device_checksum(raw: Any) -> int:
-    """A position-weighted 64-bit checksum of the bytes of ``raw`` (a flat uint8 tensor), computed where they live:
-    each 32-bit word times an odd weight of its position in its chunk (wrapping modulo 2**32), summed per chunk in
-    64 bits, the chunk sums weighted by an odd multiple of their index. Three passes over the data per chunk and
-    one device synchronisation: on the H200 a 6 GiB tensor is summed in milliseconds (the int64 version took tens)."""
-    import torch
-
-    aligned = raw.numel() % 4 == 0 and raw.storage_offset() % 4 == 0
-    words = raw.view(torch.int32) if aligned else raw.to(torch.int32)
-    total = torch.zeros((), dtype=torch.int64, device=raw.device)
-    for c, start in enumerate(range(0, words.numel(), _CHUNK)):
-        part = words[start : start + _CHUNK]
-        total += (part * _odd_weights(part.numel(), raw.device)).sum(dtype=torch.int64) * (2 * c + 1)
-    return int(total.item()) & 0xFFFFFFFFFFFFFFFF
 
 
 def dtype_name(t: Any) -> str:

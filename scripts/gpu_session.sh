@@ -65,6 +65,7 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     env_latency) part "$s" "env_latency$tag" "${ENV_LATENCY_CAP_S:-300}" python3 benchmarks/env_latency.py ${ENV_LATENCY_ARGS:-} --out "$RES/env_latency.json" ;;
     gen_contention) part "$s" "generation_contention$tag" "${GEN_CONTENTION_CAP_S:-240}" python3 benchmarks/generation_contention.py ${GEN_CONTENTION_ARGS:-} --out "$RES/generation_contention.json" ;;
     gen_profile) part "$s" "generation_profile$tag" "${GEN_PROFILE_CAP_S:-200}" python3 benchmarks/generation_profile.py ${GEN_PROFILE_ARGS:-} --out "$RES/generation_profile.json" ;;
+    fingerprint_cost) part "$s" "fingerprint_cost$tag" "${FINGERPRINT_COST_CAP_S:-120}" python3 benchmarks/fingerprint_cost.py ${FINGERPRINT_COST_ARGS:-} --out "$RES/fingerprint_cost.json" ;;
     runner_start) part "$s" "runner_start$tag" "${RUNNER_START_CAP_S:-120}" python3 benchmarks/runner_start.py --backend cuda ${RUNNER_START_ARGS:---runners 8 --parallel 2} --out "$RES/runner_start.json" ;;
     check_probe) part "$s" "check_path_probe$tag" "${CHECK_PROBE_CAP_S:-120}" python3 benchmarks/check_path_probe.py ${CHECK_PROBE_ARGS:-} --out "$RES/check_path_probe.json" ;;
     hand_over)   part "$s" "fresh_hand_over$tag" "${HAND_OVER_CAP_S:-240}" python3 benchmarks/fresh_hand_over.py --backend cuda ${HAND_OVER_ARGS:-} --out "$RES/fresh_hand_over.json" ;;

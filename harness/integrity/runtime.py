@@ -53,7 +53,8 @@ CHECKER_FUNCTIONS: tuple[str, ...] = (
     "torch.Tensor.untyped_storage", "torch.Tensor.__torch_function__", "torch.Tensor.to", "torch.Tensor.float",
     "torch.Tensor.cpu", "torch.Tensor.item", "torch.Tensor.tolist", "torch.nn.Module.__call__",
     "torch.nn.Module._call_impl", "builtins.isinstance", "builtins.type", "builtins.getattr", "math.isclose",
-    "math.isfinite", "cuda_agent.harness.compare.fingerprint",
+    "math.isfinite", "cuda_agent.harness.compare.fingerprint", "cuda_agent.harness.checksum.device_checksum",
+    "torch._int_mm",
 )
 
 #: Environment variables always reported by name when they change (others are reported too, by count).

@@ -133,6 +133,8 @@ def test_making_a_widened_set_on_cuda_peaks_at_two_inputs_not_five() -> None:
     assert held is not None
     # the pristine input and the widened one, for a moment; the forward runs on the held input (no copy)
     assert peak <= 2 * 4 * n + (64 << 20), f"peak {peak / 2**30:.2f} GiB"
-    # held afterwards: the input, its expected output (64 KiB here) and the fingerprints' weight table (64 MiB, made
-    # once per process: harness/compare.py); the H200 run of session 32 measured exactly 4n + 64 MiB + 64 KiB
-    assert torch.cuda.memory_allocated() - base <= 4 * n + (64 << 20) + 4 * (1 << 14) + (1 << 20)
+    # held afterwards: the input, its expected output (64 KiB here) and the fingerprints' int8 weight matrix (32 KiB,
+    # made once per process: harness/checksum.py) and the cuBLAS workspace its int8 product takes (torch keeps it per
+    # handle; 32 MiB at most on sm_90). Session 32's three-pass checksum held a 64 MiB table instead.
+    held = torch.cuda.memory_allocated() - base
+    assert held <= 4 * n + 4 * (1 << 14) + (33 << 20), f"held {(held - 4 * n) / 2**20:.2f} MiB beyond the input"
