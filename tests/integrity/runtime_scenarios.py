@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from cuda_agent.harness import checksum, compare  # noqa: F401 - imported before the snapshot, as the runner does
 from cuda_agent.harness.integrity import runtime
 
 NATIVE_SO, OPENMP_SO = sys.argv[1], sys.argv[2]
@@ -35,6 +36,10 @@ SCENARIOS: dict[str, str] = {
     "checker_allclose": HEAD + "torch.allclose = lambda *a, **k: True\n" + FORWARD_HONEST,
     "checker_assert_close": HEAD + "torch.testing.assert_close = lambda *a, **k: None\n" + FORWARD_HONEST,
     "checker_module_call": HEAD + "nn.Module.__call__ = lambda self, *a: a[0]\n" + FORWARD_HONEST,
+    "checker_fingerprint": HEAD + "import cuda_agent.harness.checksum as c\nc.device_checksum = lambda raw: 0\n"
+                           + FORWARD_HONEST,
+    "checker_int_mm": HEAD + "torch._int_mm = lambda a, b: torch.zeros(a.shape[0], b.shape[1], dtype=torch.int32)\n"
+                      + FORWARD_HONEST,
     "flag_tf32": HEAD + "torch.backends.cuda.matmul.allow_tf32 = True\n" + FORWARD_HONEST,
     "flag_precision": HEAD + "torch.set_float32_matmul_precision('medium')\n" + FORWARD_HONEST,
     "flag_default_dtype": HEAD + "torch.set_default_dtype(torch.float64)\n" + FORWARD_HONEST,

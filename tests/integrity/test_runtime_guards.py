@@ -29,6 +29,8 @@ EXPECTED: dict[str, set[str]] = {
     "checker_allclose": {"T7.runtime.checker_patched"},
     "checker_assert_close": {"T7.runtime.checker_patched"},
     "checker_module_call": {"T7.runtime.checker_patched"},
+    "checker_fingerprint": {"T7.runtime.checker_patched"},
+    "checker_int_mm": {"T7.runtime.checker_patched"},
     "flag_tf32": {"T16.runtime.flag_changed"},
     "flag_precision": {"T16.runtime.flag_changed"},
     "flag_default_dtype": {"T16.runtime.flag_changed"},
