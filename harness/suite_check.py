@@ -69,6 +69,10 @@ class CheckRow(BaseModel):
         default_factory=dict, description="Where phase_s['forward_calls'] went (Diagnostics.call_work_s): the "
         "runner's copy, poison, timed take, output and input fingerprints, and the round trip.")
     seconds: float = Field(0.0, description="Wall seconds of this task (probe included).")
+    stage_s: dict[str, float] = Field(
+        default_factory=dict, description="Where 'seconds' went: 'probe' (sizing the task in a child process), 'warm' "
+        "(reference process and torch.compile, beside other tasks), 'device_wait' (for the device, which one task "
+        "holds at a time) and 'device' (the self-check holding it: summed over tasks, the suite's critical path).")
     speedup_eager: float | None = Field(None, description="Eager median / candidate median (should be ~1.0).")
     speedup_compile: float | None = Field(None, description="torch.compile median / candidate median.")
     eager_over_compile: float | None = Field(None, description="Eager median / compile median (reported only).")
@@ -84,11 +88,13 @@ class CheckRow(BaseModel):
     note: str = Field(INTEGRITY_NOTE, description="What this row is (never a grade).")
 
 
-def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float) -> CheckRow:
+def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float,
+                    stage_s: dict[str, float] | None = None) -> CheckRow:
     """A row from a self-check's result."""
     d = result.diagnostics
     mem = getattr(d, "memory", None)
     row = CheckRow(task_id=task.id, level=task.level, status=result.status.value, seconds=round(seconds, 3),
+                   stage_s={k: round(v, 3) for k, v in (stage_s or {}).items()},
                    reason="" if result.status is Status.correct else result.message[:2000],
                    phase_s=dict(d.phase_s), speedup_eager=result.speedup_eager, speedup_compile=result.speedup_compile,
                    call_work_s={k: round(v, 4) for k, v in d.call_work_s.items()})
@@ -235,9 +241,20 @@ class SuiteCheck:
         if self.stop.is_set():
             return None
         t0 = time.monotonic()
+        stages: dict[str, float] = {}
+        lap = t0
+
+        def stage(name: str) -> None:
+            nonlocal lap
+            now = time.monotonic()
+            stages[name] = stages.get(name, 0.0) + now - lap
+            lap = now
+
         probed = probe_task(task, self.config.backend)
+        stage("probe")
         if "probe_error" in probed.meta:
             row = row_from_probe_error(probed, time.monotonic() - t0)
+            row.stage_s = {k: round(v, 3) for k, v in stages.items()}
         else:
             try:
                 task_now = backend.task_for(probed)
@@ -248,15 +265,21 @@ class SuiteCheck:
                     except Exception as exc:  # noqa: BLE001 - the graded pass compiles in its own reservation
                         log.warning("self-check warm-up failed; the graded pass prepares its baselines itself",
                                     task=task.id, error=str(exc)[:300])
+                stage("warm")
                 with self._device:  # one task on the device at a time: nothing runs beside a timed call
-                    result = backend.evaluator().self_check(task_now)
+                    stage("device_wait")
+                    try:
+                        result = backend.evaluator().self_check(task_now)
+                    finally:
+                        stage("device")
             except Exception as exc:  # noqa: BLE001 - one task's harness failure is that task's row
                 log.error("self-check failed", task=task.id, error=str(exc))
                 row = CheckRow(task_id=task.id, level=task.level, status="error",
                                reason=f"harness: {type(exc).__name__}: {exc}"[:2000],
-                               seconds=round(time.monotonic() - t0, 3))
+                               seconds=round(time.monotonic() - t0, 3),
+                               stage_s={k: round(v, 3) for k, v in stages.items()})
             else:
-                row = row_from_result(probed, result, time.monotonic() - t0)
+                row = row_from_result(probed, result, time.monotonic() - t0, stages)
         with self._write_lock, (self.out_dir / ROWS).open("a") as fh:
             fh.write(row.model_dump_json() + "\n")
         return row

@@ -42,6 +42,8 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         # the forward calls' part of it split into the runner's work and the round trip
         "phase_s": _totals(r.phase_s for r in rows),
         "call_work_s": _totals(r.call_work_s for r in rows),
+        # per stage of a task: probe and warm-up run beside other tasks; 'device' is held by one task at a time
+        "stage_s": _totals(r.stage_s for r in rows),
     }
 
 
@@ -78,6 +80,11 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
     if s.get("phase_s"):
         top = list(s["phase_s"].items())[:6]
         lines.append("- seconds per phase, summed over tasks (largest): " + ", ".join(f"{k} {v}" for k, v in top))
+    if s.get("stage_s"):
+        held = s["stage_s"].get("device")
+        lines.append("- seconds per stage, summed over tasks: " + ", ".join(f"{k} {v}" for k, v in s["stage_s"].items())
+                     + (f" (the device is held by one task at a time: {held} s is the suite's critical path)"
+                        if held is not None else ""))
     if s.get("call_work_s"):
         lines.append("- the forward calls' seconds: " + ", ".join(f"{k} {v}" for k, v in s["call_work_s"].items()))
     lines.append("")

@@ -37,6 +37,9 @@ def test_tasks_check_grades_each_tasks_own_model_and_resumes(tmp_path: Path, cap
         assert row["speedup_eager"] is not None and 0.2 < row["speedup_eager"] < 5  # the same code both sides
         assert row["bytes_per_set"] > 0 and row["reference_sets"] >= 1 and row["phase_s"]["forward_calls"] > 0
         assert row["call_work_s"]["timed"] > 0 and row["call_work_s"]["input_fingerprints"] >= 0
+        # where the task's seconds went: the probe, the warm-up, the wait for the device and the device itself
+        assert set(row["stage_s"]) == {"probe", "warm", "device_wait", "device"}
+        assert row["stage_s"]["device"] > 0 and sum(row["stage_s"].values()) <= row["seconds"] + 0.01
         assert "rules against PyTorch compute" in row["note"]
         # the fresh-set rule's look at the graded pass is kept (a gap on the task's own Model is the harness's)
         assert row["fresh_sets"]["calls"] >= 1 and row["fresh_sets"]["reported"] in ("all", "confirmation", "fresh")
@@ -75,6 +78,8 @@ def test_the_summary_counts_statuses_and_the_band() -> None:
     assert s["phase_s"] == {"forward_calls": 5.5, "check": 1.0}
     assert s["call_work_s"] == {"input_fingerprints": 2.5, "timed": 1.5, "round_trip": 1.5}
     assert list(s["phase_s"]) == ["forward_calls", "check"]  # largest first
+    rows[0].stage_s, rows[2].stage_s = {"probe": 1.0, "device": 4.0}, {"probe": 2.0}
+    assert summarize(rows, planned=5)["stage_s"] == {"device": 4.0, "probe": 3.0}
 
 
 @pytest.mark.slow
