@@ -12,14 +12,16 @@ rules that forbid PyTorch compute in the candidate are off, and every row says s
 - the eager/compile ratio (reported, not targeted).
 
 It runs tasks concurrently where that cannot disturb a measurement: probes, reference processes and torch.compile
-warm-ups overlap, while the graded part of each task has the device to itself (as eval's scheduler does), its
-input sets sized by the device's memory budget; resumes from ``rows.jsonl`` (one line per finished task: the whole resume state, a few KiB per task),
+warm-ups overlap; the graded parts overlap only as eval's device steps do (``eval.device_steps``, default 1: one at
+a time; more overlaps their untimed work while every timed batch takes the device's lock exclusively), their input
+sets sized by the device's memory budget; resumes from ``rows.jsonl`` (one line per finished task: the whole resume state, a few KiB per task),
 shows a progress bar, and writes ``report.json``, ``report.md`` and ``self_speedup.png``. A self-check is not a
 grade: nothing here is a reward.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import statistics
@@ -167,7 +169,12 @@ class SuiteCheck:
         self.shard = shard
         self.report_only = report_only
         self._write_lock = threading.Lock()
-        self._device = threading.Lock()
+        from cuda_agent.harness.evaluation.scheduling import StepGate
+
+        #: The graded parts on the device at once (``eval.device_steps``, as eval's device steps): each holds the
+        #: device's machine lock in the shared mode and its timed batches take it exclusively, so a timed call is
+        #: alone on the device whatever this is; more than 1 overlaps the untimed parts (set making, checks).
+        self._device = StepGate(config.eval.device_steps)
 
     def run(self) -> dict[str, Any]:
         """Check every unfinished task; returns the report (also written to ``out_dir``)."""
@@ -266,10 +273,12 @@ class SuiteCheck:
                         log.warning("self-check warm-up failed; the graded pass prepares its baselines itself",
                                     task=task.id, error=str(exc)[:300])
                 stage("warm")
-                with self._device:  # one task on the device at a time: nothing runs beside a timed call
+                evaluator = backend.evaluator()
+                lock = getattr(evaluator, "lock", None)
+                with self._device, (lock.shared() if lock is not None else contextlib.nullcontext()):
                     stage("device_wait")
                     try:
-                        result = backend.evaluator().self_check(task_now)
+                        result = evaluator.self_check(task_now)
                     finally:
                         stage("device")
             except Exception as exc:  # noqa: BLE001 - one task's harness failure is that task's row

@@ -122,3 +122,20 @@ def test_shards_check_their_share_and_their_rows_join_into_one_report(tmp_path: 
     (tmp_path / "other" / "plan.json").write_text(json.dumps({"tasks": "folder:x", "backend": "cpu", "task_ids": []}))
     with pytest.raises(SystemExit, match="different plans"):
         join([a, tmp_path / "other"], tmp_path / "j2")
+
+
+@pytest.mark.slow
+def test_graded_parts_may_overlap_as_eval_device_steps_do(tmp_path: Path) -> None:
+    """``eval.device_steps=2``: two tasks' graded parts share the device (their timed batches take its lock
+    exclusively, their untimed work holds it shared); every task still grades correct and nothing waits forever."""
+    from cuda_agent.cli import main
+
+    out = tmp_path / "check"
+    args = ["tasks", "check", f"folder:{ROOT / 'examples' / 'tasks'}", "--backend", "cpu", "--out", str(out),
+            "--limit", "3", "--concurrency", "3", "-c", str(_config(tmp_path)), "-o", "eval.progress=false",
+            "-o", "eval.device_steps=2"]
+    assert main(args) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["summary"]["by_status"] == {"correct": 3}
+    assert all(row["stage_s"]["device"] > 0 for row in report["rows"])
+
