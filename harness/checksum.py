@@ -68,7 +68,8 @@ def weight_matrix(device: Any) -> Any:
         for b in range(4):
             w[:, b, b] = torch.tensor(a, dtype=torch.int8)
             w[:, b, 4 + b] = torch.tensor(c, dtype=torch.int8)
-        _WEIGHTS[key] = w.reshape(ROW_BYTES, 8).to(device)
+        # column-major, as int8 linear layers hand their weight to torch._int_mm (``weight.t()``)
+        _WEIGHTS[key] = w.reshape(ROW_BYTES, 8).t().contiguous().to(device).t()
     return _WEIGHTS[key]
 
 
