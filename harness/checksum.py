@@ -20,8 +20,8 @@ weights. It is not a cryptographic hash; it does not need to be (``THREATS.md`` 
 a collision for the correct output has computed the correct output).
 
 The result is a function of the bytes alone, whatever the tensor's alignment or device: a row block that is not
-16-byte aligned for the matrix product is copied first, and rows too few for the product are summed with ordinary
-integer ops giving the same numbers. So the runner's fingerprint of an offset view equals the trusted side's
+16-byte aligned for the matrix product is copied first, and rows too few for the product (or a platform whose int8
+product fails or is inexact) are summed through float64 products, exact for these integers: the same numbers. So the runner's fingerprint of an offset view equals the trusted side's
 fingerprint of the copy it received, and a CPU tensor's checksum equals its CUDA copy's.
 """
 
@@ -35,14 +35,18 @@ ROW_BYTES = 4096
 BLOCK_ROWS = 1 << 18
 #: Rows per matrix product where the block is copied first to be aligned (64 MiB of bytes).
 COPY_ROWS = 1 << 14
-#: ``torch._int_mm`` takes no fewer rows than this on CUDA; smaller blocks are summed by ordinary integer ops.
+#: ``torch._int_mm`` takes no fewer rows than this on CUDA; smaller blocks are summed through float64 products.
 MIN_MM_ROWS = 17
+#: Rows per float64 product where the int8 one is not used (8 MiB of bytes; 64 MiB of float64).
+FLOAT64_ROWS = 1 << 11
 
 _MASK32 = 0xFFFFFFFF
 _LANE_SCALE = (1, 1 << 8, 1 << 16, 1 << 24)
 
 #: The int8 weight matrix of the first stage, per device (32 KiB, made once per process).
 _WEIGHTS: dict[str, Any] = {}
+#: Per device: whether the int8 product runs there and gives exact numbers (:func:`int8_product_works`).
+_INT8_OK: dict[str, bool] = {}
 
 
 def word_weights() -> tuple[list[int], list[int]]:
@@ -74,16 +78,52 @@ def weight_matrix(device: Any) -> Any:
 
 
 def _lane_sums(rows: Any) -> Any:
-    """``[r, 8]`` int32 lane sums of ``r`` rows of int8 (``[r, ROW_BYTES]``): the tensor cores where they can take
-    it, ordinary integer ops otherwise; both exact, so both give the same numbers."""
+    """``[r, 8]`` int32 lane sums of ``r`` rows of int8 (``[r, ROW_BYTES]``): the int8 product where it can take
+    them, float64 products otherwise; both exact, so both give the same numbers."""
     import torch
 
     weights = weight_matrix(rows.device)
-    if rows.shape[0] >= MIN_MM_ROWS:
+    if rows.shape[0] >= MIN_MM_ROWS and int8_product_works(rows.device):
         if rows.data_ptr() % 16:
             rows = rows.clone()  # cuBLAS wants 16-byte aligned operands; the copy changes no value
         return torch._int_mm(rows, weights)
-    return (rows.to(torch.int32).unsqueeze(-1) * weights.to(torch.int32)).sum(1, dtype=torch.int32)
+    return _lane_sums_float64(rows, weights)
+
+
+def _lane_sums_float64(rows: Any, weights: Any) -> Any:
+    """The same sums through float64 products, :data:`FLOAT64_ROWS` rows at a time: every partial sum is an integer
+    far below 2**53, so each is exact."""
+    import torch
+
+    w = weights.to(torch.float64)
+    parts = [(rows[s : s + FLOAT64_ROWS].to(torch.float64) @ w).to(torch.int32)
+             for s in range(0, rows.shape[0], FLOAT64_ROWS)]
+    return torch.cat(parts)
+
+
+def int8_product_works(device: Any) -> bool:
+    """Whether ``torch._int_mm`` runs on ``device`` and gives the float64 products' numbers (asked once per device
+    and process). Where it does not (a platform without int8 GEMM), every block takes the float64 path: slower,
+    the same checksum."""
+    import torch
+
+    key = str(device)
+    if key not in _INT8_OK:
+        rows = torch.arange(MIN_MM_ROWS * ROW_BYTES, device=device).remainder(251).sub(125).to(torch.int8)
+        rows = rows.view(MIN_MM_ROWS, ROW_BYTES)
+        weights = weight_matrix(device)
+        try:
+            ok = bool(torch.equal(torch._int_mm(rows, weights), _lane_sums_float64(rows, weights)))
+            why = "its numbers differ from exact products"
+        except RuntimeError as exc:
+            ok, why = False, f"{type(exc).__name__}: {exc}"[:300]
+        if not ok:
+            import structlog
+
+            structlog.get_logger(__name__).warning("fingerprints take the float64 path (slower, same numbers): "
+                                                   "torch._int_mm is unusable here", device=key, why=why)
+        _INT8_OK[key] = ok
+    return _INT8_OK[key]
 
 
 def _odd_positions(start: int, count: int, device: Any) -> Any:

@@ -9,15 +9,16 @@ import torch
 from cuda_agent.harness import checksum, compare
 
 
-@pytest.fixture(params=["matmul", "integer_ops"])
+@pytest.fixture(params=["matmul", "float64"])
 def small_rows(request, monkeypatch):  # type: ignore[no-untyped-def]
     """Rows of 64 bytes (16 words), blocks of 20 rows: a few hundred bytes cover several rows, blocks and a tail,
-    through the matrix product or (MIN_MM_ROWS out of reach) the ordinary integer ops."""
+    through the int8 product or (MIN_MM_ROWS out of reach) the float64 one."""
     monkeypatch.setattr(checksum, "ROW_BYTES", 64)
     monkeypatch.setattr(checksum, "BLOCK_ROWS", 20)
     monkeypatch.setattr(checksum, "COPY_ROWS", 18)
     monkeypatch.setattr(checksum, "_WEIGHTS", {})
-    if request.param == "integer_ops":
+    monkeypatch.setattr(checksum, "_INT8_OK", {})
+    if request.param == "float64":
         monkeypatch.setattr(checksum, "MIN_MM_ROWS", 1 << 30)
     return request.param
 
@@ -77,6 +78,19 @@ def test_the_number_depends_on_the_bytes_alone(small_rows, monkeypatch) -> None:
     assert checksum.device_checksum(b) == first
     monkeypatch.setattr(checksum, "MIN_MM_ROWS", 1 << 30 if small_rows == "matmul" else 17)
     assert checksum.device_checksum(b) == first
+
+
+def test_a_platform_without_the_int8_product_gets_the_same_numbers(small_rows, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    b = torch.randint(0, 256, (45 * 64 + 3,), dtype=torch.uint8, generator=torch.Generator().manual_seed(5))
+    first = checksum.device_checksum(b)
+
+    def refuse(*args: object) -> None:
+        raise RuntimeError("int8 GEMM is not supported here")
+
+    monkeypatch.setattr(torch, "_int_mm", refuse)
+    monkeypatch.setattr(checksum, "_INT8_OK", {})
+    assert checksum.device_checksum(b) == first
+    assert checksum._INT8_OK == ({"cpu": False} if small_rows == "matmul" else {})  # asked only where used
 
 
 def test_short_tensors_are_all_tail(small_rows) -> None:  # type: ignore[no-untyped-def]
