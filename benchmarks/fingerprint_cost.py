@@ -83,7 +83,11 @@ def main() -> None:
             print(f"{gib:>8.4g} {name:<18} {med:>10.3f} {row['gb_per_s']:>8.1f}")
         del x, aligned, offset, raw, variants
         torch.cuda.empty_cache()
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
+    from cuda_agent.harness.checksum import int8_product_works
+
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "int8_product": int8_product_works(torch.device("cuda")), "rows": rows}
+    print(f"int8 product used: {result['int8_product']}")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
         print(f"wrote {args.out}")

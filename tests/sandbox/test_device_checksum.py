@@ -130,6 +130,7 @@ def test_the_comparison_counts_across_chunks_and_reports_the_worst(monkeypatch) 
 def test_cuda_gives_the_cpus_numbers() -> None:
     """The real sizes: whole 1 GiB blocks through cuBLAS's int8 product, an unaligned view copied block by block,
     and a tail; the CPU's exact integer arithmetic is the reference."""
+    assert checksum.int8_product_works(torch.device("cuda"))  # the tensor cores take the blocks here
     gen = torch.Generator().manual_seed(4)
     for n in (13, 16 * 4096 + 4, 17 * 4096 + 1, (1 << 30) + 3 * 4096 + 7):
         host = torch.randint(0, 256, (n,), dtype=torch.uint8, generator=gen)
