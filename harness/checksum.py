@@ -33,7 +33,7 @@ from typing import Any
 ROW_BYTES = 4096
 #: Rows per matrix product (1 GiB of bytes; its int32 row sums are 8 MiB).
 BLOCK_ROWS = 1 << 18
-#: Rows per matrix product where the block is copied first to be aligned (64 MiB of bytes).
+#: Rows per aligned copy of a block that is not 16-byte aligned (64 MiB of bytes).
 COPY_ROWS = 1 << 14
 #: ``torch._int_mm`` takes no fewer rows than this on CUDA; smaller blocks are summed through float64 products.
 MIN_MM_ROWS = 17
@@ -83,11 +83,18 @@ def _lane_sums(rows: Any) -> Any:
     import torch
 
     weights = weight_matrix(rows.device)
-    if rows.shape[0] >= MIN_MM_ROWS and int8_product_works(rows.device):
-        if rows.data_ptr() % 16:
-            rows = rows.clone()  # cuBLAS wants 16-byte aligned operands; the copy changes no value
+    if rows.shape[0] < MIN_MM_ROWS or not int8_product_works(rows.device):
+        return _lane_sums_float64(rows, weights)
+    if rows.data_ptr() % 16 == 0:
         return torch._int_mm(rows, weights)
-    return _lane_sums_float64(rows, weights)
+    # cuBLAS wants 16-byte aligned operands: aligned copies of COPY_ROWS rows at a time (a copy changes no value),
+    # their sums joined so that the rest of the block is summed once, as an aligned block is
+    parts = []
+    for s in range(0, rows.shape[0], COPY_ROWS):
+        part = rows[s : s + COPY_ROWS]
+        parts.append(torch._int_mm(part.clone(), weights) if part.shape[0] >= MIN_MM_ROWS
+                     else _lane_sums_float64(part, weights))
+    return torch.cat(parts)
 
 
 def _lane_sums_float64(rows: Any, weights: Any) -> Any:
@@ -163,9 +170,8 @@ def device_checksum(raw: Any) -> int:
     whole = n // ROW_BYTES
     signed = raw[: whole * ROW_BYTES].view(torch.int8).view(whole, ROW_BYTES)
     total = torch.zeros((), dtype=torch.int64, device=raw.device)
-    step = BLOCK_ROWS if raw.data_ptr() % 16 == 0 else COPY_ROWS  # ROW_BYTES keeps every block aligned alike
-    for start in range(0, whole, step):
-        total += _rows_total(signed[start : start + step], start)
+    for start in range(0, whole, BLOCK_ROWS):
+        total += _rows_total(signed[start : start + BLOCK_ROWS], start)
     if whole * ROW_BYTES < n:
         total += _tail_total(raw[whole * ROW_BYTES :], whole * ROW_BYTES)
     return int(total.item()) & 0xFFFFFFFFFFFFFFFF
