@@ -37,6 +37,9 @@ class InputSet:
     fds: list[int] = field(default_factory=list)
     #: A widened set's plans (harness/widening.py): it is made again with them.
     widen: list[Any] | None = None
+    #: The reference holds device allocations it was exported in for a hand-over (released when the runner drops
+    #: its copy, or with the set).
+    exported: bool = False
 
     @property
     def tensors(self) -> list[TensorDesc]:
@@ -76,6 +79,8 @@ class SetStore:
         #: Sets made again from their seeds; dropped sets whose pristine inputs had changed (T5); peak device bytes
         #: the reference process reported.
         self.remade = 0
+        #: Bytes of export allocations freed because the runner had dropped its copy (MemoryInfo).
+        self.exports_released_bytes = 0
         self.changed: list[int] = []
         self.reference_peak_bytes: int | None = None
 
@@ -154,8 +159,10 @@ class SetStore:
             self.reference_peak_bytes = max(self.reference_peak_bytes or 0, dropped.peak_bytes)
         for k in ks:
             self.in_reference.pop(k, None)
-            if k in self.sets and k not in self.in_runner:
-                self.sets[k].state = "dropped"
+            if k in self.sets:
+                self.sets[k].exported = False  # the drop freed its export allocations
+                if k not in self.in_runner:
+                    self.sets[k].state = "dropped"
         return dropped.pinned_bytes
 
     def ensure_in_reference(self, k: int, keep: tuple[int, ...] = ()) -> None:
@@ -206,7 +213,20 @@ class SetStore:
         s.fds = fds
         s.made = s.made.model_copy(update={"tensors": staged.tensors})
         s.state = "staged"
+        s.exported = any(d.vmm for d in staged.tensors)
         return staged.vmm_error
+
+    def release_exports(self, ks: list[int]) -> None:
+        """The runner dropped its copies of sets ``ks``: free the device allocations the reference exported them in
+        (the runner's copy of a set handed over by 'vmm' IS that allocation; left allocated it would sit in the
+        reference outside the memory plan, one set per such drop). The sets stay held in the reference."""
+        ks = [k for k in ks if k in self.sets and self.sets[k].exported and k in self.in_reference]
+        if not ks:
+            return
+        freed = self.reference.release_exports(ks)  # type: ignore[attr-defined]
+        self.exports_released_bytes += freed.released_bytes
+        for k in ks:
+            self.sets[k].exported = False
 
     def take_fds(self, k: int) -> list[int] | None:
         """The descriptors staged for set ``k`` (the caller closes them), or None when it has none."""

@@ -124,6 +124,7 @@ class ReferenceServer:
                         vmm_error = str(exc)[:500]
                     else:
                         held.exports.append(exported["handle"])
+                        held.export_bytes.append(int(raw.numel()))
                         fds.append(exported["fd"])
                         descs[i] = d.model_copy(update={**update, "vmm": True, "alloc": exported["alloc"]})
                         continue
@@ -188,6 +189,14 @@ class ReferenceServer:
                 d["file"] = str(path)
             descs.append(m.TensorDesc(**d))
         return descs
+
+    def release_exports(self, req: m.ReleaseExports) -> m.ExportsReleased:
+        """Free the export allocations of sets whose runner copy was dropped (the sets stay held here)."""
+        count = nbytes = 0
+        for k in req.sets:
+            n, b = self.sets.release_exports(k, lambda handle: self._vmm_driver.release(handle))
+            count, nbytes = count + n, nbytes + b
+        return m.ExportsReleased(released=count, released_bytes=nbytes)
 
     def drop_sets(self, req: m.DropSets) -> m.Dropped:
         """Free input sets no longer needed; reports device bytes still allocated beyond the model (leak probe)."""

@@ -177,6 +177,10 @@ class ReferenceClient:
         """Free sets ``ks``: the leak probe, the dropped sets whose pristine inputs had changed, the peak bytes."""
         return self.request(m.DropSets(sets=list(ks)))
 
+    def release_exports(self, ks: list[int]) -> m.ExportsReleased:
+        """Free the device allocations sets ``ks`` were exported in (their runner copies were dropped)."""
+        return self.request(m.ReleaseExports(sets=list(ks)))
+
     def inputs_intact(self) -> list[int]:
         """Sets whose pristine inputs changed since they were made."""
         return self.request(m.InputsIntact()).changed

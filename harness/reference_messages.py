@@ -122,6 +122,23 @@ class DropSets(Request):
     sets: list[int]
 
 
+class ExportsReleased(Reply):
+    """What a release of export allocations freed."""
+
+    #: Device allocations freed, and their bytes.
+    released: int
+    released_bytes: int
+
+
+class ReleaseExports(Request):
+    """Free the device allocations sets were exported in for hand-overs the runner has since dropped (the sets
+    themselves stay held): a runner's dropped copy must not live on in the reference, outside the memory plan."""
+
+    op: ClassVar[str] = "release_exports"
+    Reply: ClassVar[type[Reply]] = ExportsReleased
+    sets: list[int]
+
+
 class Intact(Reply):
     """Sets whose pristine inputs changed since they were made."""
 
@@ -251,6 +268,7 @@ class Stop(Request):
 
 
 REFERENCE_REQUESTS: dict[str, type[Request]] = {
-    cls.op: cls for cls in (Start, MakeSet, StageSet, StageFds, DropSets, InputsIntact, Check, PrepareBaseline,
+    cls.op: cls for cls in (Start, MakeSet, StageSet, StageFds, DropSets, ReleaseExports, InputsIntact, Check,
+                            PrepareBaseline,
                             WarmBaselines, TimeBaseline, BaselineHostStats, ProfilerSum, Threads, Stop)
 }

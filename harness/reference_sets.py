@@ -69,6 +69,8 @@ class HeldSet:
     fingerprints: list[str | None]
     #: Device allocations (VMM handles) the set was exported in for a hand-over by descriptor.
     exports: list[int] = field(default_factory=list)
+    #: Their bytes, in the same order.
+    export_bytes: list[int] = field(default_factory=list)
     #: RMS magnitude of each floating expected output, by position (kept for the scale-aware comparison).
     rms: dict[int, float] = field(default_factory=dict)
     #: A widened set: its plans and the share of the full widening it was made with (None: an ordinary set).
@@ -211,10 +213,14 @@ class HeldSets:
                 release(handle)
         return changed
 
-    def release_exports(self, k: int, release: Callable[[int], None]) -> None:
-        """Free the device allocations set ``k`` was exported in before (their hand-overs are complete)."""
+    def release_exports(self, k: int, release: Callable[[int], None]) -> tuple[int, int]:
+        """Free the device allocations set ``k`` was exported in before (their hand-overs are complete, or the
+        runner dropped its copy); returns how many, and their bytes."""
         held = self.sets.get(k)
-        if held is not None:
-            for handle in held.exports:
-                release(handle)
-            held.exports = []
+        if held is None:
+            return 0, 0
+        for handle in held.exports:
+            release(handle)
+        freed = (len(held.exports), sum(held.export_bytes))
+        held.exports, held.export_bytes = [], []
+        return freed

@@ -191,6 +191,7 @@ class Session:
                 return
             self.runner.drop_inputs([victim])
             self.sets.in_runner.pop(victim, None)
+            self.sets.release_exports([victim])
 
     def ensure_in_runner(self, k: int) -> None:
         """The runner holds set ``k``: handed over now when it was dropped (or never sent) to save memory, by

@@ -310,7 +310,8 @@ def _note_memory(evaluator: Evaluator, sess: Session, plan: SetPlan | None, excl
     peaks = [p for p in (sess.sets.reference_peak_bytes, sess.runner_peak_bytes) if p is not None]
     sess.diagnostics.memory = MemoryInfo(**evaluator.memory.describe(plan, sess.sets.remade,
                                                                      sum(peaks) if peaks else None, fp,
-                                                                     exclusive))
+                                                                     exclusive),
+                                         exports_released_bytes=sess.sets.exports_released_bytes)
 
 
 def _drop_sets(evaluator: Evaluator, sess: Session) -> None:

@@ -159,6 +159,9 @@ class MemoryInfo(BaseModel):
     reserved_bytes: int = Field(description="Bytes the session reserved in the device's budget.")
     capacity_bytes: int = Field(description="The budget's capacity (a share of the memory free when it was made).")
     remade_sets: int = Field(0, description="Sets made again from their seeds after being dropped to save memory.")
+    exports_released_bytes: int = Field(
+        0, description="Bytes of device allocations the reference had exported sets in for a hand-over and freed when "
+        "the runner dropped its copy (3.2; CUDA 'vmm' hand-overs in memory-constrained sessions).")
     peak_bytes: int | None = Field(
         None, description="Peak device memory of the reference process plus the runner (CUDA; None elsewhere).")
     exclusive_retry: bool = Field(

@@ -327,3 +327,26 @@ def test_preroll_times_device_work_but_still_sees_long_host_work() -> None:
         return x.add(1)
 
     assert med(spun, host_then_kernel) > 1.5  # the GPU idled waiting for the launch: still timed
+
+
+def test_a_runners_dropped_copy_is_freed_in_the_reference(make_evaluator, cuda_kit, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A memory-constrained session hands sets over by 'vmm': the runner's copy IS the reference's export
+    allocation. When the runner drops it to make room, the reference frees it (before session 33 it stayed until
+    the reference dropped the set too: KernelBench 96_HuberLoss held 32 GiB outside its plan and ran out of memory
+    even alone)."""
+    from cuda_agent.harness.memory_budget import session_bytes
+    from cuda_agent.harness.tasks import load_task_code
+
+    sized = load_task_code(TASK, "tests/gpu_relu_sized", device="cuda", isolation="process")
+    with make_evaluator("cuda", cuda_transport="vmm") as probe:
+        fp = probe.memory.footprint(sized)
+    assert fp is not None
+    capacity = session_bytes(fp, "cuda", 4, 2, 1) + (8 << 20)  # two sets in the runner, more in the reference
+    with make_evaluator("cuda", verify={"input_sets": 5}, cuda_transport="vmm",
+                        limits={"device_memory_gib": capacity / 2**30},
+                        protocol={"min_calls": 5, "max_calls": 10}) as ev:
+        g = ev.grade(sized, _ws(tmp_path, HONEST), cuda_kit)
+    mem = g.diagnostics.memory
+    assert g.status.value == "correct", g.summary_for_agent()
+    assert mem is not None and mem.runner_sets == 2 and mem.reference_sets >= 3, mem
+    assert mem.exports_released_bytes >= fp.input_bytes, mem  # at least one dropped copy freed at the drop

@@ -138,3 +138,15 @@ def test_making_a_widened_set_on_cuda_peaks_at_two_inputs_not_five() -> None:
     # handle; 32 MiB at most on sm_90). Session 32's three-pass checksum held a 64 MiB table instead.
     held = torch.cuda.memory_allocated() - base
     assert held <= 4 * n + 4 * (1 << 14) + (33 << 20), f"held {(held - 4 * n) / 2**20:.2f} MiB beyond the input"
+
+
+def test_releasing_a_sets_exports_frees_each_allocation_once_and_keeps_the_set() -> None:
+    sets = _sets(_Identity())
+    held = sets.make(4, seed=3)
+    assert held is not None
+    held.exports, held.export_bytes = [11, 12], [100, 28]
+    freed: list[int] = []
+    assert sets.release_exports(4, freed.append) == (2, 128)
+    assert freed == [11, 12] and 4 in sets and held.exports == [] and held.export_bytes == []
+    assert sets.release_exports(4, freed.append) == (0, 0) and freed == [11, 12]  # nothing left to free
+    assert sets.release_exports(99, freed.append) == (0, 0)  # a set this process does not hold
