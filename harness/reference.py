@@ -106,7 +106,7 @@ class ReferenceServer:
             raise ValueError("this reference server has no descriptor socket (in-process)")
         torch = self.torch
         # A set handed over again (memory-aware sessions) was exported before: that hand-over is complete.
-        self.sets.release_exports(req.set, lambda handle: self._vmm_driver.release(handle))
+        self.sets.release_exports(req.set, self._release_export)
         descs = self._describe(req.set, None, "host", stage=False)
         held = self.sets[req.set]
         fds: list[int] = []
@@ -190,17 +190,21 @@ class ReferenceServer:
             descs.append(m.TensorDesc(**d))
         return descs
 
+    def _release_export(self, handle: int) -> None:
+        """Free one device allocation a set was exported in (the driver exists: the export made it)."""
+        self._vmm_driver.release(handle)
+
     def release_exports(self, req: m.ReleaseExports) -> m.ExportsReleased:
         """Free the export allocations of sets whose runner copy was dropped (the sets stay held here)."""
         count = nbytes = 0
         for k in req.sets:
-            n, b = self.sets.release_exports(k, lambda handle: self._vmm_driver.release(handle))
+            n, b = self.sets.release_exports(k, self._release_export)
             count, nbytes = count + n, nbytes + b
         return m.ExportsReleased(released=count, released_bytes=nbytes)
 
     def drop_sets(self, req: m.DropSets) -> m.Dropped:
         """Free input sets no longer needed; reports device bytes still allocated beyond the model (leak probe)."""
-        changed = self.sets.drop(req.sets, lambda handle: self._vmm_driver.release(handle))
+        changed = self.sets.drop(req.sets, self._release_export)
         if self.device.type != "cuda":
             return m.Dropped(pinned_bytes=0, changed=changed)
         torch = self.torch

@@ -90,13 +90,11 @@ class CheckRow(BaseModel):
     note: str = Field(INTEGRITY_NOTE, description="What this row is (never a grade).")
 
 
-def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float,
-                    stage_s: dict[str, float] | None = None) -> CheckRow:
+def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float) -> CheckRow:
     """A row from a self-check's result."""
     d = result.diagnostics
     mem = getattr(d, "memory", None)
     row = CheckRow(task_id=task.id, level=task.level, status=result.status.value, seconds=round(seconds, 3),
-                   stage_s={k: round(v, 3) for k, v in (stage_s or {}).items()},
                    reason="" if result.status is Status.correct else result.message[:2000],
                    phase_s=dict(d.phase_s), speedup_eager=result.speedup_eager, speedup_compile=result.speedup_compile,
                    call_work_s={k: round(v, 4) for k, v in d.call_work_s.items()})
@@ -261,7 +259,6 @@ class SuiteCheck:
         stage("probe")
         if "probe_error" in probed.meta:
             row = row_from_probe_error(probed, time.monotonic() - t0)
-            row.stage_s = {k: round(v, 3) for k, v in stages.items()}
         else:
             try:
                 task_now = backend.task_for(probed)
@@ -285,10 +282,10 @@ class SuiteCheck:
                 log.error("self-check failed", task=task.id, error=str(exc))
                 row = CheckRow(task_id=task.id, level=task.level, status="error",
                                reason=f"harness: {type(exc).__name__}: {exc}"[:2000],
-                               seconds=round(time.monotonic() - t0, 3),
-                               stage_s={k: round(v, 3) for k, v in stages.items()})
+                               seconds=round(time.monotonic() - t0, 3))
             else:
-                row = row_from_result(probed, result, time.monotonic() - t0, stages)
+                row = row_from_result(probed, result, time.monotonic() - t0)
+        row.stage_s = {k: round(v, 3) for k, v in stages.items()}
         with self._write_lock, (self.out_dir / ROWS).open("a") as fh:
             fh.write(row.model_dump_json() + "\n")
         return row

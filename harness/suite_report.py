@@ -83,7 +83,7 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
     if s.get("stage_s"):
         held = s["stage_s"].get("device")
         lines.append("- seconds per stage, summed over tasks: " + ", ".join(f"{k} {v}" for k, v in s["stage_s"].items())
-                     + (f" (the device is held by one task at a time: {held} s is the suite's critical path)"
+                     + (f" (graded parts one at a time, the default: {held} s of device is the suite's critical path)"
                         if held is not None else ""))
     if s.get("call_work_s"):
         lines.append("- the forward calls' seconds: " + ", ".join(f"{k} {v}" for k, v in s["call_work_s"].items()))
