@@ -53,6 +53,15 @@ class TimingLock:
         self.path = folder / f"cuda-agent-timing-{safe}.lock"
         self.turnstile = folder / f"cuda-agent-timing-{safe}.turnstile"
 
+    @classmethod
+    def at(cls, path: str | Path) -> TimingLock:
+        """The lock whose file is ``path`` (another process's :attr:`path`: a reference process warming up under
+        the lock its evaluator times under)."""
+        lock = cls.__new__(cls)
+        lock.path = Path(path)
+        lock.turnstile = lock.path.with_suffix(".turnstile")
+        return lock
+
     def _state(self) -> _Held:
         """This thread's hold of this lock file, shared by every TimingLock object naming it (an evaluator's and a
         scheduler's objects nest: one fd per thread and file, or a thread would wait for itself)."""
@@ -79,6 +88,11 @@ class TimingLock:
     def held_exclusive(self) -> bool:
         """Whether this thread holds the exclusive mode (is inside a timed batch) now."""
         return self._state().exclusive > 0
+
+    def held(self) -> bool:
+        """Whether this thread holds the lock in either mode now."""
+        mine = self._state()
+        return mine.exclusive > 0 or mine.shared > 0
 
     # exclusive --------------------------------------------------------------------------------------
     def __enter__(self) -> TimingLock:

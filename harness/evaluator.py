@@ -237,7 +237,10 @@ class Evaluator:
                 if ref.warmed:
                     return False
                 try:
-                    ref.warm_baselines(self.settings.timing.compile_mode, self._warm_compile())
+                    # The process holds the timing lock around its device work itself (not while it compiles); where
+                    # this thread holds the lock already, that hold covers the warm-up.
+                    lock_path = None if self.lock.held() else str(self.lock.path)
+                    ref.warm_baselines(self.settings.timing.compile_mode, self._warm_compile(), lock_path)
                 except ReferenceError_:
                     self.references.retire(task, ref)  # a process that failed a request is never used again
                     raise

@@ -251,7 +251,7 @@ class ReferenceServer:
         """Warm the baselines on inputs from a public seed; the memory that warm-up used goes back to the device
         (it was reserved only for the warm-up: a process that kept it cached would hold memory no budget counts)."""
         try:
-            return m.Compiled(compiled=self.baselines.warm(req.compile_mode, req.with_compile))
+            return m.Compiled(compiled=self.baselines.warm(req.compile_mode, req.with_compile, req.lock_path))
         finally:
             if self.device.type == "cuda":
                 self.torch.cuda.empty_cache()

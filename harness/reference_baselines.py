@@ -9,7 +9,11 @@ them is timed on clones; a set it wrote to anyway is made again from its seed).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
+
+from cuda_agent.harness.device_lock import TimingLock
 
 from cuda_agent.harness.messages import TimerSpec
 from cuda_agent.harness.reference_sets import HeldSets, generate_inputs
@@ -62,11 +66,21 @@ class Baselines:
         """One untimed call on set ``k`` so that ``torch.compile`` compiles now, outside any timing lock."""
         return self._untimed((which,), compile_mode, self.sets[k].inputs)
 
-    def warm(self, compile_mode: str, with_compile: bool) -> bool:
+    def warm(self, compile_mode: str, with_compile: bool, lock_path: str | None = None) -> bool:
         """Run the eager (and compiled) model once on inputs from a public seed: imports, kernels and compilation
-        happen now, before any lock or device slot is held. Returns True when this call compiled."""
-        inputs = generate_inputs(self.torch, self.get_inputs, WARM_SEED, self.device)
-        return self._untimed(("eager", "compile") if with_compile else ("eager",), compile_mode, inputs)
+        happen now, before any device slot is held. Returns True when this call compiled.
+
+        ``lock_path``: the device's timing lock (:class:`~cuda_agent.harness.device_lock.TimingLock`). The warm-up
+        holds it in the shared mode around its device work, so that it never runs beside another task's timed
+        batch, and lets go of it while ``torch.compile`` compiles (CPU work that may take minutes)."""
+        hold = TimingLock.at(lock_path) if lock_path else None
+        with hold.shared() if hold is not None else nullcontext():
+            inputs = generate_inputs(self.torch, self.get_inputs, WARM_SEED, self.device)
+            self._untimed(("eager",), compile_mode, inputs)
+            if not with_compile:
+                return False
+            with released_while_compiling(self.torch, hold):
+                return self._untimed(("compile",), compile_mode, inputs)
 
     def _timer(self) -> Any:
         if self.timer is None:
@@ -133,3 +147,41 @@ class Baselines:
         args = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.sets[k].inputs]
         with torch.no_grad():
             return profiler_sum_ms(lambda: fn(*args), str(self.device))
+
+
+@contextmanager
+def released_while_compiling(torch: Any, hold: TimingLock | None) -> Iterator[None]:
+    """Inside the block, ``hold``'s shared mode (taken by the caller) is let go while TorchDynamo compiles a frame
+    and taken again when it has compiled, before the compiled code runs on the device. Where this torch has no
+    compile callbacks, the whole block runs outside the lock (the device work of one forward beside a timed batch
+    rather than minutes of compiling inside the lock, which would stall every timed batch on the device)."""
+    if hold is None:
+        yield
+        return
+    try:
+        from torch._dynamo.callback import callback_handler
+    except ImportError:
+        with hold.outside():
+            yield
+        return
+    released: list[Any] = []  # the open ``hold.outside()`` while a compile runs
+
+    def on_start(_args: Any) -> None:
+        if not released:
+            outside = hold.outside()
+            outside.__enter__()
+            released.append(outside)
+
+    def on_end(_args: Any) -> None:
+        if released:
+            released.pop().__exit__(None, None, None)
+
+    callback_handler.register_start_callback(on_start)
+    callback_handler.register_end_callback(on_end)
+    try:
+        yield
+    finally:
+        callback_handler.remove_start_callback(on_start)
+        callback_handler.remove_end_callback(on_end)
+        if released:  # a compile that ended without its end callback: hold what the caller will let go of
+            released.pop().__exit__(None, None, None)

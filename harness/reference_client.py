@@ -194,9 +194,13 @@ class ReferenceClient:
         """One untimed baseline call on set ``k``; True when it compiled."""
         return self.request(m.PrepareBaseline(which=which, set=k, compile_mode=compile_mode)).compiled
 
-    def warm_baselines(self, compile_mode: str = "default", with_compile: bool = True) -> bool:
-        """Warm the baselines on public inputs; True when this compiled."""
-        return self.request(m.WarmBaselines(compile_mode=compile_mode, with_compile=with_compile)).compiled
+    def warm_baselines(self, compile_mode: str = "default", with_compile: bool = True,
+                       lock_path: str | None = None) -> bool:
+        """Warm the baselines on public inputs; True when this compiled. ``lock_path``: the device's timing lock,
+        which the process holds shared around the warm-up's device work (never pass it while this thread holds
+        that lock: the process would wait for a turnstile an exclusive waiter holds behind this thread's hold)."""
+        return self.request(m.WarmBaselines(compile_mode=compile_mode, with_compile=with_compile,
+                                            lock_path=lock_path)).compiled
 
     def time_baseline(self, which: str, sets: list[int], calls: int, warmup: int, compile_mode: str = "default") -> list[float]:
         """Per-call ms of a baseline over rotated ``sets`` (hold the device's timing lock around it)."""

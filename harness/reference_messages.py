@@ -194,6 +194,9 @@ class WarmBaselines(Request):
     Reply: ClassVar[type[Reply]] = Compiled
     compile_mode: str = "default"
     with_compile: bool = True
+    #: The device's timing lock file, held shared around the warm-up's device work (released while torch.compile
+    #: compiles); None where the caller already holds that lock (its hold covers the warm-up) or has none.
+    lock_path: str | None = None
 
 
 class Samples(Reply):
