@@ -52,11 +52,12 @@ def max_servers() -> int:
     return max(1, min(4, usable_cpus() // 4))
 
 
-def probe_command(isolation: str, dev_bind: bool, *args: str) -> list[str]:
+def probe_command(isolation: str, dev_bind: bool, *args: str, lock_files: tuple[str, ...] = ()) -> list[str]:
     """The probe child's command line (``args`` appended) under ``isolation``, at background priority: the
-    one-shot probe and the servers run the same sandbox."""
+    one-shot probe and the servers run the same sandbox. ``lock_files``: the device's timing lock and turnstile,
+    bound read-only into the sandbox (the real run holds the lock shared; ``flock`` needs no write access)."""
     argv = [sys.executable, "-I", str(_CHILD), *args]
-    spec = BwrapSpec(dev_bind=dev_bind, chdir=Path("/"))
+    spec = BwrapSpec(dev_bind=dev_bind, chdir=Path("/"), readonly=tuple(Path(f) for f in lock_files))
     return background_priority(resolve_isolation(isolation).prefix(spec) + argv)  # type: ignore[arg-type]
 
 
@@ -67,10 +68,12 @@ class ProbeServerError(RuntimeError):
 class ProbeServer:
     """One warm server process and the pipes to it; one request at a time."""
 
-    def __init__(self, isolation: str, dev_bind: bool, startup_timeout_s: float) -> None:
+    def __init__(self, isolation: str, dev_bind: bool, startup_timeout_s: float,
+                 lock_files: tuple[str, ...] = ()) -> None:
         self.sandboxed = resolve_isolation(isolation).level == "bwrap"  # type: ignore[arg-type]
         self.proc = _spawner.popen(  # by the spawner thread: see harness/_spawner.py
-            probe_command(isolation, dev_bind, "--serve", *(["--sandboxed"] if self.sandboxed else [])), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+            probe_command(isolation, dev_bind, "--serve", *(["--sandboxed"] if self.sandboxed else []),
+                          lock_files=lock_files), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
             start_new_session=True,
         )
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -149,15 +152,19 @@ class ProbeServer:
             self.proc.wait()
 
 
+#: A server pool's key: isolation level, whether the GPU's device nodes are bound, the timing lock files bound.
+_Key = tuple[str, bool, tuple[str, ...]]
+
+
 class _Pool:
     """Idle servers per key; at most :func:`max_servers` alive per key, others wait for one."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._idle: dict[tuple[str, bool], list[ProbeServer]] = collections.defaultdict(list)
-        self._count: dict[tuple[str, bool], int] = collections.defaultdict(int)
+        self._idle: dict[_Key, list[ProbeServer]] = collections.defaultdict(list)
+        self._count: dict[_Key, int] = collections.defaultdict(int)
 
-    def acquire(self, key: tuple[str, bool], startup_timeout_s: float) -> ProbeServer:
+    def acquire(self, key: _Key, startup_timeout_s: float) -> ProbeServer:
         with self._cond:
             while True:
                 idle = self._idle[key]
@@ -171,14 +178,14 @@ class _Pool:
                     break
                 self._cond.wait()
         try:  # started outside the lock: other keys and idle servers stay available
-            return ProbeServer(key[0], key[1], startup_timeout_s)
+            return ProbeServer(key[0], key[1], startup_timeout_s, key[2])
         except BaseException:
             with self._cond:
                 self._count[key] -= 1
                 self._cond.notify()
             raise
 
-    def release(self, key: tuple[str, bool], server: ProbeServer) -> None:
+    def release(self, key: _Key, server: ProbeServer) -> None:
         with self._cond:
             if server.alive:
                 self._idle[key].append(server)
@@ -207,7 +214,8 @@ def served_probe(
     confirming (run the one-shot probe)."""
     if not servers_enabled():
         return None
-    key = (resolve_isolation(isolation).level, device.startswith("cuda"))  # type: ignore[arg-type]
+    lock_files = tuple((extra or {}).get("timing_lock") or ())
+    key = (resolve_isolation(isolation).level, device.startswith("cuda"), lock_files)  # type: ignore[arg-type]
     try:
         server = _POOL.acquire(key, startup_timeout_s)
     except (ProbeServerError, OSError) as exc:

@@ -41,6 +41,68 @@ def _set_task_mode():
     return module.set_task_mode
 
 
+class _DeviceHold:
+    """The device's timing lock in the shared mode around the real run's device work, taken as
+    ``cuda_agent.harness.device_lock.TimingLock`` takes it (this file cannot import cuda_agent): the turnstile
+    exclusively, then the lock file shared, then the turnstile let go; a timed batch holds the lock exclusively.
+
+    ``paths``: ``[lock file, turnstile]`` (bound read-only into the sandbox; ``flock`` needs no write access), or
+    None for no hold. The wait is bounded by ``wait_s`` because it counts against the probe's time limit: past it,
+    the run goes on without the hold (said in the facts) rather than fail a sound task as a timeout."""
+
+    def __init__(self, paths, wait_s: float) -> None:
+        self.paths = paths
+        self.wait_s = wait_s
+        self.fd = None
+        self.waited_s = 0.0
+        self.error = None
+
+    def __enter__(self):
+        if not self.paths:
+            return self
+        import fcntl
+        import time
+
+        t0 = time.monotonic()
+        try:
+            fd = os.open(self.paths[0], os.O_RDONLY)
+            gate = os.open(self.paths[1], os.O_RDONLY)
+        except OSError as exc:
+            self.error = f"cannot open the timing lock: {exc}"
+            return self
+        try:
+            while True:
+                try:
+                    fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                        self.fd, fd = fd, None
+                        break
+                    finally:
+                        fcntl.flock(gate, fcntl.LOCK_UN)
+                except BlockingIOError:
+                    if time.monotonic() - t0 > self.wait_s:
+                        self.error = f"not taken: a timed batch held the device for over {self.wait_s:.0f} s"
+                        break
+                    time.sleep(0.01)
+        finally:
+            os.close(gate)
+            if fd is not None:
+                os.close(fd)
+            self.waited_s = time.monotonic() - t0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the file lets the lock go
+            self.fd = None
+
+    def facts(self) -> dict:
+        """What the hold did, for the probe's facts."""
+        return {"requested": bool(self.paths), "held": self.error is None and bool(self.paths),
+                "wait_s": round(self.waited_s, 3), "error": self.error}
+
+
 def _fail(out, kind: str, message: str) -> None:
     out.write(json.dumps({"ok": False, "kind": kind, "message": message}) + "\n")
     out.flush()
@@ -182,6 +244,13 @@ def probe(request: dict, out) -> None:
                            "GiB is available"}) + "\n")
             out.flush()
             return None
+    hold = _DeviceHold(request.get("timing_lock"), float(request.get("lock_wait_s", 0.0)))
+    with hold:
+        return _real_run(module, init_inputs, init_json, footprint, device, hold, out, torch)
+
+
+def _real_run(module, init_inputs, init_json, footprint, device, hold, out, torch) -> None:
+    """The real run: the model, one input set and two forwards on ``device``, described; inside the device hold."""
     try:
         with torch.device(device):
             model = module.Model(*init_inputs)
@@ -239,6 +308,7 @@ def probe(request: dict, out) -> None:
         "output_tuple": isinstance(result, (list, tuple)),
         "device": device,
         "torch": torch.__version__,
+        "device_hold": hold.facts(),
     }
     out.write(json.dumps(facts) + "\n")
     out.flush()

@@ -12,6 +12,7 @@ fails as ``out_of_memory``. :mod:`cuda_agent.harness.tasks` builds the manifest 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import threading
@@ -166,7 +167,13 @@ def _budget(device: str) -> Any:
 
 def _probe(code: str, device: str, seed: int, timeout_s: float, startup_timeout_s: float, isolation: str,
            source: str, extra: dict[str, Any]) -> dict[str, Any]:
-    """One probe request (warm server, else a fresh process); the facts, or :class:`TaskProbeError`."""
+    """One probe request (warm server, else a fresh process); the facts, or :class:`TaskProbeError`. A real run
+    on a CUDA device holds the device's timing lock around its device work (:func:`device_hold_request`)."""
+    if device.startswith("cuda") and not extra.get("meta_only") and "timing_lock" not in extra:
+        from cuda_agent.harness.device_lock import device_timing_lock
+
+        extra = {**extra, **device_hold_request(device_timing_lock("cuda", int(device.partition(":")[2] or 0)),
+                                                timeout_s)}
     answer = served_probe(code, device=device, seed=seed, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s,
                           isolation=isolation, extra=extra)
     facts, stderr_tail = answer or _one_shot_probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source,
@@ -187,6 +194,22 @@ def _probe(code: str, device: str, seed: int, timeout_s: float, startup_timeout_
     raise TaskProbeError(kind, facts.get("message", "unknown failure"), source)
 
 
+def device_hold_request(lock: Any, timeout_s: float) -> dict[str, Any]:
+    """Request fields that make a probe's real run hold ``lock`` (a
+    :class:`~cuda_agent.harness.device_lock.TimingLock`) in the shared mode from the model's creation to the last
+    forward, so that it never runs beside a timed batch. The wait counts against the probe's time limit, so it is
+    bounded (a quarter of it, at most 60 s; past that the run goes on without the hold and its facts say so).
+    Nothing where this thread holds the lock already: that hold covers the run, and the child would wait on a
+    turnstile that an exclusive waiter holds behind it.
+
+    On the CPU backend probes take no hold: builds and other CPU work run beside its timed batches anyway."""
+    if lock.held():
+        return {}
+    for path in (lock.path, lock.turnstile):  # the sandbox binds them: they must exist
+        os.close(os.open(path, os.O_CREAT | os.O_RDONLY, 0o666))
+    return {"timing_lock": [str(lock.path), str(lock.turnstile)], "lock_wait_s": min(60.0, timeout_s / 4)}
+
+
 def probe_memory_limit(device: str) -> int | None:
     """Bytes a probe may allocate on ``device``: a share of the memory free now (see
     :mod:`~cuda_agent.harness.memory_budget`), or None when it cannot be read."""
@@ -205,7 +228,7 @@ def _one_shot_probe(
 ) -> tuple[dict[str, Any], str]:
     """(answer, stderr tail) of the task run in a fresh sandboxed process (answers as a probe server's)."""
     proc = subprocess.Popen(
-        probe_command(isolation, device.startswith("cuda")),
+        probe_command(isolation, device.startswith("cuda"), lock_files=tuple((extra or {}).get("timing_lock") or ())),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
