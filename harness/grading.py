@@ -69,6 +69,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             sess.reference.prepare_baseline("compile", ks[0], compile_mode)
             sess.tick("prepare_baseline", t)
         cap = protocol.grade_spot_checks
+        sess.reference.baseline_host_stats(take=True)  # this grade's batches only, from here
         fresh_total = fresh_count(sess.ctx.integrity.fresh_set_calls, sess.sets.input_bytes())  # over all rounds
 
         def run_round(r: int, fresh: int) -> list[float]:
@@ -116,6 +117,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             if result.baselines.compile is not None:
                 result.baselines.compile.raw_ms = list(compiled)
         sess.diagnostics.grade_rounds = rounds
+        sess.diagnostics.baseline_host = sess.reference.baseline_host_stats(take=True)
         apply_speedups(sess, result, evaluator.provenance().device)
 
     seeds = fresh_seeds(evaluator.settings.verify.input_sets, set(evaluator.used_seeds))

@@ -261,8 +261,11 @@ class ReferenceServer:
         return m.Samples(ms=self.baselines.time(req.which, req.sets, req.calls, req.warmup, req.compile_mode))
 
     def baseline_host_stats(self, req: m.BaselineHostStats) -> m.HostStats:
-        """Host statistics of every baseline timed here."""
-        return m.HostStats(stats={k: dict(v) for k, v in self.baselines.host_stats.items()})
+        """Host statistics of every baseline timed here (since the last take; ``take`` resets them)."""
+        stats = {k: dict(v) for k, v in self.baselines.host_stats.items()}
+        if req.take:
+            self.baselines.host_stats.clear()
+        return m.HostStats(stats=stats)
 
     def profiler_sum(self, req: m.ProfilerSum) -> m.Millis:
         """The release's profiler-sum time of a baseline."""

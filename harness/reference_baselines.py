@@ -102,6 +102,7 @@ class Baselines:
         clone = self.clone_inputs or self._mutates_inputs(which, fn, sets[0])
         samples: list[float] = []
         timer.take_host_stats()
+        retries = self._allocator_counts()
         with torch.no_grad():
             for j in range(warmup + n_calls):
                 inputs = self.sets[sets[j % len(sets)]].inputs
@@ -112,8 +113,21 @@ class Baselines:
         if not clone and which not in self._verified_direct:
             self._verified_direct.add(which)
             self._restore_if_written(which, sets)
-        add_host_stats(self.host_stats.setdefault(which, empty_host_stats()), timer.take_host_stats())
+        stats = timer.take_host_stats()
+        after = self._allocator_counts()
+        stats.update({k: after[k] - retries[k] for k in after})
+        add_host_stats(self.host_stats.setdefault(which, empty_host_stats()), stats)
         return samples
+
+    def _allocator_counts(self) -> dict[str, int]:
+        """The caching allocator's ``alloc_retries`` (a cudaMalloc retried after the process's cached blocks were
+        freed: the device had too little free memory, so calls paid for cudaMalloc/cudaFree) and ``ooms``, on CUDA;
+        nothing elsewhere. Their growth over a timed batch means the baseline was timed short of memory, slower than
+        it runs with room (and every speed-up against it too large)."""
+        if self.device.type != "cuda":
+            return {}
+        stats = self.torch.cuda.memory_stats(self.device)
+        return {"alloc_retries": int(stats.get("num_alloc_retries", 0)), "ooms": int(stats.get("num_ooms", 0))}
 
     def _restore_if_written(self, which: str, sets: list[int]) -> None:
         """After the first batch timed on the sets' own tensors: a set whose inputs no longer match their

@@ -207,9 +207,11 @@ class ReferenceClient:
         return self.request(m.TimeBaseline(which=which, sets=list(sets), calls=calls, warmup=warmup,
                                            compile_mode=compile_mode)).ms
 
-    def baseline_host_stats(self) -> dict[str, dict[str, float]]:
-        """Per baseline kind: timed calls, calls over the spin, retakes, the longest enqueue."""
-        return self.request(m.BaselineHostStats()).stats
+    def baseline_host_stats(self, take: bool = False) -> dict[str, dict[str, float]]:
+        """Per baseline kind: timed calls, calls over the spin, retakes, the longest enqueue, and on CUDA the
+        caching allocator's retries and out-of-memory errors during the batches; ``take``: since the last take,
+        then reset."""
+        return self.request(m.BaselineHostStats(take=take)).stats
 
     def profiler_sum(self, which: str, k: int, compile_mode: str = "default") -> float:
         """The release's profiler-sum time of a baseline on set ``k``."""

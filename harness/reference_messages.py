@@ -224,10 +224,12 @@ class HostStats(Reply):
 
 
 class BaselineHostStats(Request):
-    """The host statistics of every baseline timed in this process."""
+    """The host statistics of every baseline timed in this process (since the last take, with ``take``)."""
 
     op: ClassVar[str] = "baseline_host_stats"
     Reply: ClassVar[type[Reply]] = HostStats
+    #: Reset the statistics after reading them (a grade reads its own batches: take at its start and its end).
+    take: bool = False
 
 
 class Millis(Reply):

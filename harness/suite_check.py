@@ -87,6 +87,13 @@ class CheckRow(BaseModel):
         None, description="The fresh-set rule's look at this task's graded pass (FreshSetsInfo): the task's own "
         "Model has no cache, so a gap here ('reported': 'fresh') is a false penalty of the harness to explain.")
     flags: list[str] = Field(default_factory=list, description="The graded result's flags (e.g. fresh_inputs_slower).")
+    baseline_alloc_retries: dict[str, int] = Field(
+        default_factory=dict, description="Per baseline kind, the reference's caching-allocator retries during its "
+        "timed batches (Diagnostics.baseline_host; CUDA): above 0, the baseline was timed short of device memory and "
+        "reads slower than it runs with room, so the self-speedup reads too high.")
+    device_steps: int | None = Field(
+        None, description="eval.device_steps of the run that checked this task: graded parts on the device at once "
+        "(1: their 'device' seconds add up to the suite's critical path; more: they overlap).")
     note: str = Field(INTEGRITY_NOTE, description="What this row is (never a grade).")
 
 
@@ -97,7 +104,9 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
     row = CheckRow(task_id=task.id, level=task.level, status=result.status.value, seconds=round(seconds, 3),
                    reason="" if result.status is Status.correct else result.message[:2000],
                    phase_s=dict(d.phase_s), speedup_eager=result.speedup_eager, speedup_compile=result.speedup_compile,
-                   call_work_s={k: round(v, 4) for k, v in d.call_work_s.items()})
+                   call_work_s={k: round(v, 4) for k, v in d.call_work_s.items()},
+                   baseline_alloc_retries={k: int(v["alloc_retries"]) for k, v in d.baseline_host.items()
+                                           if "alloc_retries" in v})
     if mem is not None:
         row.bytes_per_set = mem.bytes_per_set
         row.reference_sets = mem.reference_sets
@@ -286,6 +295,7 @@ class SuiteCheck:
             else:
                 row = row_from_result(probed, result, time.monotonic() - t0)
         row.stage_s = {k: round(v, 3) for k, v in stages.items()}
+        row.device_steps = self.config.eval.device_steps
         with self._write_lock, (self.out_dir / ROWS).open("a") as fh:
             fh.write(row.model_dump_json() + "\n")
         return row

@@ -37,6 +37,9 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         "not_passing": {r.task_id: f"{r.status}: {r.reason[:300]}" for r in rows if r.status != "correct"},
         "ran_alone": [r.task_id for r in rows if r.exclusive_retry],
         "fresh_sets_charged": [r.task_id for r in rows if "fresh_inputs_slower" in r.flags],
+        "baselines_short_of_memory": {r.task_id: dict(r.baseline_alloc_retries) for r in rows
+                                      if any(r.baseline_alloc_retries.values())},
+        "device_steps": sorted({r.device_steps for r in rows if r.device_steps is not None}),
         "seconds": round(sum(r.seconds for r in rows), 1),
         # where the suite's time goes (its whole run must fit two 10-minute device runs): per evaluator phase, and
         # the forward calls' part of it split into the runner's work and the round trip
@@ -45,6 +48,18 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         # per stage of a task: probe and warm-up run beside other tasks; 'device' is held by one task at a time
         "stage_s": _totals(r.stage_s for r in rows),
     }
+
+
+def _critical_path_note(held: float | None, steps: list[int]) -> str:
+    """What the summed 'device' seconds mean for the suite's time, given the runs' ``eval.device_steps``."""
+    if held is None:
+        return ""
+    if not steps:
+        return f" (device_steps not recorded: {held} s of device is the critical path if graded parts ran one at a time)"
+    if steps == [1]:
+        return f" (graded parts one at a time: {held} s of device is the suite's critical path)"
+    return (f" (eval.device_steps {', '.join(map(str, steps))}: graded parts overlapped, so the suite's critical path "
+            f"is less than the {held} s of device summed)")
 
 
 def _totals(dicts: Any) -> dict[str, float]:
@@ -81,10 +96,8 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
         top = list(s["phase_s"].items())[:6]
         lines.append("- seconds per phase, summed over tasks (largest): " + ", ".join(f"{k} {v}" for k, v in top))
     if s.get("stage_s"):
-        held = s["stage_s"].get("device")
         lines.append("- seconds per stage, summed over tasks: " + ", ".join(f"{k} {v}" for k, v in s["stage_s"].items())
-                     + (f" (graded parts one at a time, the default: {held} s of device is the suite's critical path)"
-                        if held is not None else ""))
+                     + _critical_path_note(s["stage_s"].get("device"), s.get("device_steps") or []))
     if s.get("call_work_s"):
         lines.append("- the forward calls' seconds: " + ", ".join(f"{k} {v}" for k, v in s["call_work_s"].items()))
     lines.append("")
@@ -93,6 +106,13 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
     if s["ran_alone"]:
         lines += ["## Ran alone after an out-of-memory error", "", f"{EXCLUSIVE_NOTE}: status `(alone)` below.", ""]
         lines += [f"- `{k}`" for k in s["ran_alone"]] + [""]
+    if s.get("baselines_short_of_memory"):
+        lines += ["## Baselines timed short of device memory", "", "The reference's caching allocator retried "
+                  "cudaMalloc inside a baseline's timed batch (after freeing its cached blocks): the baseline paid for "
+                  "allocations inside its calls and reads slower than it runs with room, so the self-speedup (and any "
+                  "candidate's speed-up) on these tasks reads too high. Retries per baseline kind:", ""]
+        lines += [f"- `{k}`: " + ", ".join(f"{kind} {n}" for kind, n in v.items())
+                  for k, v in s["baselines_short_of_memory"].items()] + [""]
     if s["fresh_sets_charged"]:
         lines += ["## Charged their fresh-set calls", "", "The task's own `Model` ran slower on never-seen input sets "
                   "in two looks, and only those calls were its time (`fresh_inputs_slower`): it has no cache, so "

@@ -88,9 +88,13 @@ def empty_host_stats() -> dict[str, float]:
 
 
 def add_host_stats(total: dict[str, float], part: dict[str, float]) -> None:
-    """Add the host statistics ``part`` into ``total`` (counts summed, the longest enqueue kept)."""
+    """Add the host statistics ``part`` into ``total`` (counts summed, the longest enqueue kept; the allocator's
+    counts of a baseline's batch, where ``part`` has them, summed too)."""
     for k in ("calls", "over_spin", "retakes"):
         total[k] = total.get(k, 0) + part.get(k, 0)
+    for k in ("alloc_retries", "ooms"):
+        if k in part:
+            total[k] = total.get(k, 0) + part[k]
     total["max_enqueue_ms"] = max(total["max_enqueue_ms"], part["max_enqueue_ms"])
 
 

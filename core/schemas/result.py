@@ -228,6 +228,13 @@ class Diagnostics(BaseModel):
     baselines_cached: bool | None = Field(None, description="Every baseline came from the cache (profile).")
     speed_of_light_ms: float | None = Field(None, description="The physical floor the time was capped at (T22).")
     grade_rounds: int | None = Field(None, description="Interleaved rounds of the grading pass.")
+    baseline_host: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Per baseline kind ('eager', 'compile'), the reference process's timed batches of a grading "
+        "pass (3.3): 'calls', 'over_spin' (the host's enqueue outlasted the spin), 'retakes', 'max_enqueue_ms', and "
+        "on CUDA the caching allocator's 'alloc_retries' (a cudaMalloc retried after freeing the process's cached "
+        "blocks: too little free device memory, so the baseline paid for allocations inside its timed calls and "
+        "every speed-up against it reads too large) and 'ooms'.")
     runner_spin: SpinCalibration | None = Field(None, description="How the runner sized its spin at its start.")
     runner_start_s: float | None = Field(
         None, description="Seconds the session's runner took from its spawn to ready (torch import, device "

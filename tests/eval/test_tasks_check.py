@@ -44,7 +44,9 @@ def test_tasks_check_grades_each_tasks_own_model_and_resumes(tmp_path: Path, cap
         # the fresh-set rule's look at the graded pass is kept (a gap on the task's own Model is the harness's)
         assert row["fresh_sets"]["calls"] >= 1 and row["fresh_sets"]["reported"] in ("all", "confirmation", "fresh")
         assert isinstance(row["flags"], list)
+        assert row["device_steps"] == 1 and row["baseline_alloc_retries"] == {}  # no caching allocator on CPU
     assert (out / "report.md").read_text().count("| correct |") == 2
+    assert "graded parts one at a time:" in (out / "report.md").read_text()
     assert (out / "self_speedup.png").stat().st_size > 0
     lines = (out / "rows.jsonl").read_text().splitlines()
     # The same command again: nothing left to check, nothing checked twice.
@@ -80,6 +82,25 @@ def test_the_summary_counts_statuses_and_the_band() -> None:
     assert list(s["phase_s"]) == ["forward_calls", "check"]  # largest first
     rows[0].stage_s, rows[2].stage_s = {"probe": 1.0, "device": 4.0}, {"probe": 2.0}
     assert summarize(rows, planned=5)["stage_s"] == {"device": 4.0, "probe": 3.0}
+
+
+def test_the_report_names_baselines_timed_short_of_memory_and_what_device_steps_make_of_the_sum(
+        tmp_path: Path) -> None:
+    from cuda_agent.harness.suite_report import write_report
+
+    rows = [CheckRow(task_id="kb/16_ConvTranspose2d", status="correct", speedup_eager=1.98, device_steps=2,
+                     baseline_alloc_retries={"eager": 97, "compile": 0}, stage_s={"device": 27.3}),
+            CheckRow(task_id="kb/19_ReLU", status="correct", speedup_eager=1.0, device_steps=2,
+                     baseline_alloc_retries={"eager": 0, "compile": 0}, stage_s={"device": 8.0})]
+    report = write_report(tmp_path, rows, planned=2, backend="cuda", tasks_spec="kernelbench:KB")
+    assert report["summary"]["baselines_short_of_memory"] == {"kb/16_ConvTranspose2d": {"eager": 97, "compile": 0}}
+    text = (tmp_path / "report.md").read_text()
+    assert "## Baselines timed short of device memory" in text and "- `kb/16_ConvTranspose2d`: eager 97" in text
+    assert "19_ReLU`:" not in text
+    assert "eval.device_steps 2: graded parts overlapped" in text and "one at a time" not in text
+    old = CheckRow(task_id="x", status="correct", speedup_eager=1.0, stage_s={"device": 1.0})  # a row from before
+    write_report(tmp_path, [old], planned=1, backend="cuda", tasks_spec="kernelbench:KB")
+    assert "device_steps not recorded" in (tmp_path / "report.md").read_text()
 
 
 @pytest.mark.slow

@@ -207,6 +207,11 @@ def test_grade_uses_fresh_seeds_and_alternates(cpu_evaluator, make_ws, kit, task
     assert g.timing is not None and g.baselines is not None and g.baselines.eager is not None
     assert g.diagnostics.grade_rounds == cpu_evaluator.protocol.grade_rounds
     assert g.speedup_eager is not None and g.speedup_eager > 0
+    # the reference's own batches of this grade: as many eager calls as eager samples plus warm-ups, no others
+    host = g.diagnostics.baseline_host
+    assert host["eager"]["calls"] >= g.baselines.eager.samples and "alloc_retries" not in host["eager"]  # CPU
+    again = cpu_evaluator.grade(tasks.relu, ws, kit).diagnostics.baseline_host
+    assert again["eager"]["calls"] == host["eager"]["calls"]  # taken per grade, not summed over the process
 
 
 def test_grade_of_wrong_candidate_has_no_speedup(cpu_evaluator, make_ws, kit, tasks) -> None:  # type: ignore[no-untyped-def]
