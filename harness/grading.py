@@ -63,13 +63,13 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         eager: list[float] = []
         compiled: list[float] = []
         wall = 0.0
+        sess.reference.baseline_host_stats(take=True)  # this grade's baseline work only, from here
         if timing_settings.compile_baseline:  # compile (CPU work) before the timing lock is taken
             t = time.perf_counter()
             sess.sets.ensure_in_reference(ks[0])
             sess.reference.prepare_baseline("compile", ks[0], compile_mode)
             sess.tick("prepare_baseline", t)
         cap = protocol.grade_spot_checks
-        sess.reference.baseline_host_stats(take=True)  # this grade's batches only, from here
         fresh_total = fresh_count(sess.ctx.integrity.fresh_set_calls, sess.sets.input_bytes())  # over all rounds
 
         def run_round(r: int, fresh: int) -> list[float]:

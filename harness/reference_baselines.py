@@ -63,8 +63,20 @@ class Baselines:
         return first
 
     def prepare(self, which: str, k: int, compile_mode: str) -> bool:
-        """One untimed call on set ``k`` so that ``torch.compile`` compiles now, outside any timing lock."""
-        return self._untimed((which,), compile_mode, self.sets[k].inputs)
+        """One untimed call on set ``k`` so that ``torch.compile`` compiles now, outside any timing lock. Its cost
+        goes into :attr:`host_stats` (``prepare_s``, and ``prepare_compiles``: frames TorchDynamo compiled in it;
+        after a warm-up that compiled, anything above 0 is a recompile the grade pays for)."""
+        import time
+
+        from cuda_agent.harness.timing import empty_host_stats
+
+        t0 = time.perf_counter()
+        with counted_compiles(self.torch) as compiles:
+            first = self._untimed((which,), compile_mode, self.sets[k].inputs)
+        stats = self.host_stats.setdefault(which, empty_host_stats())
+        stats["prepare_s"] = stats.get("prepare_s", 0.0) + time.perf_counter() - t0
+        stats["prepare_compiles"] = stats.get("prepare_compiles", 0) + compiles[0]
+        return first
 
     def warm(self, compile_mode: str, with_compile: bool, lock_path: str | None = None) -> bool:
         """Run the eager (and compiled) model once on inputs from a public seed: imports, kernels and compilation
@@ -199,3 +211,24 @@ def released_while_compiling(torch: Any, hold: TimingLock | None) -> Iterator[No
         callback_handler.remove_end_callback(on_end)
         if released:  # a compile that ended without its end callback: hold what the caller will let go of
             released.pop().__exit__(None, None, None)
+
+
+@contextmanager
+def counted_compiles(torch: Any) -> Iterator[list[int]]:
+    """Count the frames TorchDynamo starts compiling inside the block (``[n]``, read after it); stays ``[0]``
+    where this torch has no compile callbacks."""
+    count = [0]
+    try:
+        from torch._dynamo.callback import callback_handler
+    except ImportError:
+        yield count
+        return
+
+    def on_start(_args: Any) -> None:
+        count[0] += 1
+
+    callback_handler.register_start_callback(on_start)
+    try:
+        yield count
+    finally:
+        callback_handler.remove_start_callback(on_start)

@@ -91,6 +91,10 @@ class CheckRow(BaseModel):
         default_factory=dict, description="Per baseline kind, the reference's caching-allocator retries during its "
         "timed batches (Diagnostics.baseline_host; CUDA): above 0, the baseline was timed short of device memory and "
         "reads slower than it runs with room, so the self-speedup reads too high.")
+    baseline_prepare: dict[str, float] = Field(
+        default_factory=dict, description="The compile baseline's preparation inside the graded pass "
+        "(Diagnostics.baseline_host): 'seconds' and 'compiles' (TorchDynamo frames compiled then; above 0 after the "
+        "warm-up compiled is a recompile on the suite's critical path).")
     device_steps: int | None = Field(
         None, description="eval.device_steps of the run that checked this task: graded parts on the device at once "
         "(1: their 'device' seconds add up to the suite's critical path; more: they overlap).")
@@ -107,6 +111,10 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
                    call_work_s={k: round(v, 4) for k, v in d.call_work_s.items()},
                    baseline_alloc_retries={k: int(v["alloc_retries"]) for k, v in d.baseline_host.items()
                                            if "alloc_retries" in v})
+    compiled = d.baseline_host.get("compile", {})
+    if "prepare_s" in compiled:
+        row.baseline_prepare = {"seconds": round(compiled["prepare_s"], 3),
+                                "compiles": int(compiled.get("prepare_compiles", 0))}
     if mem is not None:
         row.bytes_per_set = mem.bytes_per_set
         row.reference_sets = mem.reference_sets

@@ -40,6 +40,8 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         "baselines_short_of_memory": {r.task_id: dict(r.baseline_alloc_retries) for r in rows
                                       if any(r.baseline_alloc_retries.values())},
         "device_steps": sorted({r.device_steps for r in rows if r.device_steps is not None}),
+        # the compile baseline compiled again inside a graded pass (on the critical path) though the warm-up compiled
+        "recompiled_in_grade": [r.task_id for r in rows if r.baseline_prepare.get("compiles", 0) > 0],
         "seconds": round(sum(r.seconds for r in rows), 1),
         # where the suite's time goes (its whole run must fit two 10-minute device runs): per evaluator phase, and
         # the forward calls' part of it split into the runner's work and the round trip
@@ -113,6 +115,11 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
                   "candidate's speed-up) on these tasks reads too high. Retries per baseline kind:", ""]
         lines += [f"- `{k}`: " + ", ".join(f"{kind} {n}" for kind, n in v.items())
                   for k, v in s["baselines_short_of_memory"].items()] + [""]
+    if s.get("recompiled_in_grade"):
+        lines += ["## Compile baseline compiled again inside the graded pass", "", "TorchDynamo compiled frames "
+                  "when the graded pass prepared the compile baseline, after the warm-up had compiled it: seconds on "
+                  "the suite's critical path (each row's `baseline_prepare`).", ""]
+        lines += [f"- `{k}`" for k in s["recompiled_in_grade"]] + [""]
     if s["fresh_sets_charged"]:
         lines += ["## Charged their fresh-set calls", "", "The task's own `Model` ran slower on never-seen input sets "
                   "in two looks, and only those calls were its time (`fresh_inputs_slower`): it has no cache, so "

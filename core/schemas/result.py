@@ -234,7 +234,9 @@ class Diagnostics(BaseModel):
         "pass (3.3): 'calls', 'over_spin' (the host's enqueue outlasted the spin), 'retakes', 'max_enqueue_ms', and "
         "on CUDA the caching allocator's 'alloc_retries' (a cudaMalloc retried after freeing the process's cached "
         "blocks: too little free device memory, so the baseline paid for allocations inside its timed calls and "
-        "every speed-up against it reads too large) and 'ooms'.")
+        "every speed-up against it reads too large) and 'ooms'; for the kind the grade compiled before its batches, "
+        "'prepare_s' and 'prepare_compiles' (frames TorchDynamo compiled then: above 0 after a warm-up that "
+        "compiled is a recompile the grade paid for).")
     runner_spin: SpinCalibration | None = Field(None, description="How the runner sized its spin at its start.")
     runner_start_s: float | None = Field(
         None, description="Seconds the session's runner took from its spawn to ready (torch import, device "

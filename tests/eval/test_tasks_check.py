@@ -98,6 +98,12 @@ def test_the_report_names_baselines_timed_short_of_memory_and_what_device_steps_
     assert "## Baselines timed short of device memory" in text and "- `kb/16_ConvTranspose2d`: eager 97" in text
     assert "19_ReLU`:" not in text
     assert "eval.device_steps 2: graded parts overlapped" in text and "one at a time" not in text
+    rows[0].baseline_prepare = {"seconds": 1.75, "compiles": 2}
+    rows[1].baseline_prepare = {"seconds": 0.01, "compiles": 0}
+    write_report(tmp_path, rows, planned=2, backend="cuda", tasks_spec="kernelbench:KB")
+    text = (tmp_path / "report.md").read_text()
+    assert "## Compile baseline compiled again inside the graded pass" in text
+    assert "- `kb/16_ConvTranspose2d`" in text.split("compiled again")[1] and "19_ReLU`" not in text.split("compiled again")[1]
     old = CheckRow(task_id="x", status="correct", speedup_eager=1.0, stage_s={"device": 1.0})  # a row from before
     write_report(tmp_path, [old], planned=1, backend="cuda", tasks_spec="kernelbench:KB")
     assert "device_steps not recorded" in (tmp_path / "report.md").read_text()

@@ -175,5 +175,11 @@ def test_warm_compile_off_leaves_the_compile_to_the_first_grade(make_evaluator, 
         assert graded.status.value == "correct", graded.message
         assert graded.baselines is not None and graded.baselines.compile is not None
         assert graded.speedup_compile is not None and graded.speedup_compile > 0
-        # The grade compiled it (outside the timing lock): the reference process has it now.
+        # The grade compiled it (outside the timing lock): the reference process has it now, and says so.
         assert ev.warm_reference(tasks.relu).warm_baselines("default", True) is False
+        assert graded.diagnostics.baseline_host["compile"]["prepare_compiles"] >= 1
+        # A second grade finds it compiled: nothing compiled inside its graded pass.
+        again = ev.grade(tasks.relu, make_ws(honest_relu), kit)
+        assert again.status.value == "correct", again.message
+        assert again.diagnostics.baseline_host["compile"]["prepare_compiles"] == 0
+        assert again.diagnostics.baseline_host["compile"]["calls"] >= again.baselines.compile.samples
