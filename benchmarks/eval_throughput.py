@@ -176,8 +176,7 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
             pool.release(slot)
         b = result.baselines
         diag = result.diagnostics
-        ref = backend.evaluator().warm_reference(backend.task_for(task))
-        baseline_host = ref.baseline_host_stats() if ref is not None else None  # no GPU work: no lock
+        baseline_host = diag.baseline_host or None  # the grade's own baseline batches (interfaces 3.3)
         diagnostics = None
         if base_task(task_file.stem) in diagnose and result.status.value != "error":
             diagnostics = diagnose_eager(backend, task, diagnose_calls, diagnose_placements, diagnose_kind)
@@ -197,7 +196,8 @@ def run_ours(tasks: list[Path], backend_name: str, solutions: Path, scratch: Pat
             # The fresh-set calls (T12): their median, their neighbours', which samples the time is from, and the
             # first look where a gap made the grading pass look again.
             "fresh_sets": diag.fresh_sets.model_dump(exclude_none=True) if diag.fresh_sets else None,
-            # Per baseline kind: timed calls whose host enqueue outlasted the pre-roll spin (a busy host in the time).
+            # Per baseline kind: timed calls whose host enqueue outlasted the pre-roll spin (a busy host in the time),
+            # and on CUDA the allocator's retries (the baseline timed short of device memory).
             "baseline_host": baseline_host,
             # How the candidate's runner sized its pre-roll spin when it started (outside the device lock).
             "runner_spin": diag.runner_spin.model_dump() if diag.runner_spin else None,
