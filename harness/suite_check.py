@@ -95,6 +95,12 @@ class CheckRow(BaseModel):
         default_factory=dict, description="The compile baseline's preparation inside the graded pass "
         "(Diagnostics.baseline_host): 'seconds' and 'compiles' (TorchDynamo frames compiled then; above 0 after the "
         "warm-up compiled is a recompile on the suite's critical path).")
+    alone: dict[str, Any] | None = Field(
+        None, description="With --recheck-outliers, a task outside the band checked once more after the suite, "
+        "alone on the device (nothing else probing, warming or grading): 'speedup_eager', 'speedup_compile', the "
+        "medians ('candidate_ms', 'eager_ms', 'compile_ms'), 'baseline_alloc_retries', 'baseline_prepare', 'status' "
+        "and 'seconds'. Back in the band alone points at the concurrent run (memory, other work); still out "
+        "points at the task or the harness's data path.")
     device_steps: int | None = Field(
         None, description="eval.device_steps of the run that checked this task: graded parts on the device at once "
         "(1: their 'device' seconds add up to the suite's critical path; more: they overlap).")
@@ -167,11 +173,14 @@ class SuiteCheck:
 
     def __init__(self, config: EvalConfig, out_dir: Path, pm: PluginManager,
                  stop: threading.Event | None = None, retry: bool = False,
-                 shard: tuple[int, int] | None = None, report_only: bool = False) -> None:
+                 shard: tuple[int, int] | None = None, report_only: bool = False,
+                 recheck_outliers: bool = False, recheck_band: float = BAND) -> None:
         """``shard=(k, n)``: check only the plan's tasks at positions ``k, k+n, k+2n...`` (one of ``n`` machines or
         GPUs sharing the suite; the plan, and so the resume state, is the whole suite's, so the shards' rows
         joined in one folder resume and report as one run). ``report_only``: check nothing, write the report of
-        the rows the folder holds (no device needed)."""
+        the rows the folder holds (no device needed). ``recheck_outliers``: after the suite, every correct task
+        whose self-speedup is more than ``recheck_band`` from 1.0 and has no ``alone`` look yet is checked again by
+        itself (see :attr:`CheckRow.alone`); its row keeps the suite's figures and gains the alone ones."""
         if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
             from cuda_agent.errors import ConfigError
 
@@ -183,6 +192,8 @@ class SuiteCheck:
         self.retry = retry
         self.shard = shard
         self.report_only = report_only
+        self.recheck_outliers = recheck_outliers
+        self.recheck_band = recheck_band
         self._write_lock = threading.Lock()
         from cuda_agent.harness.evaluation.scheduling import StepGate
 
@@ -208,11 +219,20 @@ class SuiteCheck:
         log.info("tasks check planned", tasks=len(tasks), done=sum(1 for t in tasks if t.id in rows),
                  shard=f"{self.shard[0]}/{self.shard[1]}" if self.shard else None, report_only=self.report_only,
                  out=str(self.out_dir))
-        if todo and not self.stop.is_set():
+        def outliers() -> list[TaskManifest]:
+            return [t for t in tasks if t.id in rows and self._needs_alone_look(rows[t.id])]
+
+        if (todo or (self.recheck_outliers and not self.report_only and outliers())) and not self.stop.is_set():
             backend = self.pm.registry.build("backend", self.config.backend,
                                              self.config.plugins.get(self.config.backend), where="backend")
             try:
-                self._run_all(todo, backend, rows, total=len(tasks))
+                if todo:
+                    self._run_all(todo, backend, rows, total=len(tasks))
+                if self.recheck_outliers:
+                    for task in outliers():
+                        if self.stop.is_set():
+                            break
+                        self._recheck_alone(task, backend, rows)
             finally:
                 backend.close()
         from cuda_agent.harness.suite_report import write_report
@@ -258,10 +278,42 @@ class SuiteCheck:
         finally:
             ex.shutdown(wait=True, cancel_futures=True)
 
+    def _needs_alone_look(self, row: CheckRow) -> bool:
+        """A correct row outside the recheck band with no alone look yet."""
+        return (row.status == "correct" and row.alone is None
+                and not within_band(row.speedup_eager, self.recheck_band))
+
+    def _recheck_alone(self, task: TaskManifest, backend: Any, rows: dict[str, CheckRow]) -> None:
+        """Check ``task`` again with nothing else on the device (the pool has drained); the suite's row gains
+        the look (:attr:`CheckRow.alone`) and is written again (the last row of a task is its state)."""
+        log.info("tasks check: an outlier checked again alone", task=task.id,
+                 self_speedup=rows[task.id].speedup_eager)
+        look = self._check(task, backend)
+        medians = {k: median_or_none(v) for k, v in look.samples_ms.items()}
+        row = rows[task.id].model_copy()
+        row.alone = {"status": look.status, "speedup_eager": look.speedup_eager,
+                     "speedup_compile": look.speedup_compile,
+                     **{f"{k}_ms": (round(v, 4) if v is not None else None) for k, v in medians.items()},
+                     "baseline_alloc_retries": dict(look.baseline_alloc_retries),
+                     "baseline_prepare": dict(look.baseline_prepare), "seconds": look.seconds,
+                     "reason": look.reason[:500]}
+        self._write(row)
+        rows[task.id] = row
+
+    def _write(self, row: CheckRow) -> None:
+        with self._write_lock, (self.out_dir / ROWS).open("a") as fh:
+            fh.write(row.model_dump_json() + "\n")
+
     def check_one(self, task: TaskManifest, backend: Any) -> CheckRow | None:
         """Probe and self-check one task, write its row; None when stopped before it ran."""
         if self.stop.is_set():
             return None
+        row = self._check(task, backend)
+        self._write(row)
+        return row
+
+    def _check(self, task: TaskManifest, backend: Any) -> CheckRow:
+        """Probe and self-check one task: its row (not written)."""
         t0 = time.monotonic()
         stages: dict[str, float] = {}
         lap = t0
@@ -304,8 +356,6 @@ class SuiteCheck:
                 row = row_from_result(probed, result, time.monotonic() - t0)
         row.stage_s = {k: round(v, 3) for k, v in stages.items()}
         row.device_steps = self.config.eval.device_steps
-        with self._write_lock, (self.out_dir / ROWS).open("a") as fh:
-            fh.write(row.model_dump_json() + "\n")
         return row
 
 

@@ -34,6 +34,10 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         "band": BAND,
         "median_eager_over_compile": _r(statistics.median(ratio), 4) if ratio else None,
         "outside_band": [r.task_id for r in rows if r.status == "correct" and not within_band(r.speedup_eager)],
+        # outliers checked again alone (--recheck-outliers): the suite's self-speedup and the alone one
+        "outliers_alone": {r.task_id: {"suite": _r(r.speedup_eager, 4), "alone": _r(r.alone.get("speedup_eager"), 4),
+                                       "alone_status": r.alone.get("status")}
+                           for r in rows if r.alone is not None},
         "not_passing": {r.task_id: f"{r.status}: {r.reason[:300]}" for r in rows if r.status != "correct"},
         "ran_alone": [r.task_id for r in rows if r.exclusive_retry],
         "fresh_sets_charged": [r.task_id for r in rows if "fresh_inputs_slower" in r.flags],
@@ -108,6 +112,13 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
     if s["ran_alone"]:
         lines += ["## Ran alone after an out-of-memory error", "", f"{EXCLUSIVE_NOTE}: status `(alone)` below.", ""]
         lines += [f"- `{k}`" for k in s["ran_alone"]] + [""]
+    if s.get("outliers_alone"):
+        lines += ["## Outliers checked again alone", "", "Tasks outside the band in the suite, checked once more with "
+                  "nothing else on the device (`--recheck-outliers`): back in the band alone points at the concurrent "
+                  "run, still out at the task or the harness's data path. Self-speedup vs eager:", ""]
+        lines += [f"- `{k}`: suite {v['suite']}, alone {v['alone']}"
+                  + (f" ({v['alone_status']})" if v["alone_status"] != "correct" else "")
+                  for k, v in s["outliers_alone"].items()] + [""]
     if s.get("baselines_short_of_memory"):
         lines += ["## Baselines timed short of device memory", "", "The reference's caching allocator retried "
                   "cudaMalloc inside a baseline's timed batch (after freeing its cached blocks): the baseline paid for "

@@ -28,6 +28,9 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--retry-errors", action="store_true", help="On resume, check tasks that ended in error again.")
     c.add_argument("--shard", metavar="K/N", help="Check only every N-th task of the plan from position K (one of N "
                    "GPUs or machines); the shards' rows.jsonl joined in one folder resume and report as one run.")
+    c.add_argument("--recheck-outliers", action="store_true",
+                   help="After the suite, check every correct task whose self-speedup is outside +-5%% once more, "
+                        "alone on the device; its row keeps both looks ('alone'), and the report lists them.")
     c.add_argument("--report-only", action="store_true",
                    help="Check nothing: write report.json/md and the PNG from the rows the --out folder holds.")
     add_config_options(c)
@@ -60,7 +63,8 @@ def handle_check(args: argparse.Namespace) -> int:
         with StopSignal(message="interrupt: queued tasks cancelled; running ones finish; the same command resumes; "
                                 "Ctrl-C again to stop at once") as stop:
             report = SuiteCheck(config, args.out, make_plugin_manager(args, config), stop=stop,
-                                retry=args.retry_errors, shard=shard, report_only=args.report_only).run()
+                                retry=args.retry_errors, shard=shard, report_only=args.report_only,
+                                recheck_outliers=args.recheck_outliers).run()
     except CudaAgentError as exc:
         print(f"cuda-agent tasks check: {exc}", file=sys.stderr)
         return 2

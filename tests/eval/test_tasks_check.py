@@ -166,3 +166,33 @@ def test_graded_parts_may_overlap_as_eval_device_steps_do(tmp_path: Path) -> Non
     assert report["summary"]["by_status"] == {"correct": 3}
     assert all(row["stage_s"]["device"] > 0 for row in report["rows"])
 
+
+
+@pytest.mark.slow
+def test_outliers_are_checked_again_alone_after_the_suite_and_keep_both_looks(tmp_path: Path) -> None:
+    """``--recheck-outliers``: a correct task outside the band is checked once more by itself after the suite; its
+    row keeps the suite's figures and gains the alone ones, and a resume does not check it a third time. The band
+    is set below any self-speedup here (-1: every correct task is an outlier), so the test does not rest on
+    timing noise."""
+    from cuda_agent.config import load_config
+    from cuda_agent.harness.evaluation.config import EvalConfig
+    from cuda_agent.harness.suite_check import SuiteCheck, done_rows
+    from cuda_agent.plugin_manager import PluginManager
+
+    out = tmp_path / "check"
+    config = load_config(EvalConfig, [_config(tmp_path)], [
+        f"eval.tasks={json.dumps('folder:' + str(ROOT / 'examples' / 'tasks'))}", "backend=cpu", "eval.limit=2",
+        "eval.progress=false"])
+    report = SuiteCheck(config, out, PluginManager(), recheck_outliers=True, recheck_band=-1.0).run()
+    rows = done_rows(out)
+    assert len(rows) == 2 and len((out / "rows.jsonl").read_text().splitlines()) == 4  # each task, then its look
+    for row in rows.values():
+        assert row.status == "correct" and row.alone is not None
+        assert row.alone["status"] == "correct" and row.alone["speedup_eager"] > 0
+        assert row.alone["candidate_ms"] > 0 and row.alone["eager_ms"] > 0 and row.alone["seconds"] > 0
+        assert row.samples_ms["candidate"]  # the suite's own figures stay
+    assert set(report["summary"]["outliers_alone"]) == set(rows)
+    assert "## Outliers checked again alone" in (out / "report.md").read_text()
+    # A resume finds every outlier looked at: nothing runs again.
+    SuiteCheck(config, out, PluginManager(), recheck_outliers=True, recheck_band=-1.0).run()
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 4
