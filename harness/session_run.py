@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from cuda_agent.harness.evaluation.scheduling import released_step_places
 from cuda_agent.harness.memory_budget import SetPlan, TooLarge
 from cuda_agent.harness.messages import Violation
 from cuda_agent.harness.reference_sets import ReferenceError_
@@ -147,7 +148,8 @@ def _session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path, s
         return fold(evaluator, result, start, status=Status.too_large, message=str(exc))
     try:
         with contextlib.ExitStack() as stack:
-            with ctx.lock.outside():  # a wait for room in the budget must not keep a timed batch waiting
+            with ctx.lock.outside(), released_step_places():  # a wait for room in the budget keeps no timed batch
+                # waiting, nor another step off the device
                 stack.enter_context(evaluator.memory.session(task, plan, exclusive=attempt.exclusive))
             try:
                 folded = _run(evaluator, ctx, runners, result, start, phase, task, root, so_path, body, seeds,
@@ -229,7 +231,7 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
     try:
         # A process start (seconds: torch import, the model built; warm-ups start processes without the lock too)
         # and the wait for the previous session of this task: no timed batch waits for either.
-        with ctx.lock.outside():
+        with ctx.lock.outside(), released_step_places():
             ref = _reference_for_session(evaluator, task)
     except ReferenceError_ as exc:
         attempt.note_failure(exc)
@@ -238,7 +240,7 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
     proc = None
     try:
         t_acquire = time.perf_counter()
-        with ctx.lock.outside():  # waiting for a runner to finish starting: no timed batch waits for it
+        with ctx.lock.outside(), released_step_places():  # a runner starting: no timed batch or step waits for it
             proc = runners.acquire()
         limits = ctx.settings.limits
         runner = RunnerClient(proc, call_timeout_s=limits.call_timeout_s, load_timeout_s=limits.load_timeout_s,

@@ -69,7 +69,11 @@ class EpisodeUsage:
 
 
 class StepGate:
-    """At most ``places`` holders at once (``with gate:``); :meth:`locked` says whether every place is taken."""
+    """At most ``places`` holders at once (``with gate:``); :meth:`locked` says whether every place is taken.
+
+    A holder that has to wait for something other than the device (room in the memory budget, a process to start)
+    lets its place go for that wait with :func:`released_step_places`, so another step can use the device meanwhile;
+    a place is taken again after the wait (waiting for one like any newcomer)."""
 
     def __init__(self, places: int = 1) -> None:
         if places < 1:
@@ -78,22 +82,59 @@ class StepGate:
         self.held = 0
         self._cond = threading.Condition()
 
-    def __enter__(self) -> StepGate:
+    def _take(self) -> None:
         with self._cond:
             while self.held >= self.places:
                 self._cond.wait()
             self.held += 1
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def _give(self) -> None:
         with self._cond:
             self.held -= 1
             self._cond.notify()
+
+    def __enter__(self) -> StepGate:
+        self._take()
+        _held_gates().append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gates = _held_gates()
+        gates.reverse()
+        gates.remove(self)  # the innermost hold of this gate
+        gates.reverse()
+        self._give()
 
     def locked(self) -> bool:
         """Whether a new holder would wait now."""
         with self._cond:
             return self.held >= self.places
+
+
+_STEPS = threading.local()
+
+
+def _held_gates() -> list[StepGate]:
+    """The step gates this thread holds a place in, outermost first."""
+    gates: list[StepGate] | None = getattr(_STEPS, "gates", None)
+    if gates is None:
+        gates = _STEPS.gates = []
+    return gates
+
+
+@contextmanager
+def released_step_places() -> Iterator[None]:
+    """Let go of every step-gate place this thread holds for the block, then take them again (outermost first):
+    around a wait that needs no device (room in the memory budget, a runner or reference process starting), so a
+    step that waits does not keep another step off the device. Nothing where the thread holds no place."""
+    held = list(_held_gates())
+    for gate in reversed(held):
+        gate._give()
+    try:
+        yield
+    finally:
+        for gate in held:
+            gate._take()
 
 
 @dataclass
