@@ -191,7 +191,7 @@ class Evaluator:
             self.device, threads=self.settings.sandbox.cpu_threads, timer=self.protocol.timer,
             clone_inputs=self.protocol.baseline_clone_inputs, net_overhead=self.protocol.net_overhead and self.kind == "cuda",
             compile_threads=self.experiments.reference_compile_threads,
-            preimport_compile=self._warm_compile(), cpus=self._cpus)
+            preimport_compile=self._warm_compile(), cpus=self._cpus, timing_lock=self.lock)
 
     def _warm_compile(self) -> bool:
         """Whether a reference process compiles the torch.compile baseline at its warm-up (``timing.warm_compile``)."""

@@ -15,6 +15,7 @@ parent is gone.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -55,11 +56,15 @@ class ReferenceServer:
         self.module = load_task_module(req.code)
         self.init_inputs = jsonable(list(self.module.get_init_inputs()))
         torch.manual_seed(req.init_seed)
-        with torch.device(self.device):
-            model = self.module.Model(*self.init_inputs)
+        from cuda_agent.harness.device_lock import TimingLock
         from cuda_agent.harness.model_mode import set_task_mode
 
-        self.model = set_task_mode(model, torch, self.device)
+        with TimingLock.at(req.lock_path).shared() if req.lock_path else contextlib.nullcontext():
+            with torch.device(self.device):
+                model = self.module.Model(*self.init_inputs)
+            self.model = set_task_mode(model, torch, self.device)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)  # the parameters' initialisation done inside the hold
         self.sets = HeldSets(torch, self.module.get_inputs, self.model, self.device)
         self.baselines = Baselines(torch, self.model, self.device, self.sets, self.module.get_inputs, req.timer,
                                    req.clone_inputs, req.net_overhead)

@@ -34,13 +34,17 @@ class ReferenceClient:
 
     def __init__(self, device: str, *, threads: int | None = None, timer: m.TimerSpec | None = None,
                  clone_inputs: bool = False, net_overhead: bool = False, compile_threads: int | None = None,
-                 preimport_compile: bool = False, cpus: frozenset[int] | None = None) -> None:
+                 preimport_compile: bool = False, cpus: frozenset[int] | None = None,
+                 timing_lock: Any = None) -> None:
         """:param device: 'cpu' or 'cuda:N'. :param threads: intra-op/OpenMP threads (the candidate's count).
         :param timer: the timing protocol's per-process part (the candidate's). :param clone_inputs: baselines on a
         clone per call. :param net_overhead: baselines net of the protocol's cost. :param compile_threads: inductor
         compile workers. :param preimport_compile: import torch.compile's machinery before the task arrives.
-        :param cpus: the cores the child starts on."""
+        :param cpus: the cores the child starts on. :param timing_lock: the device's
+        :class:`~cuda_agent.harness.device_lock.TimingLock`: the child holds it shared while it builds the task's
+        model on the device (:meth:`start`), so that never runs beside a timed batch."""
         self.device = device
+        self.timing_lock = timing_lock
         self.threads_wanted = threads
         self.timer = timer or m.TimerSpec()
         self.clone_inputs = clone_inputs
@@ -135,9 +139,12 @@ class ReferenceClient:
         """Give the child its task and wait until it has built the model."""
         if self.started:
             raise ReferenceError_("this reference process already has a task")
+        lock = self.timing_lock  # not where this thread holds it: that hold covers the build (and the child would
+        # wait on a turnstile an exclusive waiter holds behind it)
+        lock_path = str(lock.path) if lock is not None and not lock.held() else None
         reply = self.request(m.Start(code=code, device=self.device, init_seed=init_seed, threads=self.threads_wanted,
                                      timer=self.timer, clone_inputs=self.clone_inputs,
-                                     net_overhead=self.net_overhead), timeout_s)
+                                     net_overhead=self.net_overhead, lock_path=lock_path), timeout_s)
         self.init_inputs = reply.init_inputs
         self.backend_flags = dict(reply.backend_flags)
 

@@ -38,6 +38,9 @@ class Start(Request):
     timer: TimerSpec = Field(default_factory=TimerSpec)
     clone_inputs: bool = False
     net_overhead: bool = False
+    #: The device's timing lock file, held shared while the model is built on the device (its parameters'
+    #: initialisation runs kernels); None where the caller holds that lock already or has none.
+    lock_path: str | None = None
 
 
 class MadeSet(Reply):

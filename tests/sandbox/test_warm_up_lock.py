@@ -109,3 +109,30 @@ def test_a_warm_up_waits_for_a_timed_batch_on_its_device(make_evaluator, tasks, 
             assert worker.is_alive() and not done, "the warm-up ran beside a timed batch"
         worker.join(timeout=120)
         assert done == [True]
+
+
+def test_a_reference_process_builds_its_model_only_when_no_timed_batch_runs(tmp_path: Path) -> None:
+    """The model's construction on the device (its parameters' initialisation runs kernels) holds the lock shared
+    in the reference process: a start asked for during a timed batch finishes only after it."""
+    from cuda_agent.harness.reference_client import ReferenceClient
+
+    lock = TimingLock("cpu0", lock_dir=tmp_path)
+    alone = ReferenceClient("cpu", timing_lock=lock)
+    try:
+        t0 = time.monotonic()
+        alone.start(TASK)  # the child imports torch, then builds the model
+        alone_s = time.monotonic() - t0
+    finally:
+        alone.close()
+    ref = ReferenceClient("cpu", timing_lock=lock)
+    try:
+        done: list[bool] = []
+        worker = threading.Thread(target=lambda: (ref.start(TASK), done.append(True)))
+        with lock:  # a timed batch on this device
+            worker.start()
+            worker.join(timeout=max(3 * alone_s, 20.0))
+            assert worker.is_alive() and not done, "the model was built beside a timed batch"
+        worker.join(timeout=120)
+        assert done == [True] and ref.init_inputs == []
+    finally:
+        ref.close()
