@@ -22,6 +22,7 @@ do (each holds the lock through its own open file, and ``flock`` locks belong to
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import tempfile
@@ -93,6 +94,12 @@ class TimingLock:
         """Whether this thread holds the lock in either mode now."""
         mine = self._state()
         return mine.exclusive > 0 or mine.shared > 0
+
+    def path_for_child(self) -> str | None:
+        """The lock file a child process this thread waits on may hold shared around its own device work; None
+        where this thread holds the lock already: that hold covers the child's work, and the child would wait on a
+        turnstile that an exclusive waiter holds behind this thread's hold."""
+        return None if self.held() else str(self.path)
 
     # exclusive --------------------------------------------------------------------------------------
     def __enter__(self) -> TimingLock:
@@ -186,6 +193,12 @@ class SharedHold:
 
     def __exit__(self, *exc: object) -> None:
         self.lock.exit_shared()
+
+
+def shared_at(path: str | None) -> contextlib.AbstractContextManager[object]:
+    """The shared mode of the lock whose file is ``path`` (a parent's :meth:`TimingLock.path_for_child`), or
+    nothing for None."""
+    return TimingLock.at(path).shared() if path else contextlib.nullcontext()
 
 
 def device_timing_lock(kind: str, device_index: int = 0, lock_dir: Path | None = None) -> TimingLock:

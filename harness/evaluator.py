@@ -237,10 +237,9 @@ class Evaluator:
                 if ref.warmed:
                     return False
                 try:
-                    # The process holds the timing lock around its device work itself (not while it compiles); where
-                    # this thread holds the lock already, that hold covers the warm-up.
-                    lock_path = None if self.lock.held() else str(self.lock.path)
-                    ref.warm_baselines(self.settings.timing.compile_mode, self._warm_compile(), lock_path)
+                    # The process holds the timing lock around its device work itself (not while it compiles).
+                    ref.warm_baselines(self.settings.timing.compile_mode, self._warm_compile(),
+                                       self.lock.path_for_child())
                 except ReferenceError_:
                     self.references.retire(task, ref)  # a process that failed a request is never used again
                     raise

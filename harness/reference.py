@@ -15,7 +15,6 @@ parent is gone.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
@@ -56,10 +55,10 @@ class ReferenceServer:
         self.module = load_task_module(req.code)
         self.init_inputs = jsonable(list(self.module.get_init_inputs()))
         torch.manual_seed(req.init_seed)
-        from cuda_agent.harness.device_lock import TimingLock
+        from cuda_agent.harness.device_lock import shared_at
         from cuda_agent.harness.model_mode import set_task_mode
 
-        with TimingLock.at(req.lock_path).shared() if req.lock_path else contextlib.nullcontext():
+        with shared_at(req.lock_path):
             with torch.device(self.device):
                 model = self.module.Model(*self.init_inputs)
             self.model = set_task_mode(model, torch, self.device)

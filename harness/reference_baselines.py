@@ -10,10 +10,10 @@ them is timed on clones; a set it wrote to anyway is made again from its seed).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
-from cuda_agent.harness.device_lock import TimingLock
+from cuda_agent.harness.device_lock import TimingLock, shared_at
 
 from cuda_agent.harness.messages import TimerSpec
 from cuda_agent.harness.reference_sets import HeldSets, generate_inputs
@@ -86,7 +86,7 @@ class Baselines:
         holds it in the shared mode around its device work, so that it never runs beside another task's timed
         batch, and lets go of it while ``torch.compile`` compiles (CPU work that may take minutes)."""
         hold = TimingLock.at(lock_path) if lock_path else None
-        with hold.shared() if hold is not None else nullcontext():
+        with shared_at(lock_path):
             inputs = generate_inputs(self.torch, self.get_inputs, WARM_SEED, self.device)
             self._untimed(("eager",), compile_mode, inputs)
             if not with_compile:
@@ -184,12 +184,6 @@ def released_while_compiling(torch: Any, hold: TimingLock | None) -> Iterator[No
     if hold is None:
         yield
         return
-    try:
-        from torch._dynamo.callback import callback_handler
-    except ImportError:
-        with hold.outside():
-            yield
-        return
     released: list[Any] = []  # the open ``hold.outside()`` while a compile runs
 
     def on_start(_args: Any) -> None:
@@ -202,15 +196,16 @@ def released_while_compiling(torch: Any, hold: TimingLock | None) -> Iterator[No
         if released:
             released.pop().__exit__(None, None, None)
 
-    callback_handler.register_start_callback(on_start)
-    callback_handler.register_end_callback(on_end)
-    try:
-        yield
-    finally:
-        callback_handler.remove_start_callback(on_start)
-        callback_handler.remove_end_callback(on_end)
-        if released:  # a compile that ended without its end callback: hold what the caller will let go of
-            released.pop().__exit__(None, None, None)
+    with compile_callbacks(on_start, on_end) as installed:
+        if not installed:
+            with hold.outside():
+                yield
+            return
+        try:
+            yield
+        finally:
+            if released:  # a compile that ended without its end callback: hold what the caller will let go of
+                released.pop().__exit__(None, None, None)
 
 
 @contextmanager
@@ -218,17 +213,29 @@ def counted_compiles(torch: Any) -> Iterator[list[int]]:
     """Count the frames TorchDynamo starts compiling inside the block (``[n]``, read after it); stays ``[0]``
     where this torch has no compile callbacks."""
     count = [0]
-    try:
-        from torch._dynamo.callback import callback_handler
-    except ImportError:
-        yield count
-        return
 
     def on_start(_args: Any) -> None:
         count[0] += 1
 
-    callback_handler.register_start_callback(on_start)
-    try:
+    with compile_callbacks(on_start):
         yield count
+
+
+@contextmanager
+def compile_callbacks(on_start: Any, on_end: Any = None) -> Iterator[bool]:
+    """TorchDynamo's compile-start (and end) callbacks registered for the block; yields False, registering
+    nothing, where this torch has none."""
+    try:
+        from torch._dynamo.callback import callback_handler
+    except ImportError:
+        yield False
+        return
+    callback_handler.register_start_callback(on_start)
+    if on_end is not None:
+        callback_handler.register_end_callback(on_end)
+    try:
+        yield True
     finally:
         callback_handler.remove_start_callback(on_start)
+        if on_end is not None:
+            callback_handler.remove_end_callback(on_end)

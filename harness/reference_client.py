@@ -139,9 +139,7 @@ class ReferenceClient:
         """Give the child its task and wait until it has built the model."""
         if self.started:
             raise ReferenceError_("this reference process already has a task")
-        lock = self.timing_lock  # not where this thread holds it: that hold covers the build (and the child would
-        # wait on a turnstile an exclusive waiter holds behind it)
-        lock_path = str(lock.path) if lock is not None and not lock.held() else None
+        lock_path = self.timing_lock.path_for_child() if self.timing_lock is not None else None
         reply = self.request(m.Start(code=code, device=self.device, init_seed=init_seed, threads=self.threads_wanted,
                                      timer=self.timer, clone_inputs=self.clone_inputs,
                                      net_overhead=self.net_overhead, lock_path=lock_path), timeout_s)

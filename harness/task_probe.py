@@ -203,7 +203,7 @@ def device_hold_request(lock: Any, timeout_s: float) -> dict[str, Any]:
     turnstile that an exclusive waiter holds behind it.
 
     On the CPU backend probes take no hold: builds and other CPU work run beside its timed batches anyway."""
-    if lock.held():
+    if lock.path_for_child() is None:
         return {}
     for path in (lock.path, lock.turnstile):  # the sandbox binds them: they must exist
         os.close(os.open(path, os.O_CREAT | os.O_RDONLY, 0o666))
