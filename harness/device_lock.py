@@ -44,6 +44,12 @@ class _Held:
 _THREAD = threading.local()
 
 
+def holds_any() -> bool:
+    """Whether this thread holds any timing lock (any device's file, either mode) now."""
+    held: dict[str, _Held] = _THREAD.__dict__.get("held", {})
+    return any(h.shared > 0 or h.exclusive > 0 for h in held.values())
+
+
 class TimingLock:
     """A device's lock: exclusive for timed batches (``with lock``), shared for untimed device work
     (``with lock.shared()``); see the module docstring."""

@@ -126,8 +126,13 @@ def _held_gates() -> list[StepGate]:
 def released_step_places() -> Iterator[None]:
     """Let go of every step-gate place this thread holds for the block, then take them again (outermost first):
     around a wait that needs no device (room in the memory budget, a runner or reference process starting), so a
-    step that waits does not keep another step off the device. Nothing where the thread holds no place."""
-    held = list(_held_gates())
+    step that waits does not keep another step off the device. Nothing where the thread holds no place, and
+    nothing where it still holds a timing lock (e.g. a machine-wide lock of another device key than the one it let
+    go): a step holding the place while it waits for the exclusive mode would then wait on this thread's shared
+    hold while this thread waits for the place (a deadlock seen in CI with two CPU slots)."""
+    from cuda_agent.harness.device_lock import holds_any
+
+    held = [] if holds_any() else list(_held_gates())
     for gate in reversed(held):
         gate._give()
     try:

@@ -81,3 +81,18 @@ def test_without_a_place_nothing_is_released_and_nested_holds_come_back() -> Non
             assert outer.held == 0 and inner.held == 0
         assert outer.held == 1 and inner.held == 1
     assert outer.held == 0 and inner.held == 0
+
+
+def test_a_thread_still_holding_a_timing_lock_keeps_its_place(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Giving the place back while a timing lock is still held would let a step that holds the place wait for the
+    exclusive mode on this thread's shared hold, while this thread waits for the place: a deadlock."""
+    from cuda_agent.harness.device_lock import TimingLock
+
+    gate = StepGate(1)
+    lock = TimingLock("cpu0", lock_dir=tmp_path)
+    with gate, lock.shared():
+        with released_step_places():
+            assert gate.held == 1
+    with gate:
+        with released_step_places():
+            assert gate.held == 0
