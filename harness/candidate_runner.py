@@ -241,7 +241,10 @@ class _Runner:
             kernels.extend(getattr(seen, "kernels", []))
             return result
 
-        out, ms, host_ms = self.timer.time_call(forward, flush=req.flush, warm=args)
+        # Under no_grad, as the baselines and KernelBench's own timing run: recording autograd's graph would be host
+        # work (and memory) the baselines do not pay.
+        with torch.no_grad():
+            out, ms, host_ms = self.timer.time_call(forward, flush=req.flush, warm=args)
         t3 = clock()
         violations: list[Any] = []
         if audit and not self.torch_compute_allowed:  # the suite self-check runs the task's own Model
@@ -309,10 +312,11 @@ class _Runner:
         model = self.model
         reply = m.KernelTimes(violations=violations)
         before = set(_native_thread_ids())
-        if req.breakdown:
-            reply.per_kernel = kernel_breakdown(lambda: model(*args), self.device)
-        if req.profiler_sum:
-            reply.profiler_sum_ms = profiler_sum_ms(lambda: model(*args), self.device)
+        with self.torch.no_grad():
+            if req.breakdown:
+                reply.per_kernel = kernel_breakdown(lambda: model(*args), self.device)
+            if req.profiler_sum:
+                reply.profiler_sum_ms = profiler_sum_ms(lambda: model(*args), self.device)
         self.runtime._HARNESS_THREADS.update(set(_native_thread_ids()) - before)
         return reply
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import ctypes
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,16 @@ def next_spin_us(spin_us: float, enqueue_ms: float, max_us: float) -> float:
     return min(max_us, max(2.0 * spin_us, 1.5 * enqueue_ms * 1e3))
 
 
+def adaptive_spin_us(base_us: float, recent_enqueue_ms: Iterable[float], max_us: float) -> float:
+    """The spin of a candidate's next call: 1.5 times the longest host enqueue of its recent calls, at least the
+    protocol's ``base_us`` and at most ``max_us``. A baseline's call whose host side outlasts its spin is retaken
+    behind a longer spin (:func:`next_spin_us`); a candidate's never is (it would run again on the same data), so
+    its spin follows its own host path from call to call instead, and both are timed as device work. A call whose
+    host side outlasts even this spin keeps that host time in its time (it can only lower the candidate's speedup)."""
+    longest = max(recent_enqueue_ms, default=0.0)
+    return min(max_us, max(base_us, 1.5 * longest * 1e3))
+
+
 def empty_host_stats() -> dict[str, float]:
     """:attr:`DeviceTimer.host_stats` with nothing counted yet."""
     return {"calls": 0, "over_spin": 0, "retakes": 0, "max_enqueue_ms": 0.0}
@@ -140,11 +151,16 @@ class DeviceTimer:
         this many times, with a longer spin (:func:`next_spin_us`); never for a candidate's call.
     :param preroll_max_us: the longest spin a retake uses.
     :param flush_multiple: the flush buffer's size in L2 multiples when ``flush_bytes`` is not given.
+    :param spin_window: CUDA, with a spin, no retakes (a candidate's runner): each call's spin follows the host
+        enqueue of this timer's last ``spin_window`` calls (:func:`adaptive_spin_us`), so that a host path longer
+        than the fixed spin is covered from the next call on, as a baseline's is by its retakes; 0 keeps the spin
+        fixed (a launch-bound model's host time then stays in its time).
     """
 
     def __init__(self, device: str, flush_bytes: int | None = None, preroll_us: float = 0.0,
                  flush_mode: str = "write", warm_pages: bool = False, preroll_retakes: int = 0,
-                 preroll_max_us: float = DEFAULT_PREROLL_MAX_US, flush_multiple: float = DEFAULT_FLUSH_MULTIPLE) -> None:
+                 preroll_max_us: float = DEFAULT_PREROLL_MAX_US, flush_multiple: float = DEFAULT_FLUSH_MULTIPLE,
+                 spin_window: int = 0) -> None:
         import torch
 
         self.device = torch.device(device)
@@ -169,6 +185,9 @@ class DeviceTimer:
             self._rt = None
         self.preroll_retakes = int(preroll_retakes)  # used with a spin only (without one, launch overhead is timed)
         self.preroll_max_us = max(float(preroll_max_us), self.preroll_us)
+        self.spin_window = int(spin_window) if self.preroll_retakes == 0 else 0
+        #: Host enqueue ms of the last :attr:`spin_window` timed calls (the adaptive spin's input).
+        self.recent_enqueue_ms: deque[float] = deque(maxlen=max(1, self.spin_window))
         #: CUDA with a spin: the events-timed ms of the spin calibration's probes (:meth:`spin_calibration`).
         self.spin_probes_ms: list[float] = []
         self._cycles_per_us, self._preroll_cycles = 0.0, 0
@@ -194,10 +213,11 @@ class DeviceTimer:
     @classmethod
     def from_spec(cls, device: str, spec: Any, *, retakes: bool = True) -> DeviceTimer:
         """A timer following ``spec`` (:class:`~cuda_agent.harness.messages.TimerSpec`, the protocol's per-process
-        part); ``retakes=False`` for a candidate's runner, whose calls are never taken twice."""
+        part); ``retakes=False`` for a candidate's runner, whose calls are never taken twice: its spin adapts to its
+        recent host enqueue instead (``spec.candidate_spin_window``)."""
         return cls(device, preroll_us=spec.preroll_us, warm_pages=spec.warm_input_pages,
                    preroll_retakes=spec.preroll_retakes if retakes else 0, preroll_max_us=spec.preroll_max_us,
-                   flush_multiple=spec.l2_flush_multiple)
+                   flush_multiple=spec.l2_flush_multiple, spin_window=0 if retakes else spec.candidate_spin_window)
 
     def _calibrate_spin(self) -> float:
         """GPU clock cycles of ``torch.cuda._sleep`` per microsecond (calibrated once, at the highest clock seen)."""
@@ -273,7 +293,9 @@ class DeviceTimer:
         return {"attributes": sorted(vars(self)), "flush_buf": [id(buf), buf.data_ptr(), buf.numel()],
                 "preroll_cycles": self._preroll_cycles, "preroll_us": self.preroll_us, "flush_mode": self.flush_mode,
                 "warm_pages": self.warm_pages, "is_cuda": self.is_cuda, "cycles_per_us": self._cycles_per_us,
-                "preroll_retakes": self.preroll_retakes, "preroll_max_us": self.preroll_max_us}
+                "preroll_retakes": self.preroll_retakes, "preroll_max_us": self.preroll_max_us,
+                "spin_window": self.spin_window,
+                "recent_enqueue": [id(self.recent_enqueue_ms), self.recent_enqueue_ms.maxlen]}
 
     def _note_enqueue(self, ms: float, spin_us: float, retakes: int = 0) -> None:
         """Count one timed call whose (last) take's host side took ``ms`` against a spin of ``spin_us`` (CUDA: spin
@@ -313,6 +335,9 @@ class DeviceTimer:
             self._note_enqueue(host_ms, 0.0)
             return out, host_ms, host_ms
         spin_us, cycles = self.preroll_us, self._preroll_cycles
+        if self.spin_window and cycles:
+            spin_us = adaptive_spin_us(self.preroll_us, self.recent_enqueue_ms, self.preroll_max_us)
+            cycles = self._cycles_for(spin_us)
         for take in range(self.preroll_retakes + 1):
             out, ms, host_ms, enqueue_ms = self._take(fn, flush, warm, cycles)
             if (take == self.preroll_retakes or not cycles or enqueue_ms <= spin_us / 1e3
@@ -321,6 +346,7 @@ class DeviceTimer:
             spin_us = next_spin_us(spin_us, enqueue_ms, self.preroll_max_us)
             cycles = self._cycles_for(spin_us)
         self._note_enqueue(enqueue_ms, spin_us, take)
+        self.recent_enqueue_ms.append(enqueue_ms)
         return out, ms, host_ms
 
     def _take(self, fn: Callable[[], Any], flush: bool, warm: Sequence[Any], cycles: int) -> tuple[Any, float, float, float]:

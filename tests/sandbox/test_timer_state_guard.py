@@ -58,6 +58,12 @@ def test_state_changes_are_named() -> None:
     before = timer.state()
     timer.preroll_retakes = 5
     assert timer_state_changes(before, timer.state()) == ["`preroll_retakes` 2 -> 5"]
+    runner = DeviceTimer("cpu", spin_window=4)  # a candidate runner's timer: its spin follows its host enqueue
+    before = runner.state()
+    runner.time_call(lambda: None)  # the enqueue it records is a measurement, not protocol
+    assert timer_state_changes(before, runner.state()) == []
+    runner.spin_window = 0
+    assert timer_state_changes(before, runner.state()) == ["`spin_window` 4 -> 0"]
 
 
 @pytest.mark.parametrize("what", sorted(PATCHES))

@@ -188,6 +188,24 @@ def test_the_retake_rule_doubles_the_spin_or_covers_the_enqueue_up_to_the_cap() 
     assert next_spin_us(4000.0, 0.1, 5000.0) == 5000.0
 
 
+def test_a_candidates_spin_follows_its_recent_host_enqueue_between_the_protocols_bounds() -> None:
+    from cuda_agent.harness.timing import adaptive_spin_us
+
+    assert adaptive_spin_us(200.0, [], 5000.0) == 200.0  # nothing seen yet: the protocol's spin
+    assert adaptive_spin_us(200.0, [0.05, 0.1], 5000.0) == 200.0  # a host path inside the spin keeps it
+    assert adaptive_spin_us(200.0, [0.3, 1.2, 0.4], 5000.0) == pytest.approx(1800.0)  # the longest, with a margin
+    assert adaptive_spin_us(200.0, [40.0], 5000.0) == 5000.0  # never past the cap a baseline's retakes have
+    spec = TimerSpec(preroll_us=200.0, preroll_retakes=2)
+    assert spec.candidate_spin_window == 4
+    runner, reference = DeviceTimer.from_spec("cpu", spec, retakes=False), DeviceTimer.from_spec("cpu", spec)
+    assert (runner.spin_window, reference.spin_window) == (4, 0)  # baselines have retakes instead
+    assert DeviceTimer.from_spec("cpu", TimerSpec(candidate_spin_window=0), retakes=False).spin_window == 0
+    runner.time_call(lambda: None)
+    assert not runner.recent_enqueue_ms and runner.recent_enqueue_ms.maxlen == 4  # CPU: no spin to size
+    protocol = resolve_protocol("standard", "cuda", {"timer": {"candidate_spin_window": 0}})
+    assert protocol.timer.candidate_spin_window == 0 and protocol.timer.preroll_retakes == 2
+
+
 def test_retakes_reach_the_reference_process_not_the_runner_and_key_the_baseline() -> None:
     cuda = resolve_protocol("standard", "cuda").timer
     assert (cuda.preroll_us, cuda.preroll_retakes, cuda.preroll_max_us) == (200.0, 2, 5000.0)
