@@ -199,6 +199,7 @@ class Evaluator:
 
     def _hold_process(self, task: TaskManifest, ref: ReferenceClient) -> None:
         """A reference process of ``task`` holds its context and parameters in the budget until it closes."""
+        ref.hold_bytes = self.memory.process_bytes(task)
         ref.on_close = self.memory.hold_process(task)
 
     def self_check(self, task: TaskManifest) -> CandidateResult:
@@ -243,7 +244,7 @@ class Evaluator:
                 except ReferenceError_:
                     self.references.retire(task, ref)  # a process that failed a request is never used again
                     raise
-                ref.warmed = True
+                self.references.mark_warmed(ref)  # idle until its session: closed last under memory pressure
                 return True
             finally:
                 self.references.release(ref)

@@ -9,6 +9,7 @@ them is timed on clones; a set it wrote to anyway is made again from its seed).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -64,18 +65,27 @@ class Baselines:
 
     def prepare(self, which: str, k: int, compile_mode: str) -> bool:
         """One untimed call on set ``k`` so that ``torch.compile`` compiles now, outside any timing lock. Its cost
-        goes into :attr:`host_stats` (``prepare_s``, and ``prepare_compiles``: frames TorchDynamo compiled in it;
-        after a warm-up that compiled, anything above 0 is a recompile the grade pays for)."""
+        goes into :attr:`host_stats`: ``prepare_s``; ``prepare_compiles``, frames TorchDynamo compiled in it;
+        ``prepare_cold``, 1 when this process had compiled nothing before (no warm-up ran here: a process started
+        after its task's warm-up, e.g. one closed under memory pressure and started again); ``prepare_guard_failures``,
+        the guard failures behind a recompile (a compile after this process's warm-up compiled), each also written
+        to stderr with the guard that failed."""
         import time
 
         from cuda_agent.harness.timing import empty_host_stats
 
         t0 = time.perf_counter()
-        with counted_compiles(self.torch) as compiles:
+        with counted_compiles(self.torch) as compiles, guard_failures_during() as reasons:
             first = self._untimed((which,), compile_mode, self.sets[k].inputs)
         stats = self.host_stats.setdefault(which, empty_host_stats())
         stats["prepare_s"] = stats.get("prepare_s", 0.0) + time.perf_counter() - t0
         stats["prepare_compiles"] = stats.get("prepare_compiles", 0) + compiles[0]
+        if first:
+            stats["prepare_cold"] = stats.get("prepare_cold", 0) + 1
+        elif compiles[0]:
+            stats["prepare_guard_failures"] = stats.get("prepare_guard_failures", 0) + len(reasons)
+            print(f"reference: the {which} baseline compiled again on set {k}; guard failures: "
+                  + ("; ".join(reasons) or "none recorded")[:4000], file=sys.stderr, flush=True)
         return first
 
     def warm(self, compile_mode: str, with_compile: bool, lock_path: str | None = None) -> bool:
@@ -219,6 +229,22 @@ def counted_compiles(torch: Any) -> Iterator[list[int]]:
 
     with compile_callbacks(on_start):
         yield count
+
+
+@contextmanager
+def guard_failures_during() -> Iterator[list[str]]:
+    """The reasons TorchDynamo recorded for guards that failed inside the block (the guard and why: a recompile's
+    cause), read after it; stays empty where TorchDynamo was never imported or keeps no such record."""
+    reasons: list[str] = []
+    failures = getattr(sys.modules.get("torch._dynamo.utils"), "guard_failures", None)
+    before = {code: len(v) for code, v in failures.items()} if failures is not None else {}
+    try:
+        yield reasons
+    finally:
+        failures = getattr(sys.modules.get("torch._dynamo.utils"), "guard_failures", None)
+        for code, found in list((failures or {}).items()):
+            name = getattr(code, "co_name", str(code))
+            reasons.extend(f"{name}: {r}" for r in list(found)[before.get(code, 0):])
 
 
 @contextmanager

@@ -51,6 +51,11 @@ class ReferenceClient:
         self.net_overhead = net_overhead
         #: The baselines were warmed (:meth:`warm_baselines`) in this process.
         self.warmed = False
+        #: When (monotonic) it was warmed for a session that has not acquired it yet; None otherwise (the pool's
+        #: ``mark_warmed`` and ``acquire``): under memory pressure such a process closes after the others.
+        self.awaiting_session: float | None = None
+        #: Bytes of its standing hold in the memory budget (set when it gets its task; None = unknown).
+        self.hold_bytes: int | None = None
         #: Sessions using this process now (the pool never closes one in use to make room).
         self.users = 0
         #: Taken out of service (device memory stayed pinned): closed when its last session ends.

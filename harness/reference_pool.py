@@ -2,17 +2,26 @@
 
 A reference process imports torch, builds its task's model on the device and keeps it (and its compiled
 baseline) warm across sessions. The pool hands out the process of a task (:meth:`ReferencePool.acquire`), counts
-its users, closes the least recently used unused ones beyond ``warm_limit``, keeps ``spares`` processes started
-ahead of time (torch imported, no task yet), and retires a process whose device memory stayed pinned (it closes
-when its last session releases it). A process starts outside the pool-wide lock (one start per task at a time), so
-a task whose process is warm never waits for another task's process to import torch.
+its users, closes unused ones beyond ``warm_limit`` (least recently used first, those warmed for a session still to
+come last), keeps ``spares`` processes started ahead of time (torch imported, no task yet), and retires a process
+whose device memory stayed pinned (it closes when its last session releases it). A process starts outside the
+pool-wide lock (one start per task at a time), so a task whose process is warm never waits for another task's
+process to import torch.
+
+Under memory pressure (:meth:`ReferencePool.close_idle`) it closes only as many idle processes as the missing bytes
+need: those a session already used first, then those warmed for a session still to come, and never the process of
+the task whose reservation asks (:meth:`ReferencePool.sparing`). A process is idle between its warm-up and its
+session; closing it there made that session start a new process whose ``prepare`` compiled the model afresh (a
+second or more of the device stage, nearly every task of a suite check at concurrency 8 on an H100).
 """
 
 from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from cuda_agent.harness.reference_client import ReferenceClient, close_all
 from cuda_agent.schemas.task import TaskManifest
@@ -36,6 +45,7 @@ class ReferencePool:
         self._lock = threading.Lock()
         self._spares: collections.deque[ReferenceClient] = collections.deque()
         self._start_locks: dict[str, threading.Lock] = {}  # one start per task at a time
+        self._spared = threading.local()  # per thread: task code hashes :meth:`close_idle` leaves alone
 
     # ------------------------------------------------------------------ views
     def warm(self, task: TaskManifest) -> ReferenceClient | None:
@@ -73,6 +83,7 @@ class ReferencePool:
                 ref = self._refs.pop(key, None)
                 if ref is not None and ref.alive:
                     ref.users += 1
+                    ref.awaiting_session = None  # a warmed process acquired again: its session (or another) came
                     self._refs[key] = ref  # most recent last
                     victims = self._evictions()
                     dead = None
@@ -106,14 +117,45 @@ class ReferencePool:
                 self._refs.pop(task.code_hash)
             ref.retired = True
 
-    def close_idle(self, missing: int = 0) -> int:
-        """Close warm processes no session uses, least recently used first (memory pressure: ``missing`` bytes are
-        wanted; every idle one goes, since the pool does not know their sizes). Returns how many were closed."""
+    def mark_warmed(self, ref: ReferenceClient) -> None:
+        """``ref``'s baselines were warmed for a session still to come (it is idle until that session acquires it):
+        under memory pressure it goes after every idle process a session already used."""
+        ref.warmed = True
+        ref.awaiting_session = time.monotonic()
+
+    @contextmanager
+    def sparing(self, task: TaskManifest) -> Iterator[None]:
+        """Inside the block, :meth:`close_idle` called from this thread (a memory reservation's pressure) leaves
+        ``task``'s process alone: closing the process a session is about to use frees nothing that session does not
+        take back at once, and costs a new process and its compile."""
+        spared = getattr(self._spared, "keys", None)
+        if spared is None:
+            spared = self._spared.keys = collections.Counter()
+        spared[task.code_hash] += 1
+        try:
+            yield
+        finally:
+            spared[task.code_hash] -= 1
+            if spared[task.code_hash] <= 0:
+                del spared[task.code_hash]
+
+    def close_idle(self, missing: int | None = None) -> int:
+        """Memory pressure: ``missing`` bytes are wanted (None: close every idle one). Close warm processes no
+        session uses, in :meth:`_closing_order`, until their standing holds (``hold_bytes``) cover it; never one
+        this thread spares (:meth:`sparing`). A process of unknown size counts as nothing (the next goes too).
+        Returns the bytes let go of (at least 1 a closed process)."""
+        spared = getattr(self._spared, "keys", None) or {}
+        victims: list[ReferenceClient] = []
+        freed = 0
         with self._lock:
-            victims = [ref for ref in self._refs.values() if ref.users == 0]
-            self._refs = {k: r for k, r in self._refs.items() if r.users != 0}
+            for key in self._closing_order():
+                if missing is not None and freed >= missing:
+                    break
+                if key not in spared:
+                    victims.append(self._refs.pop(key))
+                    freed += max(1, victims[-1].hold_bytes or 0)
         close_all(victims)
-        return len(victims)
+        return freed
 
     def close(self) -> None:
         """Stop every process (all asked to exit before any is waited for)."""
@@ -152,15 +194,18 @@ class ReferencePool:
             while len(self._spares) < self.spares_wanted:
                 self._spares.append(self._spawn())
 
+    def _closing_order(self) -> list[str]:
+        """Keys of the unused processes, the first to close first (the caller holds the lock): those a session
+        already used, least recently used first; then those warmed for a session still to come, the latest warmed
+        first (its session is the furthest off)."""
+        idle = [(key, ref) for key, ref in self._refs.items() if ref.users == 0]
+        used = [key for key, ref in idle if ref.awaiting_session is None]  # dict order: least recently used first
+        waiting = sorted((kr for kr in idle if kr[1].awaiting_session is not None),
+                         key=lambda kr: -(kr[1].awaiting_session or 0.0))
+        return used + [key for key, _ in waiting]
+
     def _evictions(self) -> list[ReferenceClient]:
-        """Unused processes beyond ``warm_limit``, oldest first, removed from the map (the caller holds the lock and
-        closes them after releasing it)."""
+        """Unused processes beyond ``warm_limit``, in :meth:`_closing_order`, removed from the map (the caller holds
+        the lock and closes them after releasing it)."""
         excess = len(self._refs) - self.warm_limit
-        out = []
-        for key in list(self._refs):
-            if excess <= 0:
-                break
-            if self._refs[key].users == 0:
-                out.append(self._refs.pop(key))
-                excess -= 1
-        return out
+        return [self._refs.pop(key) for key in self._closing_order()[:max(0, excess)]]

@@ -148,8 +148,9 @@ def _session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path, s
         return fold(evaluator, result, start, status=Status.too_large, message=str(exc))
     try:
         with contextlib.ExitStack() as stack:
-            with ctx.lock.outside(), released_step_places():  # a wait for room in the budget keeps no timed batch
-                # waiting, nor another step off the device
+            # A wait for room in the budget keeps no timed batch waiting, nor another step off the device; the room
+            # is never made by closing this task's own warm process (the session would start it again at once).
+            with ctx.lock.outside(), released_step_places(), evaluator.references.sparing(task):
                 stack.enter_context(evaluator.memory.session(task, plan, exclusive=attempt.exclusive))
             try:
                 folded = _run(evaluator, ctx, runners, result, start, phase, task, root, so_path, body, seeds,

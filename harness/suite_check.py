@@ -94,7 +94,9 @@ class CheckRow(BaseModel):
     baseline_prepare: dict[str, float] = Field(
         default_factory=dict, description="The compile baseline's preparation inside the graded pass "
         "(Diagnostics.baseline_host): 'seconds' and 'compiles' (TorchDynamo frames compiled then; above 0 after the "
-        "warm-up compiled is a recompile on the suite's critical path).")
+        "warm-up compiled is a recompile on the suite's critical path), 'cold' (1: the process had compiled nothing "
+        "before, it was started after the warm-up: a first compile, no recompile) and 'guard_failures' (the guards "
+        "that failed behind a recompile; the reference's stderr names them).")
     alone: dict[str, Any] | None = Field(
         None, description="With --recheck-outliers, a task outside the band checked once more after the suite, "
         "alone on the device (nothing else probing, warming or grading): 'speedup_eager', 'speedup_compile', the "
@@ -120,7 +122,9 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
     compiled = d.baseline_host.get("compile", {})
     if "prepare_s" in compiled:
         row.baseline_prepare = {"seconds": round(compiled["prepare_s"], 3),
-                                "compiles": int(compiled.get("prepare_compiles", 0))}
+                                "compiles": int(compiled.get("prepare_compiles", 0)),
+                                **{k: int(compiled[f"prepare_{k}"]) for k in ("cold", "guard_failures")
+                                   if f"prepare_{k}" in compiled}}
     if mem is not None:
         row.bytes_per_set = mem.bytes_per_set
         row.reference_sets = mem.reference_sets

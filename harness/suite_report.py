@@ -45,7 +45,10 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
                                       if any(r.baseline_alloc_retries.values())},
         "device_steps": sorted({r.device_steps for r in rows if r.device_steps is not None}),
         # the compile baseline compiled again inside a graded pass (on the critical path) though the warm-up compiled
-        "recompiled_in_grade": [r.task_id for r in rows if r.baseline_prepare.get("compiles", 0) > 0],
+        "recompiled_in_grade": [r.task_id for r in rows if r.baseline_prepare.get("compiles", 0) > 0
+                                and not r.baseline_prepare.get("cold")],
+        # ... or compiled it for the first time: the process warmed for the grade was gone (closed, retired)
+        "compiled_cold_in_grade": [r.task_id for r in rows if r.baseline_prepare.get("cold")],
         "seconds": round(sum(r.seconds for r in rows), 1),
         # where the suite's time goes (its whole run must fit two 10-minute device runs): per evaluator phase, and
         # the forward calls' part of it split into the runner's work and the round trip
@@ -131,6 +134,11 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
                   "when the graded pass prepared the compile baseline, after the warm-up had compiled it: seconds on "
                   "the suite's critical path (each row's `baseline_prepare`).", ""]
         lines += [f"- `{k}`" for k in s["recompiled_in_grade"]] + [""]
+    if s.get("compiled_cold_in_grade"):
+        lines += ["## Compile baseline compiled afresh inside the graded pass", "", "The graded pass ran in a "
+                  "reference process that had compiled nothing: the one its warm-up compiled in was gone (closed "
+                  "under memory pressure, or retired), so the compile ran on the suite's critical path.", ""]
+        lines += [f"- `{k}`" for k in s["compiled_cold_in_grade"]] + [""]
     if s["fresh_sets_charged"]:
         lines += ["## Charged their fresh-set calls", "", "The task's own `Model` ran slower on never-seen input sets "
                   "in two looks, and only those calls were its time (`fresh_inputs_slower`): it has no cache, so "

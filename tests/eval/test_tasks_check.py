@@ -104,6 +104,11 @@ def test_the_report_names_baselines_timed_short_of_memory_and_what_device_steps_
     text = (tmp_path / "report.md").read_text()
     assert "## Compile baseline compiled again inside the graded pass" in text
     assert "- `kb/16_ConvTranspose2d`" in text.split("compiled again")[1] and "19_ReLU`" not in text.split("compiled again")[1]
+    rows[1].baseline_prepare = {"seconds": 1.0, "compiles": 1, "cold": 1}  # a process started after the warm-up
+    report = write_report(tmp_path, rows, planned=2, backend="cuda", tasks_spec="kernelbench:KB")
+    assert report["summary"]["recompiled_in_grade"] == ["kb/16_ConvTranspose2d"]
+    assert report["summary"]["compiled_cold_in_grade"] == ["kb/19_ReLU"]
+    assert "## Compile baseline compiled afresh inside the graded pass" in (tmp_path / "report.md").read_text()
     old = CheckRow(task_id="x", status="correct", speedup_eager=1.0, stage_s={"device": 1.0})  # a row from before
     write_report(tmp_path, [old], planned=1, backend="cuda", tasks_spec="kernelbench:KB")
     assert "device_steps not recorded" in (tmp_path / "report.md").read_text()

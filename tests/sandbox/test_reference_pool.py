@@ -53,6 +53,45 @@ def test_a_process_in_use_is_never_closed_to_make_room() -> None:
         pool.close()
 
 
+def test_memory_pressure_closes_only_what_is_missing_used_processes_first() -> None:
+    """Idle processes close until their holds cover the missing bytes: those a session already used first, then
+    those warmed for a session still to come (the latest warmed first), never the one this thread spares."""
+    pool = _pool()
+    used_task, early_task, late_task = _task("used", 2.0), _task("early", 3.0), _task("late", 4.0)
+    try:
+        used = pool.acquire(used_task)
+        pool.release(used)
+        early = pool.acquire(early_task)
+        pool.mark_warmed(early)  # what the evaluator's warm-up does
+        pool.release(early)
+        late = pool.acquire(late_task)
+        pool.mark_warmed(late)
+        pool.release(late)
+        for ref in (used, early, late):
+            ref.hold_bytes = 100
+        assert pool.close_idle(50) == 100  # one process covers it: the one a session already used
+        assert not used.alive and early.alive and late.alive
+        with pool.sparing(late_task):
+            assert pool.close_idle(50) == 100  # the latest warmed would go next, but its task asks
+        assert not early.alive and late.alive
+        again = pool.acquire(late_task)  # its session: the warmed process, no longer waiting for one
+        assert again is late and late.awaiting_session is None
+        pool.release(late)
+        assert pool.close_idle() == 100 and not late.alive  # no amount named: every idle process goes
+    finally:
+        pool.close()
+    pool = _pool(warm_limit=2)  # beyond the warm limit too, a process warmed for its session goes last
+    try:
+        warmed = pool.acquire(early_task)
+        pool.mark_warmed(warmed)
+        pool.release(warmed)
+        pool.release(used := pool.acquire(used_task))
+        pool.release(pool.acquire(late_task))  # one too many: the used one goes, though the warmed one is older
+        assert warmed.alive and not used.alive
+    finally:
+        pool.close()
+
+
 def test_a_retired_process_closes_when_its_last_session_ends() -> None:
     pool = _pool()
     task = _task("r", 2.0)
