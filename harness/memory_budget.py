@@ -16,6 +16,9 @@ that sees every task) keeps one :class:`MemoryBudget` per device:
 - processes kept warm between sessions hold their resident bytes (context,
   parameters) as a standing hold; when a reservation does not fit, the owner
   of those processes is asked to close idle ones (``on_pressure``);
+- a session that has waited :data:`FAIR_AFTER_S` holds new tasks back (their
+  probes and warm-ups wait behind it) until it fits, so a task that needs most
+  of the device is not starved by smaller ones;
 - a footprint larger than the whole capacity fails at once with
   :class:`TooLarge`, naming the bytes needed and the bytes available.
 
@@ -46,6 +49,10 @@ ROTATION_PAIR = 2
 #: Share of the memory free at the first measurement that tasks may reserve: the rest absorbs allocator
 #: fragmentation, cuBLAS/cuDNN workspaces and torch.compile's temporaries that no footprint names.
 USABLE_SHARE = 0.85
+#: Seconds a session's reservation may wait for memory before new tasks stop being admitted (their probes and
+#: warm-ups wait behind it): without this a task that needs most of the device (KernelBench's level2/19 needs 65
+#: GiB of an H100's 67) waited until a run's cap while smaller tasks kept fitting in beside each other.
+FAIR_AFTER_S = 30.0
 
 
 class TooLarge(CudaAgentError):
@@ -211,6 +218,13 @@ class MemoryBudget:
         self._exclusive_waiting = 0
         #: Exclusive reservations granted so far (:meth:`hold_exclusive`; for tests and reports).
         self.exclusive_holds = 0
+        #: Once a waiting reservation that is not an admission (a session of a task already started) has waited this
+        #: long, admissions (``hold(admission=True)``: a new task's probe or warm-up) wait behind it, so that the
+        #: work in flight drains and it fits; sessions already under way still take what fits.
+        self.fair_after_s = FAIR_AFTER_S
+        self._waiting_since: dict[int, float] = {}  # waiting reservations that are not admissions -> since when
+        #: Admissions that waited because an older reservation had waited :attr:`fair_after_s` (tests, reports).
+        self.admissions_held = 0
 
     @property
     def reserved(self) -> int:
@@ -218,11 +232,13 @@ class MemoryBudget:
         with self._cond:
             return sum(h.nbytes for h in self._holds.values())
 
-    def hold(self, nbytes: int, what: str, *, timeout_s: float | None = None, force: bool = False) -> int:
+    def hold(self, nbytes: int, what: str, *, timeout_s: float | None = None, force: bool = False,
+             admission: bool = False) -> int:
         """Reserve ``nbytes`` until :meth:`release` of the returned id; waits until it fits (raises
         :class:`TooLarge` at once when it never can, ``TimeoutError`` after ``timeout_s``). ``force``: take it at
         once, after asking the owners of idle processes to let go, even beyond the capacity (a process that is
-        started anyway: later reservations then wait for it)."""
+        started anyway: later reservations then wait for it). ``admission``: the reservation starts a new task's
+        work (its probe or warm-up); it also waits while another reservation has waited :attr:`fair_after_s`."""
         nbytes = max(0, int(nbytes))
         if force:
             with self._cond:
@@ -240,7 +256,7 @@ class MemoryBudget:
             raise TooLarge(nbytes, self.capacity, what)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cond:
-            return self._hold_when_free(nbytes, what, deadline, timeout_s)
+            return self._hold_when_free(nbytes, what, deadline, timeout_s, admission=admission)
 
     def hold_exclusive(self, what: str, *, keep: int = 0, timeout_s: float | None = None) -> int:
         """Reserve everything but ``keep`` bytes (the caller's own standing holds, e.g. its reference process):
@@ -259,16 +275,28 @@ class MemoryBudget:
                 self._exclusive_waiting -= 1
                 self._cond.notify_all()
 
+    def _starving(self, now: float) -> bool:
+        """Whether a reservation other than an admission has waited :attr:`fair_after_s` or longer."""
+        return any(now - since >= self.fair_after_s for since in self._waiting_since.values())
+
     def _hold_when_free(self, nbytes: int, what: str, deadline: float | None, timeout_s: float | None,
-                        exclusive: bool = False) -> int:
+                        exclusive: bool = False, admission: bool = False) -> int:
         """:meth:`hold`'s wait (the condition's lock is held); an ordinary hold also waits while an exclusive one
-        does."""
+        does, and an admission while another reservation starves (:meth:`_starving`)."""
         asked = False
         waiting = False
+        held_back = False
+        token = None
         try:
             while True:
                 free = self.capacity - sum(h.nbytes for h in self._holds.values())
-                if nbytes <= free and (exclusive or not self._exclusive_waiting):
+                fair = not admission or not self._starving(time.monotonic())
+                if not fair and not held_back:
+                    held_back = True
+                    self.admissions_held += 1
+                    log.info("memory.admission_held", what=what, reason="an older reservation has waited "
+                             f"{self.fair_after_s:.0f} s or more; new tasks wait until it fits")
+                if nbytes <= free and fair and (exclusive or not self._exclusive_waiting):
                     hid = self._next
                     self._next += 1
                     self._holds[hid] = _Hold(nbytes, what)
@@ -290,11 +318,17 @@ class MemoryBudget:
                 if not waiting:
                     waiting = True
                     self.waiting += 1
+                    if not admission and not exclusive:
+                        token = self._next
+                        self._next += 1
+                        self._waiting_since[token] = time.monotonic()
                 self._cond.wait(timeout=wait)
                 asked = False  # something was released, or a quiet period passed: ask the owners again
         finally:
             if waiting:
                 self.waiting -= 1
+            if token is not None:
+                self._waiting_since.pop(token, None)
 
     def release(self, hold_id: int) -> None:
         """Give back a hold (unknown ids are ignored: releasing twice is harmless)."""
@@ -303,9 +337,10 @@ class MemoryBudget:
                 self._cond.notify_all()
 
     @contextmanager
-    def reserve(self, nbytes: int, what: str, *, timeout_s: float | None = None) -> Iterator[int]:
+    def reserve(self, nbytes: int, what: str, *, timeout_s: float | None = None,
+                admission: bool = False) -> Iterator[int]:
         """:meth:`hold` for the duration of a ``with`` block, released however it ends."""
-        hid = self.hold(nbytes, what, timeout_s=timeout_s)
+        hid = self.hold(nbytes, what, timeout_s=timeout_s, admission=admission)
         try:
             yield hid
         finally:

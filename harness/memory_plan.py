@@ -160,7 +160,8 @@ class MemoryPlanner:
             return
         fp = self.footprint(task)
         nbytes = 0 if fp is None else fp.input_bytes + 2 * fp.output_bytes + fp.work_bytes
-        with self.budget.reserve(min(nbytes, self.budget.capacity), f"baseline warm-up of {task.id}"):
+        # An admission: a new task's first reservation waits behind a session that has waited long (fairness).
+        with self.budget.reserve(min(nbytes, self.budget.capacity), f"baseline warm-up of {task.id}", admission=True):
             yield
 
     def on_pressure(self, callback: Callable[[int], int]) -> None:

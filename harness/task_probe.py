@@ -108,7 +108,7 @@ def run_probe(
         error.details = {"needed_bytes": need, "available_bytes": budget.capacity, "device": device}
         raise error
     try:
-        with budget.reserve(need, f"probe of {source or 'a task'}", timeout_s=PROBE_WAIT_S):
+        with budget.reserve(need, f"probe of {source or 'a task'}", timeout_s=PROBE_WAIT_S, admission=True):
             return _probe(code, device, seed, timeout_s, startup_timeout_s, isolation, source, {})
     except TaskProbeError as exc:
         if exc.kind != "out_of_memory":

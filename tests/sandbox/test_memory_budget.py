@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -198,6 +199,47 @@ def test_a_waiting_exclusive_hold_goes_before_a_later_reservation_that_would_fit
     assert not errors
     assert order == ["exclusive", "ordinary"]
     assert budget.reserved == 0 and budget.exclusive_holds == 1
+
+
+def test_a_session_that_waited_long_holds_new_tasks_back_until_it_fits() -> None:
+    """KernelBench's level2/19 needs 65 GiB of an H100's 67: at concurrency 8 it waited until the run's cap while
+    smaller tasks kept fitting in beside each other. Once a session has waited ``fair_after_s``, a new task's first
+    reservation (an admission) waits behind it; a session already under way still takes what fits."""
+    budget = MemoryBudget("cuda", capacity=10 * GiB)
+    budget.fair_after_s = 0.3
+    running = budget.hold(4 * GiB, "a session still running")
+    order: list[str] = []
+    errors: list[BaseException] = []
+
+    def take(nbytes: int, what: str, admission: bool, release: threading.Event | None = None) -> None:
+        try:
+            with budget.reserve(nbytes, what, timeout_s=60, admission=admission):
+                order.append(what)
+                if release is not None:
+                    release.wait(timeout=60)
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            errors.append(exc)
+
+    budget.release(budget.hold(3 * GiB, "an early warm-up", admission=True))  # nothing starves yet: it fits
+    big_done = threading.Event()
+    big = threading.Thread(target=take, args=(8 * GiB, "a big session", False, big_done))
+    big.start()
+    _until(lambda: budget.waiting == 1)
+    time.sleep(0.4)  # past fair_after_s
+    late = threading.Thread(target=take, args=(3 * GiB, "a new task's warm-up", True))
+    late.start()
+    _until(lambda: budget.admissions_held == 1)
+    assert "a new task's warm-up" not in order  # 6 GiB free, yet it waits behind the big session
+    with budget.reserve(GiB, "a session under way", timeout_s=5):  # not an admission: it takes what fits
+        assert budget.reserved == 5 * GiB
+    budget.release(running)
+    _until(lambda: order[:1] == ["a big session"])
+    assert "a new task's warm-up" not in order  # 2 GiB free beside the big session: still waiting
+    big_done.set()
+    big.join(timeout=60)
+    late.join(timeout=60)
+    assert not errors
+    assert order == ["a big session", "a new task's warm-up"] and budget.reserved == 0
 
 
 def test_an_exclusive_hold_that_never_gets_the_device_times_out_and_lets_the_others_in() -> None:
