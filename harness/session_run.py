@@ -120,6 +120,9 @@ class _Attempt:
     exclusive: bool = False
     deferred: list[Callable[[], None]] = field(default_factory=list)
     oom: str | None = None
+    #: Seconds this try waited for its memory reservation and for its reference process (warm, or started then):
+    #: the session's ``phase_s['memory_wait']`` and ``phase_s['reference']``.
+    waits: dict[str, float] = field(default_factory=dict)
 
     def note_failure(self, exc: ReferenceError_) -> None:
         """A reference process failed: an out-of-memory error of a session not yet alone earns the retry."""
@@ -150,8 +153,10 @@ def _session(evaluator: Evaluator, phase: str, task: TaskManifest, root: Path, s
         with contextlib.ExitStack() as stack:
             # A wait for room in the budget keeps no timed batch waiting, nor another step off the device; the room
             # is never made by closing this task's own warm process (the session would start it again at once).
+            t_memory = time.perf_counter()
             with ctx.lock.outside(), released_step_places(), evaluator.references.sparing(task):
                 stack.enter_context(evaluator.memory.session(task, plan, exclusive=attempt.exclusive))
+            attempt.waits["memory_wait"] = time.perf_counter() - t_memory
             try:
                 folded = _run(evaluator, ctx, runners, result, start, phase, task, root, so_path, body, seeds,
                               before, timing, plan, torch_compute_allowed, attempt)
@@ -232,8 +237,10 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
     try:
         # A process start (seconds: torch import, the model built; warm-ups start processes without the lock too)
         # and the wait for the previous session of this task: no timed batch waits for either.
+        t_reference = time.perf_counter()
         with ctx.lock.outside(), released_step_places():
             ref = _reference_for_session(evaluator, task)
+        attempt.waits["reference"] = time.perf_counter() - t_reference
     except ReferenceError_ as exc:
         attempt.note_failure(exc)
         return fold(evaluator, result, start, status=Status.error, message=f"harness could not run the reference: {exc}")
@@ -250,6 +257,8 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
         sess = Session(ctx, task, runner, ref, reference_sets=plan.reference_sets if caps else None,
                        runner_sets=plan.runner_sets if caps else None, torch_compute_allowed=torch_compute_allowed)
         sess.tick("acquire", t_acquire)
+        for name, seconds in attempt.waits.items():
+            sess.diagnostics.phase_s[name] = round(seconds, 6)
         sess.diagnostics.runner_start_s = proc.start_s
         sess.diagnostics.runner_start_phases = proc.start_phases
         sess.diagnostics.runner_start_cpu_s = proc.start_cpu_s

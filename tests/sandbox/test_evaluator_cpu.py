@@ -322,6 +322,8 @@ def test_a_sessions_sets_are_dropped_after_its_verdict_and_before_the_evaluator_
     r = cpu_evaluator.verify(tasks.relu, make_ws(HONEST_RELU), kit)
     assert r.status.value == "correct", r.summary_for_agent()
     assert "reference_peak" in r.diagnostics.phase_s and "drop_sets" not in r.diagnostics.phase_s
+    # Where a session's seconds went before it opened: its memory reservation and its reference process.
+    assert r.diagnostics.phase_s["memory_wait"] >= 0 and r.diagnostics.phase_s["reference"] > 0
     cpu_evaluator.wait_cleanups()
     assert drops == [("session-cleanup", 1)]  # on the cleanup thread, the reference still counted as in use
     ref = cpu_evaluator.references.warm(tasks.relu)
