@@ -84,15 +84,18 @@ class Evaluator:
                              "cost that is subtracted, so nothing would be netted")
         require_sanitizers(self.settings.integrity, kind)  # requested but unavailable: a harness error
         self.device = "cpu" if kind == "cpu" else f"cuda:{device_index}"
-        self.device_index = device_index
-        self.lock = device_timing_lock(kind, device_index)
+        # On CPU every slot is the one machine: one timing lock (the ``cpu0`` the scheduler's device steps hold
+        # shared) and one memory budget. A slot index here once gave CPU slot 1 its own lock (``cpu1``), so two
+        # slots timed at once on the same cores, and a step holding ``cpu0`` deadlocked against it in CI.
+        self.device_index = device_index if kind != "cpu" else 0
+        self.lock = device_timing_lock(kind, self.device_index)
         self.cache = BaselineCache(self.settings.resolved_baseline_cache())
         self.transport = Transport(kind, self.experiments.cuda_transport, self.experiments.fresh_set_transport)
         self._cpus = timing_cpus(self.device, self.experiments.timing_cpus)
         gib = self.settings.limits.device_memory_gib
         #: Input sets sized to the device's memory: one budget per device for the whole run (memory_plan.py).
-        self.memory = MemoryPlanner(kind, device_index,
-                                    clamped_capacity(kind, int(gib * 2**30), device_index) if gib else None)
+        self.memory = MemoryPlanner(kind, self.device_index,
+                                    clamped_capacity(kind, int(gib * 2**30), self.device_index) if gib else None)
         self.references = ReferencePool(self._spawn_reference, init_seed=self.experiments.init_seed,
                                         warm_limit=self.experiments.warm_references,
                                         spares=self.experiments.spares(kind), on_start=self._hold_process)

@@ -55,8 +55,9 @@ def test_scripted_eval_over_example_tasks_two_seeds(tmp_path):
     rc = cli_main(["eval", "--tasks", str(tasks), "--policy", f"scripted:{scripts}/{{task_name}}.yaml",
                    "--backend", "cpu", "--turns", "4", "--seeds", "2", "--out", str(out), "--concurrency", "4",
                    "-o", "agent.selection=best", "-o", "eval.selections=[best,final]", "-o", "eval.hidden=false",
-                   # two CPU 'device' slots: timings overlap (noisy), but only statuses are asserted here, so the
-                   # quick timing preset and no torch.compile baseline (its CPU compile costs tens of seconds a task)
+                   # two CPU 'device' slots (one machine: their timed batches take turns under one lock); only
+                   # statuses are asserted, so the quick timing preset and no torch.compile baseline (its CPU
+                   # compile costs tens of seconds a task)
                    "-o", "eval.devices=[0,1]", "-o", "eval.progress=false",
                    "-o", "plugins.cpu.harness.timing.preset=quick", "-o", "plugins.cpu.harness.timing.compile_baseline=false"])
     assert rc == 0
