@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 
 from cuda_agent.harness.timing import DeviceTimer  # noqa: E402
 
-OPS = 400
+OPS = 300  # host enqueue ~1.5-3 ms: above the 200 us spin, inside the 5 ms cap
 
 
 def _launch_bound(x):  # type: ignore[no-untyped-def]
