@@ -41,6 +41,7 @@ PATCHES = {
     "flush buffer swapped": "obj.flush_buf = torch.empty(16, dtype=torch.int32)",
     "page warm-up switched on": "obj.warm_pages = True",
     "retakes switched on": "obj.preroll_retakes = 5",
+    "adaptive spin switched off": "obj.spin_window = 0",
 }
 
 
