@@ -178,13 +178,16 @@ class SuiteCheck:
     def __init__(self, config: EvalConfig, out_dir: Path, pm: PluginManager,
                  stop: threading.Event | None = None, retry: bool = False,
                  shard: tuple[int, int] | None = None, report_only: bool = False,
-                 recheck_outliers: bool = False, recheck_band: float = BAND) -> None:
+                 recheck_outliers: bool = False, recheck_band: float = BAND, retry_too_large: bool = False,
+                 redo: list[str] | None = None) -> None:
         """``shard=(k, n)``: check only the plan's tasks at positions ``k, k+n, k+2n...`` (one of ``n`` machines or
         GPUs sharing the suite; the plan, and so the resume state, is the whole suite's, so the shards' rows
         joined in one folder resume and report as one run). ``report_only``: check nothing, write the report of
         the rows the folder holds (no device needed). ``recheck_outliers``: after the suite, every correct task
         whose self-speedup is more than ``recheck_band`` from 1.0 and has no ``alone`` look yet is checked again by
-        itself (see :attr:`CheckRow.alone`); its row keeps the suite's figures and gains the alone ones."""
+        itself (see :attr:`CheckRow.alone`); its row keeps the suite's figures and gains the alone ones.
+        ``retry`` / ``retry_too_large``: tasks whose row ended in error or timeout / as too large are checked again;
+        ``redo``: so is every task whose id contains one of these strings (a new row replaces the old one)."""
         if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
             from cuda_agent.errors import ConfigError
 
@@ -194,6 +197,8 @@ class SuiteCheck:
         self.pm = pm
         self.stop = stop or threading.Event()
         self.retry = retry
+        self.retry_too_large = retry_too_large
+        self.redo = [r for r in (redo or []) if r]
         self.shard = shard
         self.report_only = report_only
         self.recheck_outliers = recheck_outliers
@@ -217,8 +222,8 @@ class SuiteCheck:
             k, n = self.shard
             tasks = tasks[k::n]
         rows = done_rows(self.out_dir)
-        if self.retry and not self.report_only:
-            rows = {k: r for k, r in rows.items() if r.status not in ("error", "timeout")}
+        if not self.report_only:
+            rows = {k: r for k, r in rows.items() if not self._checks_again(r)}
         todo = [] if self.report_only else [t for t in tasks if t.id not in rows]
         log.info("tasks check planned", tasks=len(tasks), done=sum(1 for t in tasks if t.id in rows),
                  shard=f"{self.shard[0]}/{self.shard[1]}" if self.shard else None, report_only=self.report_only,
@@ -243,6 +248,12 @@ class SuiteCheck:
 
         return write_report(self.out_dir, [rows[t.id] for t in tasks if t.id in rows], planned=len(tasks),
                             backend=self.config.backend, tasks_spec=self.config.eval.tasks or "")
+
+    def _checks_again(self, row: CheckRow) -> bool:
+        """Whether this run checks the task of a saved ``row`` again (``retry``, ``retry_too_large``, ``redo``)."""
+        return ((self.retry and row.status in ("error", "timeout"))
+                or (self.retry_too_large and row.status == "too_large")
+                or any(part in row.task_id for part in self.redo))
 
     def _check_resume(self, tasks: list[TaskManifest]) -> None:
         """The folder's saved plan must be this one (same tasks spec and backend); saved otherwise."""

@@ -26,6 +26,11 @@ def add_parser(subparsers: Any) -> None:
     c.add_argument("--concurrency", type=int, help="Tasks in flight (eval.concurrency).")
     c.add_argument("--limit", type=int, help="At most this many tasks (eval.limit).")
     c.add_argument("--retry-errors", action="store_true", help="On resume, check tasks that ended in error again.")
+    c.add_argument("--retry-too-large", action="store_true",
+                   help="On resume, check tasks that were too large for the device again (on a larger GPU).")
+    c.add_argument("--redo", action="append", default=[], metavar="TASK",
+                   help="On resume, check again every task whose id contains TASK (repeatable; e.g. after a harness "
+                        "fix: --redo level3/9_ResNet18). Each run with it checks them again.")
     c.add_argument("--shard", metavar="K/N", help="Check only every N-th task of the plan from position K (one of N "
                    "GPUs or machines); the shards' rows.jsonl joined in one folder resume and report as one run.")
     c.add_argument("--recheck-outliers", action="store_true",
@@ -64,7 +69,8 @@ def handle_check(args: argparse.Namespace) -> int:
                                 "Ctrl-C again to stop at once") as stop:
             report = SuiteCheck(config, args.out, make_plugin_manager(args, config), stop=stop,
                                 retry=args.retry_errors, shard=shard, report_only=args.report_only,
-                                recheck_outliers=args.recheck_outliers).run()
+                                recheck_outliers=args.recheck_outliers, retry_too_large=args.retry_too_large,
+                                redo=args.redo).run()
     except CudaAgentError as exc:
         print(f"cuda-agent tasks check: {exc}", file=sys.stderr)
         return 2

@@ -201,3 +201,35 @@ def test_outliers_are_checked_again_alone_after_the_suite_and_keep_both_looks(tm
     # A resume finds every outlier looked at: nothing runs again.
     SuiteCheck(config, out, PluginManager(), recheck_outliers=True, recheck_band=-1.0).run()
     assert len((out / "rows.jsonl").read_text().splitlines()) == 4
+
+
+@pytest.mark.slow
+def test_too_large_rows_and_named_tasks_are_checked_again_when_asked(tmp_path: Path) -> None:
+    """``--retry-too-large`` (a resume on a larger GPU) checks again the tasks whose row says ``too_large``;
+    ``--redo TASK`` (a resume after a harness fix) checks again every task whose id contains TASK. Without them a
+    resume checks nothing twice. The saved state is one task's row set to ``too_large``, as a smaller device
+    leaves it."""
+    from cuda_agent.config import load_config
+    from cuda_agent.harness.evaluation.config import EvalConfig
+    from cuda_agent.harness.suite_check import SuiteCheck, done_rows
+    from cuda_agent.plugin_manager import PluginManager
+
+    out = tmp_path / "check"
+    config = load_config(EvalConfig, [_config(tmp_path)], [
+        f"eval.tasks={json.dumps('folder:' + str(ROOT / 'examples' / 'tasks'))}", "backend=cpu", "eval.limit=2",
+        "eval.progress=false"])
+    SuiteCheck(config, out, PluginManager()).run()
+    first, second = sorted(done_rows(out))
+    state = out / "rows.jsonl"
+    lines = [json.loads(line) for line in state.read_text().splitlines()]
+    for row in lines:
+        if row["task_id"] == first:
+            row.update(status="too_large", reason="needs 90 GiB, 67 GiB available")
+    state.write_text("".join(json.dumps(row) + "\n" for row in lines))
+    SuiteCheck(config, out, PluginManager(), retry=True).run()  # errors only: nothing to do
+    assert len(state.read_text().splitlines()) == 2 and done_rows(out)[first].status == "too_large"
+    SuiteCheck(config, out, PluginManager(), retry_too_large=True).run()
+    assert len(state.read_text().splitlines()) == 3 and done_rows(out)[first].status == "correct"
+    SuiteCheck(config, out, PluginManager(), redo=[second.rsplit("/", 1)[-1]]).run()
+    assert len(state.read_text().splitlines()) == 4 and done_rows(out)[second].status == "correct"
+    assert [json.loads(line)["task_id"] for line in state.read_text().splitlines()][2:] == [first, second]
