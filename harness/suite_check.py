@@ -224,7 +224,7 @@ class SuiteCheck:
         rows = done_rows(self.out_dir)
         if not self.report_only:
             rows = {k: r for k, r in rows.items() if not self._checks_again(r)}
-        todo = [] if self.report_only else [t for t in tasks if t.id not in rows]
+        todo = [] if self.report_only else interleave_levels([t for t in tasks if t.id not in rows])
         log.info("tasks check planned", tasks=len(tasks), done=sum(1 for t in tasks if t.id in rows),
                  shard=f"{self.shard[0]}/{self.shard[1]}" if self.shard else None, report_only=self.report_only,
                  out=str(self.out_dir))
@@ -372,6 +372,21 @@ class SuiteCheck:
         row.stage_s = {k: round(v, 3) for k, v in stages.items()}
         row.device_steps = self.config.eval.device_steps
         return row
+
+
+def interleave_levels(tasks: list[TaskManifest]) -> list[TaskManifest]:
+    """``tasks`` in the order they are started: one of each level in turn (level 1, 2, 3, 1, 2, 3, ...; each
+    level's own order kept). KernelBench's level 1 is mostly device time (gigabytes per input set) and level 3
+    mostly CPU time (torch.compile's warm-up of whole networks, up to 70 s); started level after level, the host's
+    cores idle through level 1 and the device through level 3's compiles."""
+    by_level: dict[Any, list[TaskManifest]] = {}
+    for task in tasks:
+        by_level.setdefault(task.level, []).append(task)
+    queues = [by_level[level] for level in sorted(by_level, key=lambda lv: (lv is None, lv or 0))]
+    out: list[TaskManifest] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out.extend(q[i] for q in queues if i < len(q))
+    return out
 
 
 def within_band(speedup: float | None, band: float = BAND) -> bool:

@@ -233,3 +233,19 @@ def test_too_large_rows_and_named_tasks_are_checked_again_when_asked(tmp_path: P
     SuiteCheck(config, out, PluginManager(), redo=[second.rsplit("/", 1)[-1]]).run()
     assert len(state.read_text().splitlines()) == 4 and done_rows(out)[second].status == "correct"
     assert [json.loads(line)["task_id"] for line in state.read_text().splitlines()][2:] == [first, second]
+
+
+def test_tasks_start_one_level_after_another_in_turn() -> None:
+    """Level 1 is mostly device time, level 3 mostly torch.compile's CPU time: a suite starts them in turn (each
+    level's own order kept), so neither the host nor the device idles through a whole level."""
+    from cuda_agent.harness.suite_check import interleave_levels
+    from cuda_agent.schemas.task import TaskManifest
+
+    def task(level: int | None, n: int) -> TaskManifest:
+        return TaskManifest(id=f"kb/level{level}/{n}", name=str(n), code="", code_hash="h", level=level)
+
+    tasks = [task(1, 1), task(1, 2), task(1, 3), task(2, 1), task(3, 1), task(3, 2), task(None, 9)]
+    order = [t.id for t in interleave_levels(tasks)]
+    assert order == ["kb/level1/1", "kb/level2/1", "kb/level3/1", "kb/levelNone/9", "kb/level1/2", "kb/level3/2",
+                     "kb/level1/3"]
+    assert sorted(order) == sorted(t.id for t in tasks) and interleave_levels([]) == []
