@@ -76,11 +76,16 @@ def warm_input_pages(tensors: Sequence[Any]) -> None:
             raw[nbytes - 1:].sum()
 
 
+#: A spin sized to cover a host enqueue lasts this many times it (the same host path again, a little slower, is
+#: still covered): a baseline's retake (:func:`next_spin_us`), a candidate's adaptive spin (:func:`adaptive_spin_us`).
+SPIN_MARGIN = 1.5
+
+
 def next_spin_us(spin_us: float, enqueue_ms: float, max_us: float) -> float:
     """The spin of a retake after a take whose host enqueue (``enqueue_ms``) outlasted its ``spin_us``: twice the
     spin, or 1.5 times the enqueue if that is longer (a host path that long again is then covered), at most
     ``max_us``."""
-    return min(max_us, max(2.0 * spin_us, 1.5 * enqueue_ms * 1e3))
+    return min(max_us, max(2.0 * spin_us, SPIN_MARGIN * enqueue_ms * 1e3))
 
 
 def adaptive_spin_us(base_us: float, recent_enqueue_ms: Iterable[float], max_us: float) -> float:
@@ -90,7 +95,7 @@ def adaptive_spin_us(base_us: float, recent_enqueue_ms: Iterable[float], max_us:
     its spin follows its own host path from call to call instead, and both are timed as device work. A call whose
     host side outlasts even this spin keeps that host time in its time (it can only lower the candidate's speedup)."""
     longest = max(recent_enqueue_ms, default=0.0)
-    return min(max_us, max(base_us, 1.5 * longest * 1e3))
+    return min(max_us, max(base_us, SPIN_MARGIN * longest * 1e3))
 
 
 def empty_host_stats() -> dict[str, float]:
