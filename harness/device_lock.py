@@ -27,18 +27,28 @@ import fcntl
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 
 class _Held:
-    """One thread's hold of one lock file: its open file and how deep it is in each mode."""
+    """One thread's hold of one lock file: its open file, how deep it is in each mode, and what its holds cost
+    (:meth:`TimingLock.thread_counters`)."""
 
     def __init__(self) -> None:
         self.fd: int | None = None
         self.exclusive = 0
         self.shared = 0
+        self.exclusive_since = 0.0  # monotonic time the outermost exclusive hold was taken
+        #: Seconds held in the exclusive mode, seconds waited for it, outermost exclusive holds taken, seconds
+        #: waited for the shared mode: this thread's, since it first used the file.
+        self.counters = dict.fromkeys(LOCK_COUNTERS, 0.0)
+
+
+#: What :meth:`TimingLock.thread_counters` counts.
+LOCK_COUNTERS = ("exclusive_s", "exclusive_wait_s", "exclusive_takes", "shared_wait_s")
 
 
 _THREAD = threading.local()
@@ -79,13 +89,28 @@ class TimingLock:
         return os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
 
     def _through_turnstile(self, fd: int, mode: int) -> None:
-        """Take ``mode`` on the lock file while holding the turnstile (released when the lock is ours)."""
+        """Take ``mode`` on the lock file while holding the turnstile (released when the lock is ours); the wait
+        goes into this thread's counters."""
+        t0 = time.monotonic()
         gate = os.open(self.turnstile, os.O_CREAT | os.O_RDWR, 0o666)
         try:
             fcntl.flock(gate, fcntl.LOCK_EX)
             fcntl.flock(fd, mode)
         finally:
             os.close(gate)  # closing the file releases its flock
+            key = "exclusive_wait_s" if mode == fcntl.LOCK_EX else "shared_wait_s"
+            self._state().counters[key] += time.monotonic() - t0
+
+    def thread_counters(self) -> dict[str, float]:
+        """This thread's use of this lock file so far (every lock object naming it): ``exclusive_s`` (seconds in
+        timed batches, the device to itself: the part of a run no concurrency overlaps), ``exclusive_wait_s``
+        (seconds waiting to get there: other timed batches, or untimed work finishing), ``exclusive_takes`` and
+        ``shared_wait_s``; an exclusive hold still open counts up to now. Subtract two readings for a span."""
+        mine = self._state()
+        out = dict(mine.counters)
+        if mine.exclusive:
+            out["exclusive_s"] += time.monotonic() - mine.exclusive_since
+        return out
 
     def _release(self, mine: _Held) -> None:
         fcntl.flock(mine.fd, fcntl.LOCK_UN)
@@ -124,6 +149,8 @@ class TimingLock:
                     os.close(mine.fd)
                     mine.fd = None
                 raise
+            mine.exclusive_since = time.monotonic()
+            mine.counters["exclusive_takes"] += 1
         mine.exclusive += 1
         return self
 
@@ -131,6 +158,7 @@ class TimingLock:
         mine = self._state()
         mine.exclusive -= 1
         if mine.exclusive == 0:
+            mine.counters["exclusive_s"] += time.monotonic() - mine.exclusive_since
             if mine.shared:
                 fcntl.flock(mine.fd, fcntl.LOCK_SH)  # back to the shared mode the caller entered with
             else:

@@ -234,6 +234,7 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
     """:func:`run_session` inside its memory reservation; what may wait until the verdict is out (dropping the
     session's sets, releasing the reference process) is appended to ``attempt.deferred``."""
     deferred = attempt.deferred
+    lock_before = ctx.lock.thread_counters()  # the session runs on this thread: its lock use is the difference
     try:
         # A process start (seconds: torch import, the model built; warm-ups start processes without the lock too)
         # and the wait for the previous session of this task: no timed batch waits for either.
@@ -293,6 +294,7 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
             runners.release(proc)
         if sess is not None:
             t_end = sess.tick("release", t_end)
+            sess.diagnostics.device_lock = lock_use_since(ctx.lock, lock_before)
             if ref.alive:
                 try:
                     sess.sets.read_peak()  # the reference's peak for the memory record (the drop comes later)
@@ -308,6 +310,12 @@ def _run(evaluator: Evaluator, ctx: SessionContext, runners: Any, result: Candid
             evaluator.references.release(ref)
             ref.session_lock.release()
     return fold(evaluator, result, start, sess=sess, root=root, before=before)
+
+
+def lock_use_since(lock: Any, before: dict[str, float]) -> dict[str, float]:
+    """This thread's use of ``lock`` since the reading ``before`` (:meth:`TimingLock.thread_counters`), rounded."""
+    now = lock.thread_counters()
+    return {k: round(now[k] - before.get(k, 0.0), 6) for k in now}
 
 
 def _note_memory(evaluator: Evaluator, sess: Session, plan: SetPlan | None, exclusive: bool = False) -> None:

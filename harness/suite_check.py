@@ -103,10 +103,26 @@ class CheckRow(BaseModel):
         "medians ('candidate_ms', 'eager_ms', 'compile_ms'), 'baseline_alloc_retries', 'baseline_prepare', 'status' "
         "and 'seconds'. Back in the band alone points at the concurrent run (memory, other work); still out "
         "points at the task or the harness's data path.")
+    device_lock: dict[str, float] = Field(
+        default_factory=dict, description="The graded pass's use of the device's timing lock (Diagnostics."
+        "device_lock): 'exclusive_s' (its timed batches alone on the device: summed over tasks, the floor of the "
+        "suite's time under any device_steps), 'exclusive_wait_s', 'exclusive_takes', 'shared_wait_s'.")
+    baseline_host: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Per baseline kind, the reference's timed calls (Diagnostics."
+        "baseline_host): 'calls', 'over_spin' (the host's enqueue outlasted the pre-roll spin), 'retakes' (calls "
+        "taken again behind a longer spin: each one runs the model again inside the device's exclusive hold) and "
+        "'max_enqueue_ms'.")
+    started_at: float | None = Field(
+        None, description="Unix time this task's check started (probe included): with 'seconds', the rows of one "
+        "run lay out its timeline (how many tasks were on the host and the device at once).")
     device_steps: int | None = Field(
         None, description="eval.device_steps of the run that checked this task: graded parts on the device at once "
         "(1: their 'device' seconds add up to the suite's critical path; more: they overlap).")
     note: str = Field(INTEGRITY_NOTE, description="What this row is (never a grade).")
+
+
+#: The baseline's timed-call counts a row keeps (:attr:`CheckRow.baseline_host`).
+HOST_KEYS = ("calls", "over_spin", "retakes", "max_enqueue_ms")
 
 
 def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float) -> CheckRow:
@@ -119,6 +135,9 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
                    call_work_s={k: round(v, 4) for k, v in d.call_work_s.items()},
                    baseline_alloc_retries={k: int(v["alloc_retries"]) for k, v in d.baseline_host.items()
                                            if "alloc_retries" in v})
+    row.device_lock = {k: round(v, 3) for k, v in d.device_lock.items()}
+    row.baseline_host = {kind: {k: round(float(v[k]), 3) for k in HOST_KEYS if k in v}
+                         for kind, v in d.baseline_host.items()}
     compiled = d.baseline_host.get("compile", {})
     if "prepare_s" in compiled:
         row.baseline_prepare = {"seconds": round(compiled["prepare_s"], 3),
@@ -330,6 +349,7 @@ class SuiteCheck:
     def _check(self, task: TaskManifest, backend: Any) -> CheckRow:
         """Probe and self-check one task: its row (not written)."""
         t0 = time.monotonic()
+        started_at = time.time()
         stages: dict[str, float] = {}
         lap = t0
 
@@ -371,6 +391,7 @@ class SuiteCheck:
                 row = row_from_result(probed, result, time.monotonic() - t0)
         row.stage_s = {k: round(v, 3) for k, v in stages.items()}
         row.device_steps = self.config.eval.device_steps
+        row.started_at = round(started_at, 3)
         return row
 
 

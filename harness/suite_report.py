@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.harness.suite_check import BAND, EXCLUSIVE_NOTE, INTEGRITY_NOTE, CheckRow, within_band
+from cuda_agent.harness.suite_timeline import markdown_lines as timeline_lines
+from cuda_agent.harness.suite_timeline import timeline
 
 
 def _gib(n: int | None) -> str:
@@ -56,6 +58,8 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         "call_work_s": _totals(r.call_work_s for r in rows),
         # per stage of a task: probe and warm-up run beside other tasks; 'device' is held by one task at a time
         "stage_s": _totals(r.stage_s for r in rows),
+        # the runs laid out in time, the device floor (timed batches alone on the device) and the rest's estimate
+        "timeline": timeline(rows, unchecked=max(0, planned - len(rows))),
     }
 
 
@@ -110,6 +114,8 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
     if s.get("call_work_s"):
         lines.append("- the forward calls' seconds: " + ", ".join(f"{k} {v}" for k, v in s["call_work_s"].items()))
     lines.append("")
+    if s.get("timeline"):
+        lines += timeline_lines(s["timeline"])
     if s["not_passing"]:
         lines += ["## Not passing", ""] + [f"- `{k}`: {v}" for k, v in s["not_passing"].items()] + [""]
     if s["ran_alone"]:

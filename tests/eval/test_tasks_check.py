@@ -45,8 +45,15 @@ def test_tasks_check_grades_each_tasks_own_model_and_resumes(tmp_path: Path, cap
         assert row["fresh_sets"]["calls"] >= 1 and row["fresh_sets"]["reported"] in ("all", "confirmation", "fresh")
         assert isinstance(row["flags"], list)
         assert row["device_steps"] == 1 and row["baseline_alloc_retries"] == {}  # no caching allocator on CPU
+        # the graded pass's timed batches held the device's lock alone, within its device stage; its start time
+        assert 0 < row["device_lock"]["exclusive_s"] <= row["stage_s"]["device"]
+        assert row["device_lock"]["exclusive_takes"] >= 2 and row["started_at"] > 0
+        assert row["baseline_host"]["eager"]["calls"] > 0
     assert (out / "report.md").read_text().count("| correct |") == 2
     assert "graded parts one at a time:" in (out / "report.md").read_text()
+    run = report["summary"]["timeline"]["runs"]
+    assert len(run) == 1 and run[0]["tasks"] == 2 and 0 < run[0]["exclusive_s"] < run[0]["span_s"]
+    assert "## Where the suite's time goes" in (out / "report.md").read_text()
     assert (out / "self_speedup.png").stat().st_size > 0
     lines = (out / "rows.jsonl").read_text().splitlines()
     # The same command again: nothing left to check, nothing checked twice.

@@ -137,3 +137,39 @@ def test_outside_lets_a_waiting_timed_batch_run_and_takes_the_shared_hold_again(
     other.wait(timeout=30)
     assert stamp(timed_stamp, ".out") <= back
     assert stamp(other_stamp, ".in") >= still_shared_at  # the shared hold was ours again after outside()
+
+
+def test_a_threads_counters_record_its_timed_holds_and_its_waits_behind_another_process(tmp_path: Path) -> None:
+    lock = device_timing_lock("cuda", 0, lock_dir=tmp_path)
+    before = lock.thread_counters()
+    with lock:
+        time.sleep(0.2)
+        inside = lock.thread_counters()  # an open hold counts up to now
+    after = lock.thread_counters()
+    assert after["exclusive_takes"] - before["exclusive_takes"] == 1
+    assert 0.2 <= after["exclusive_s"] - before["exclusive_s"] < 1.0
+    assert inside["exclusive_s"] - before["exclusive_s"] >= 0.2
+    again = device_timing_lock("cuda", 0, lock_dir=tmp_path)
+    assert again is not lock and again.path == lock.path
+    with lock, again:  # re-entered through another object naming the same file: one take
+        pass
+    assert lock.thread_counters()["exclusive_takes"] - after["exclusive_takes"] == 1
+    # Another process times for 0.8 s: this thread's timed batch waits for it, and its untimed work too.
+    proc, _ = hold(tmp_path, "exclusive", 0.8, "other")
+    start = lock.thread_counters()
+    with lock:
+        pass
+    proc.wait()
+    waited = lock.thread_counters()
+    assert waited["exclusive_wait_s"] - start["exclusive_wait_s"] >= 0.4
+    assert waited["exclusive_s"] - start["exclusive_s"] < 0.4  # the wait is not counted as held
+    proc, _ = hold(tmp_path, "exclusive", 0.8, "again")
+    with lock.shared():
+        pass
+    proc.wait()
+    assert lock.thread_counters()["shared_wait_s"] - waited["shared_wait_s"] >= 0.4
+    # Counters are per thread: another thread's reading starts at zero.
+    seen = {}
+    threading.Thread(target=lambda: seen.update(lock.thread_counters())).start()
+    time.sleep(0.1)
+    assert seen == {"exclusive_s": 0.0, "exclusive_wait_s": 0.0, "exclusive_takes": 0.0, "shared_wait_s": 0.0}
