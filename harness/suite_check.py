@@ -112,6 +112,9 @@ class CheckRow(BaseModel):
         "baseline_host): 'calls', 'over_spin' (the host's enqueue outlasted the pre-roll spin), 'retakes' (calls "
         "taken again behind a longer spin: each one runs the model again inside the device's exclusive hold) and "
         "'max_enqueue_ms'.")
+    device: str | None = Field(
+        None, description="The device the graded pass ran on (Provenance.device, e.g. 'NVIDIA H100 80GB HBM3'): a "
+        "suite resumed on another machine mixes rows of several, and the report counts them.")
     started_at: float | None = Field(
         None, description="Unix time this task's check started (probe included): with 'seconds', the rows of one "
         "run lay out its timeline (how many tasks were on the host and the device at once).")
@@ -135,6 +138,7 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
                    call_work_s={k: round(v, 4) for k, v in d.call_work_s.items()},
                    baseline_alloc_retries={k: int(v["alloc_retries"]) for k, v in d.baseline_host.items()
                                            if "alloc_retries" in v})
+    row.device = (result.provenance.device or None) if result.provenance is not None else None
     row.device_lock = {k: round(v, 3) for k, v in d.device_lock.items()}
     row.baseline_host = {kind: {k: round(float(v[k]), 3) for k in HOST_KEYS if k in v}
                          for kind, v in d.baseline_host.items()}

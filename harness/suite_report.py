@@ -46,6 +46,8 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         "baselines_short_of_memory": {r.task_id: dict(r.baseline_alloc_retries) for r in rows
                                       if any(r.baseline_alloc_retries.values())},
         "device_steps": sorted({r.device_steps for r in rows if r.device_steps is not None}),
+        # a suite resumed on other machines: its rows per device (rows from before devices were recorded: None)
+        "devices": dict(Counter(r.device for r in rows if r.device is not None)),
         # the compile baseline compiled again inside a graded pass (on the critical path) though the warm-up compiled
         "recompiled_in_grade": [r.task_id for r in rows if r.baseline_prepare.get("compiles", 0) > 0
                                 and not r.baseline_prepare.get("cold")],
@@ -105,6 +107,10 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
              f"+-{int(BAND * 100)}%: {s['within_band_share']}",
              f"- median eager/compile ratio (reported, not targeted): {s['median_eager_over_compile']}",
              f"- task seconds in all: {s['seconds']}"]
+    if s.get("devices"):
+        lines.append("- rows per device: " + ", ".join(f"{k} {v}" for k, v in s["devices"].items())
+                     + (" (the self-speedups compare within a device; statuses across them)" if len(s["devices"]) > 1
+                        else ""))
     if s.get("phase_s"):
         top = list(s["phase_s"].items())[:6]
         lines.append("- seconds per phase, summed over tasks (largest): " + ", ".join(f"{k} {v}" for k, v in top))

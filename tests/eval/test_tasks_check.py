@@ -49,11 +49,14 @@ def test_tasks_check_grades_each_tasks_own_model_and_resumes(tmp_path: Path, cap
         assert 0 < row["device_lock"]["exclusive_s"] <= row["stage_s"]["device"]
         assert row["device_lock"]["exclusive_takes"] >= 2 and row["started_at"] > 0
         assert row["baseline_host"]["eager"]["calls"] > 0
+        assert row["device"]  # the CPU's model name: a suite resumed elsewhere counts its rows per device
     assert (out / "report.md").read_text().count("| correct |") == 2
     assert "graded parts one at a time:" in (out / "report.md").read_text()
     run = report["summary"]["timeline"]["runs"]
     assert len(run) == 1 and run[0]["tasks"] == 2 and 0 < run[0]["exclusive_s"] < run[0]["span_s"]
     assert "## Where the suite's time goes" in (out / "report.md").read_text()
+    assert report["summary"]["devices"] == {report["rows"][0]["device"]: 2}
+    assert f"- rows per device: {report['rows'][0]['device']} 2" in (out / "report.md").read_text()
     assert (out / "self_speedup.png").stat().st_size > 0
     lines = (out / "rows.jsonl").read_text().splitlines()
     # The same command again: nothing left to check, nothing checked twice.
