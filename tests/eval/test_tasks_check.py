@@ -175,7 +175,7 @@ def test_graded_parts_may_overlap_as_eval_device_steps_do(tmp_path: Path) -> Non
     out = tmp_path / "check"
     args = ["tasks", "check", f"folder:{ROOT / 'examples' / 'tasks'}", "--backend", "cpu", "--out", str(out),
             "--limit", "3", "--concurrency", "3", "-c", str(_config(tmp_path)), "-o", "eval.progress=false",
-            "-o", "eval.device_steps=2"]
+            "--device-steps", "2"]
     assert main(args) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["summary"]["by_status"] == {"correct": 3}
@@ -259,3 +259,23 @@ def test_tasks_start_one_level_after_another_in_turn() -> None:
     assert order == ["kb/level1/1", "kb/level2/1", "kb/level3/1", "kb/levelNone/9", "kb/level1/2", "kb/level3/2",
                      "kb/level1/3"]
     assert sorted(order) == sorted(t.id for t in tasks) and interleave_levels([]) == []
+
+
+def test_a_gpu_suite_check_gets_the_suites_defaults_for_what_the_user_left_unset() -> None:
+    from cuda_agent.config import load_config
+    from cuda_agent.harness.evaluation.config import EvalConfig
+    from cuda_agent.plugins.commands.tasks import SUITE_DEFAULTS, with_suite_defaults
+
+    def cfg(*overrides: str) -> EvalConfig:
+        return load_config(EvalConfig, [], ['eval.tasks="folder:x"', *overrides])
+
+    config, applied = with_suite_defaults(cfg("backend=cuda"), cpu_count=16)
+    assert applied == SUITE_DEFAULTS and (config.eval.concurrency, config.eval.device_steps) == (8, 2)
+    # what the user set stays; concurrency is capped at half the host's cores
+    config, applied = with_suite_defaults(cfg("backend=cuda", "eval.device_steps=4"), cpu_count=6)
+    assert applied == {"concurrency": 3} and (config.eval.concurrency, config.eval.device_steps) == (3, 4)
+    config, applied = with_suite_defaults(cfg("backend=cuda", "eval.concurrency=2", "eval.device_steps=1"), 16)
+    assert applied == {} and (config.eval.concurrency, config.eval.device_steps) == (2, 1)
+    # the CPU backend times on the host's own cores: eval's defaults stay
+    config, applied = with_suite_defaults(cfg("backend=cpu"), cpu_count=16)
+    assert applied == {} and (config.eval.concurrency, config.eval.device_steps) == (4, 1)
