@@ -302,7 +302,9 @@ class MemoryBudget:
                     self._holds[hid] = _Hold(nbytes, what)
                     self.peak_reserved = max(self.peak_reserved, self.capacity - free + nbytes)
                     return hid
-                if not asked and nbytes > free:  # let owners of idle processes close some, once per wait (unlocked)
+                # Let owners of idle processes close some, once per wait (unlocked); never for an admission held
+                # back, which could not take what they free (the starving reservation asks for itself).
+                if not asked and nbytes > free and fair:
                     asked = True
                     self._cond.release()
                     try:

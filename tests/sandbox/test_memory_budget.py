@@ -242,6 +242,40 @@ def test_a_session_that_waited_long_holds_new_tasks_back_until_it_fits() -> None
     assert order == ["a big session", "a new task's warm-up"] and budget.reserved == 0
 
 
+def test_an_admission_held_back_closes_no_idle_process() -> None:
+    """A new task's warm-up held back behind a starving session may not take memory however much is freed, so it
+    does not ask the pool to close idle processes (those warmed for sessions still to come would be started and
+    compiled again for nothing); the starving session asks for what it misses itself."""
+    budget = MemoryBudget("cuda", capacity=10 * GiB)
+    budget.fair_after_s = 0.3
+    running = budget.hold(6 * GiB, "a session still running")
+    asked_by: list[str] = []
+    budget.on_pressure.append(lambda missing: asked_by.append(threading.current_thread().name) or 0)
+    errors: list[BaseException] = []
+
+    def take(nbytes: int, what: str, admission: bool) -> None:
+        try:
+            with budget.reserve(nbytes, what, timeout_s=60, admission=admission):
+                pass
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            errors.append(exc)
+
+    big = threading.Thread(target=take, args=(8 * GiB, "a big session", False), name="big")
+    big.start()
+    _until(lambda: budget.waiting == 1)
+    time.sleep(0.4)  # past fair_after_s: the big session starves
+    late = threading.Thread(target=take, args=(5 * GiB, "a new task's warm-up", True), name="late")
+    late.start()
+    _until(lambda: budget.admissions_held == 1)
+    budget.release(budget.hold(0, "a release: every waiter wakes and looks again"))
+    time.sleep(0.2)
+    assert "late" not in asked_by and "big" in asked_by
+    budget.release(running)
+    big.join(timeout=60)
+    late.join(timeout=60)
+    assert not errors and budget.reserved == 0
+
+
 def test_an_exclusive_hold_that_never_gets_the_device_times_out_and_lets_the_others_in() -> None:
     budget = MemoryBudget("cpu", capacity=4 * GiB)
     running = budget.hold(GiB, "a session that does not end")
