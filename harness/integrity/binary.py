@@ -67,8 +67,11 @@ SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
          r"^std::thread::_M_start_thread|^cudaLaunchHostFunc$|^cudaStreamAddCallback$", "thread/process creation"),
         ("T23.binary.system_call", r"^(system|popen|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|socket|"
          r"connect|bind|listen|accept|accept4|ptrace|syscall|kill|setenv|putenv|unsetenv|getenv|secure_getenv|prctl|"
-         r"fopen|fopen64|freopen|open|open64|openat|creat|mmap|mmap64|unlink|rename|process_vm_readv|"
-         r"process_vm_writev|chroot|setuid)$", "system, process, network, environment or file calls"),
+         r"fopen|fopen64|freopen|fdopen|open|open64|openat|openat64|__open_2|__open64_2|__openat_2|__openat64_2|"
+         r"open_by_handle_at|creat|mmap|mmap64|mprotect|pkey_mprotect|pkey_alloc|pkey_set|mremap|madvise|"
+         r"memfd_create|shm_open|unlink|rename|process_vm_readv|process_vm_writev|chroot|setuid)$|"
+         r"^std::(__cxx11::)?basic_(i|o)?fstream<|^std::basic_filebuf<.*>::open\b",
+         "system, process, network, environment, memory-protection or file calls"),
     )
 )
 
@@ -78,7 +81,14 @@ _VENDOR_SYMBOLS: dict[str, re.Pattern[str]] = {
     "cusparse": re.compile(r"^cusparse\w*"),
     "cusolver": re.compile(r"^cusolver\w*"),
     "cufft": re.compile(r"^cufft\w*"),
-    "cblas": re.compile(r"^(cblas_\w+|mkl_\w+|dnnl_\w+|[sdcz]gemm_)$"),
+    # CPU BLAS/LAPACK under any spelling libtorch_cpu.so exports (MKL: sgemm, SGEMM, sgemm_64, sgemm_batch ...;
+    # cblas_*, mkl_*/MKL_*, oneDNN, OpenBLAS, fbgemm::): an imported routine of these names is a vendor library (the
+    # CUDA libraries' own gemms, cublas*/cusparse*..., belong to their families above)
+    "cblas": re.compile(r"(?i)^(cblas_\w+|mkl\w*|dnnl\w*|mkldnn\w*|openblas\w*|lapacke?_\w+|(?!cu)\w*gemm\w*|"
+                        r"i?[sdcz]{1,2}(gemv|symm|hemm|syrk|herk|syr2k|her2k|trmm|trsm|trmv|trsv|ger[uc]?|axpby|axpy|"
+                        r"dot[uc]?|scal|nrm2|asum|amax|amin|copy|swap|rotg?|rotmg?|symv|hemv|sbmv|spmv|gbmv|tbmv|tpmv|"
+                        r"getr[fsi]|potr[fsi]|gesv|gesvd|gesdd|geqrf|syevd?|heevd?|gels)(_batch\w*|_64|_)*)$|"
+                        r"^(fbgemm|dnnl|mkldnn|ideep|oneapi::mkl|Eigen)::"),
 }
 
 _OP_RE = re.compile(r"^at::_ops::(\w+)::(call|redispatch)\b")

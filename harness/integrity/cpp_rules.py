@@ -173,8 +173,12 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T12.cpp.file_io", r"(?<![\w.>:])(open|openat|open64)\s*\(", "raw file descriptors are not allowed"),
     _p("T23.cpp.system_call", r"(?<![\w.>:])(system|popen|execl|execlp|execle|execv|execvp|execvpe|execve|socket|connect|bind|"
        r"listen|accept|ptrace|syscall|kill|getenv|setenv|putenv|unsetenv|secure_getenv|prctl|setuid|chroot|"
-       r"process_vm_readv|process_vm_writev)\s*\(",
-       "system, process, environment and network calls are not allowed"),
+       r"process_vm_readv|process_vm_writev|mprotect|pkey_mprotect|pkey_alloc|mremap|madvise|memfd_create|"
+       r"shm_open)\s*\(",
+       "system, process, environment, network and memory-protection calls are not allowed"),
+    # A clock of the candidate's own: the CPU's cycle counter (what a patched clock_gettime would run on)
+    _p("T8.cpp.clock", r"\b(__rdtsc|__rdtscp|_rdtsc|__builtin_ia32_rdtscp?|__builtin_readcyclecounter)\b",
+       "reading the CPU's cycle counter is not allowed: times come from the harness's clock"),
 )
 
 #: ``#include`` targets refused, by rule.
@@ -199,6 +203,11 @@ STRING_PATTERNS: tuple[_Pattern, ...] = (
     _p("T1.cpp.dispatcher", r"^\s*(aten|prim|torch)::\w+", "operator schema names are not allowed"),
     _p("T23.cpp.system_call", r"/proc/|/dev/(mem|shm|tcp)|/sys/", "reading /proc, /sys or /dev is not allowed"),
     _p("T23.cpp.system_call", r"\b(syscall|sysenter|int\s+\$0x80)\b", "system calls from inline assembly are not allowed"),
+    # raw machine code in an asm string (a system call or a code patch spelled as bytes); PTX has none of these
+    _p("T23.cpp.system_call", r"(^|[;\n\t ]|\\[nt])\.(byte|2byte|4byte|8byte|hword|short|word|long|quad|octa|inst|value)\b",
+       "raw machine code in inline assembly is not allowed"),
+    _p("T8.cpp.clock", r"\b(rdtscp?|rdpmc)\b", "reading the CPU's cycle counter is not allowed: times come from the "
+       "harness's clock"),
 )
 
 

@@ -71,7 +71,8 @@ RULES: dict[str, str] = {
     "T7.runtime.mode_installed": "a torch function/dispatch mode or a trace/profile hook was left installed",
     # --- T8: patching the timer -------------------------------------------
     "T8.python.timer_access": "model_new.py imports or touches timing modules (time, timeit, statistics)",
-    "T8.runtime.timer_patched": "a timing function (perf_counter, Event.elapsed_time, synchronize, ...) was replaced",
+    "T8.cpp.clock": "C++ reads the CPU's cycle counter (rdtsc, __rdtsc): a clock of its own",
+    "T8.runtime.timer_patched": "a timing function (perf_counter, Event.elapsed_time, synchronize, ...) was replaced, in Python or in its native code",
     # --- T9: side streams -------------------------------------------------
     "T9.python.stream": "Python code creates or switches CUDA streams or events (torch.cuda.Stream, torch.cuda.stream, Event)",
     "T9.cpp.stream": "C++/CUDA source creates a stream or launches on a non-default stream it made (cudaStreamCreate*, "

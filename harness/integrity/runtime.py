@@ -1,12 +1,10 @@
 """Checks run INSIDE the candidate process: guard snapshots, op audit, kernel origin (THREATS.md 1, 7, 8, 10, 16).
 
-The candidate runner takes ``take_guard_snapshot()`` before the candidate's
-module is imported and compares with ``compare_guard_snapshot`` after loading
-and after calls: replaced timing/checking functions, installed torch modes or
-trace hooks, flipped global flags, changed environment variables and new
-threads (Python and native, counted from ``/proc/self/task``) are
-violations. ``audit_ops()`` records the ATen ops (and, on CUDA, the GPU
-kernels) that ran during a forward; ``op_audit_violations`` and
+The candidate runner takes ``take_guard_snapshot()`` before the candidate's module is imported and compares with
+``compare_guard_snapshot`` after loading and after calls: replaced timing/checking functions (native timing code
+too: ``native_guard``), installed torch modes or trace hooks, flipped global flags, changed environment variables
+and new threads (Python and native, counted from ``/proc/self/task``) are violations. ``audit_ops()`` records the
+ATen ops (and, on CUDA, the GPU kernels) that ran during a forward; ``op_audit_violations`` and
 ``kernel_origin_violations`` judge them.
 
 Everything here runs where the candidate could tamper with it, so each check
@@ -28,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.harness.integrity.native_guard import native_changes, native_timer_code
 from cuda_agent.harness.integrity.violation import Violation
 
 #: Dotted names of timing functions whose identity must not change (T8).
@@ -189,6 +188,7 @@ def take_guard_snapshot() -> dict[str, Any]:
     _prime_torch()
     return {
         "timers": _identities(TIMER_FUNCTIONS),
+        "native_timers": native_timer_code(),
         "checkers": _identities(CHECKER_FUNCTIONS),
         "modules": {name: id(sys.modules[name]) for name in ("time", "torch", "statistics", "builtins", "math")
                     if name in sys.modules},
@@ -210,12 +210,9 @@ def compare_guard_snapshot(
     ignore_env: Iterable[str] = (),
     native_thread_allowance: int | None = None,
 ) -> list[Violation]:
-    """Violations between two guard snapshots of the same process (empty = nothing changed).
-
-    :param ignore_env: environment variables the harness itself may change between the snapshots.
-    :param native_thread_allowance: new native threads tolerated; default: none, except that a
-        newly loaded OpenMP runtime (an OpenMP kernel's worker pool) may add up to the CPU count.
-    """
+    """Violations between two guard snapshots of the same process (empty = nothing changed). ``ignore_env``:
+    environment variables the harness itself may change between the snapshots; ``native_thread_allowance``: new
+    native threads tolerated (default none, but a newly loaded OpenMP runtime may add up to the CPU count)."""
     out: list[Violation] = []
     for key, rule, what in (("timers", "T8.runtime.timer_patched", "timing"),
                             ("checkers", "T7.runtime.checker_patched", "checking")):
@@ -226,6 +223,9 @@ def compare_guard_snapshot(
             more = f" and {len(changed) + len(missing) - 6} more" if len(changed) + len(missing) > 6 else ""
             out.append(Violation(rule=rule, message=f"{what} function(s) {names}{more} were replaced or removed after "
                                                     "the candidate loaded; the harness's functions must stay untouched"))
+    if patched := native_changes(before.get("native_timers", {}), after.get("native_timers", {})):
+        out.append(Violation(rule="T8.runtime.timer_patched", message=f"native timing code changed after the "
+                             f"candidate loaded: {', '.join(patched[:6])}; the process's clocks must stay untouched"))
     for name, ident in before.get("modules", {}).items():
         if after.get("modules", {}).get(name, ident) != ident:
             rule = "T8.runtime.timer_patched" if name in {"time", "statistics"} else "T7.runtime.checker_patched"
