@@ -35,6 +35,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from cuda_agent.harness.integrity import check_cpp_text, check_model_new_source
+from cuda_agent.harness.integrity.cpp_rules import external_blas
 from cuda_agent.harness.integrity.violation import Violation, dedupe
 
 #: The extension module name the rewritten file imports (the allowlist's default).
@@ -200,6 +201,9 @@ def check_single_file(source: str, filename: str = "model_new.py", *, allowed_li
                 label = f"{filename}: {where}" + (f"[{i}]" if len(texts) > 1 else "")
                 result.sources.append(InlineSource(label, text))
                 result.violations.extend(check_cpp_text(text, label, allowed_libraries=allowed_libraries))
+    # the file's sources together (a declaration in cpp_sources, its use in cuda_sources): BLAS it never defines
+    whole = "\n".join(src.text for src in result.sources)
+    result.violations.extend(external_blas(whole, f"{filename}: load_inline sources", allowed_libraries))
     if result.load_calls == 0:
         result.notes.append("no load_inline call found; the file's extension, if any, is not checked statically")
     rewritten = _rewrite_lines(source, tree, aliases)

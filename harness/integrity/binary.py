@@ -53,7 +53,8 @@ SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
          "direct ATen kernel calls"),
         ("T1.binary.jit", r"^torch::jit::|^torch::autograd::(Engine|backward|grad)\b|^torch::autograd::profiler",
          "TorchScript/autograd engine entry points"),
-        ("T1.binary.dynamic_loading", r"^(dlopen|dlsym|dlvsym|dlmopen|dlinfo|cuModuleLoad\w*|cuLibraryLoad\w*|"
+        ("T1.binary.dynamic_loading", r"^(dlopen|dlsym|dlvsym|dlmopen|dlinfo|dl_iterate_phdr|dladdr1?|getauxval|"
+         r"_r_debug|_dl_\w+|cuModuleLoad\w*|cuLibraryLoad\w*|"
          r"cudaLibraryLoad\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetFunction)$",
          "loading code at run time"),
         ("T1.binary.python_api", PYTHON_API_PATTERN, "Python import/eval/call/attribute APIs"),

@@ -114,6 +114,12 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T1.cpp.dynamic_loading", r"\b(dlopen|dlsym|dlvsym|dlmopen|dlinfo|LoadLibrary\w*|GetProcAddress|cuModuleLoad\w*|"
        r"cuLibraryLoad\w*|cudaLibraryLoad\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetFunction)\b",
        "loading code at run time is not allowed"),
+    # Walking the loaded objects' symbol tables finds any function by name without importing it (session 36's red
+    # team: MKL's sgemm through dl_iterate_phdr; a GOT slot of libpython's clock_gettime rewritten)
+    _p("T1.cpp.dynamic_loading", r"\b(dl_iterate_phdr|dladdr1?|dl_phdr_info|getauxval|_r_debug|r_debug|link_map|"
+       r"_DYNAMIC|_GLOBAL_OFFSET_TABLE_|ElfW|Elf(32|64)_\w+|DT_(GNU_HASH|HASH|SYMTAB|STRTAB|JMPREL|RELA|PLTGOT)|"
+       r"PT_(DYNAMIC|LOAD)|AT_(SYSINFO_EHDR|PHDR|BASE|ENTRY)|R_X86_64_\w+)\b",
+       "reading the process's loaded objects (symbol tables, GOT, auxiliary vector) is not allowed"),
     _p("T1.cpp.dispatcher", r"\b(Dispatcher|findSchema\w*|findOp|callBoxed|call_boxed|OperatorHandle|"
        r"TypedOperatorHandle|OperatorEntry|RegisterOperators|getOperation|TORCH_LIBRARY\w*|TORCH_MODULE_FRAGMENT)\b",
        "operator dispatcher lookups/registrations are not allowed; call only your own kernels"),
@@ -181,9 +187,39 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
        "reading the CPU's cycle counter is not allowed: times come from the harness's clock"),
 )
 
+#: A CPU BLAS/LAPACK routine's name, any case, with the suffixes vendors export (``sgemm``, ``SGEMM``, ``sgemm_64``,
+#: ``dgemm_``, ``sgemm_batch_strided``, ``isamax``): the source form of the binary rule's "cblas" family.
+BLAS_ROUTINE = re.compile(
+    r"(?i)\b(i?[sdcz]{1,2}(gemm\w*|gemv|symm|hemm|syrk|herk|syr2k|her2k|trmm|trsm|trmv|trsv|ger[uc]?|axpby|axpy|"
+    r"dot[uc]?|scal|nrm2|asum|amax|amin|copy|swap|rotg?|rotmg?|symv|hemv|sbmv|spmv|gbmv|tbmv|tpmv|getr[fsi]|"
+    r"potr[fsi]|gesv|gesvd|gesdd|geqrf|syevd?|heevd?|gels)(_batch\w*|_64|_)*)\b")
+
+
+def external_blas(text: str, label: str, allowed_libraries: Iterable[str] = ()) -> list[Violation]:
+    """Uses of BLAS routine names that ``text`` calls, declares or names in an asm label without defining them: a
+    vendor BLAS reached by a hand-written declaration (libtorch exports MKL's ``sgemm``). For sources complete in
+    one text (a single file's ``load_inline``); a workspace's imports are judged by the binary rules."""
+    if "cblas" in set(allowed_libraries):
+        return []
+    stripped = strip_code(text)
+    code = stripped.code
+    found: list[Violation] = []
+    names = {m.group(1) for m in BLAS_ROUTINE.finditer(code)}
+    names |= {lit.strip() for _, lit in stripped.strings if BLAS_ROUTINE.fullmatch(lit.strip())}
+    for name in sorted(names):
+        defined = re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*(const\s*)?(noexcept\s*)?\{{", code)
+        used = re.search(rf"\b{re.escape(name)}\s*\(", code) or name in {lit.strip() for _, lit in stripped.strings}
+        if used and not defined:
+            found.append(Violation(rule="T1.cpp.vendor_library", file=label,
+                                   message=f"`{name}` is called or declared but not defined here: a vendor BLAS "
+                                           "routine (cblas) the skill does not allow"))
+    return found
+
+
 #: ``#include`` targets refused, by rule.
 INCLUDE_PATTERNS: tuple[_Pattern, ...] = (
-    _p("T1.cpp.dynamic_loading", r"^dlfcn\.h$", "<dlfcn.h> (dlopen/dlsym) is not allowed"),
+    _p("T1.cpp.dynamic_loading", r"^(dlfcn\.h|link\.h|elf\.h|sys/auxv\.h|gnu/lib-names\.h)$",
+       "<dlfcn.h>, <link.h>, <elf.h>, <sys/auxv.h> (finding code at run time) are not allowed"),
     _p("T1.cpp.python_api", r"^(Python\.h|pybind11/(eval|embed|numpy|functional|iostream)\.h|torch/csrc/autograd/python_\w+\.h|"
        r"torch/csrc/jit/.*)$", "Python/TorchScript headers are not allowed in kernels"),
     _p("T1.cpp.dispatcher", r"^(ATen/core/dispatch/.*|ATen/core/op_registration/.*|torch/library\.h|"

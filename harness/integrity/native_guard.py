@@ -122,6 +122,109 @@ def _torch_c_timers() -> dict[str, str]:
     return out
 
 
+#: Loaded objects whose GOT slots for the watched functions are read (basename prefixes): the interpreter and
+#: torch's CUDA libraries, the callers of the clocks and the event calls the timer reads through.
+GOT_OBJECTS = ("python", "libpython", "libtorch_cuda", "libc10_cuda", "libtorch_python")
+#: A relocation section larger than this is read only when it is the PLT's (a big library's .rela.dyn is mostly
+#: relative relocations, and its calls go through the PLT).
+MAX_RELA_BYTES = 4 << 20
+_ELF_CACHE: dict[tuple[str, float, frozenset[str]], list[tuple[str, int, int]]] = {}
+
+
+def _elf_slots(path: str, names: frozenset[str]) -> list[tuple[str, int, int]]:
+    """(symbol, GOT offset from the first load segment's address, that segment's page-aligned vaddr) of every
+    JUMP_SLOT/GLOB_DAT relocation against ``names`` in the x86-64 ELF ``path``; cached per file, mtime and names."""
+    import struct
+
+    key = (path, os.stat(path).st_mtime, names)
+    if key in _ELF_CACHE:
+        return _ELF_CACHE[key]
+    out: list[tuple[str, int, int]] = []
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1 or struct.unpack_from("<H", head, 18)[0] != 62:
+            _ELF_CACHE[key] = out
+            return out
+        phoff, shoff = struct.unpack_from("<QQ", head, 32)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 54)
+        fh.seek(phoff)
+        phdrs = [struct.unpack_from("<IIQQ", fh.read(phentsize)) for _ in range(phnum)]
+        first_load = min((vaddr for ptype, _, off, vaddr in phdrs if ptype == 1 and off == 0), default=0) & ~0xFFF
+        fh.seek(shoff)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", fh.read(shentsize)) for _ in range(shnum)]
+
+        def read(sec: tuple) -> bytes:
+            fh.seek(sec[4])
+            return fh.read(sec[5])
+
+        dynsym_index = next((i for i, sec in enumerate(sections) if sec[1] == 11), None)
+        if dynsym_index is not None:
+            dynsym, dynstr = read(sections[dynsym_index]), read(sections[sections[dynsym_index][6]])
+            wanted = {}
+            for i, (st_name,) in enumerate(struct.iter_unpack("<I20x", dynsym)):
+                end = dynstr.find(b"\0", st_name)
+                name = dynstr[st_name:end].decode(errors="replace")
+                if name in names:
+                    wanted[i] = name
+            for sec in sections:
+                if sec[1] != 4 or sec[6] != dynsym_index or not wanted:
+                    continue
+                if sec[5] > MAX_RELA_BYTES and not sec[7]:  # sh_info names the PLT's section for .rela.plt
+                    continue
+                for r_offset, r_info, _ in struct.iter_unpack("<QQq", read(sec)):
+                    if r_info >> 32 in wanted and r_info & 0xFFFFFFFF in (6, 7):
+                        out.append((wanted[r_info >> 32], r_offset, first_load))
+    _ELF_CACHE[key] = out
+    return out
+
+
+def _resolved(names: frozenset[str]) -> dict[str, int]:
+    """Where the dynamic linker resolves each of ``names`` in the global namespace (libc's clocks) or in the CUDA
+    libraries already loaded: what a bound GOT slot holds."""
+    out = {}
+    libs = [ctypes.CDLL(None)] + [lib for sonames, _ in CUDA_LIBRARIES if (lib := _loaded(sonames)) is not None]
+    for name in names:
+        for lib in libs:
+            addr = _address(lib, name)
+            if addr:
+                out[name] = addr
+                break
+    return out
+
+
+def got_slot_addresses(names: frozenset[str]) -> dict[str, int]:
+    """``{object:symbol@offset: slot address}`` of the GOT slots of ``names`` in the loaded objects of
+    :data:`GOT_OBJECTS`."""
+    bases: dict[str, int] = {}
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) >= 6 and parts[5].startswith("/") and int(parts[2], 16) == 0:
+                    bases.setdefault(parts[5], int(parts[0].split("-")[0], 16))
+    except OSError:
+        return {}
+    out = {}
+    for path, start in bases.items():
+        if not os.path.basename(path).startswith(GOT_OBJECTS):
+            continue
+        try:
+            slots = _elf_slots(path, names)
+        except (OSError, ValueError, IndexError):
+            continue
+        for name, r_offset, first_load in slots:
+            out[f"{os.path.basename(path)}:{name}@{r_offset:x}"] = start - first_load + r_offset
+    return out
+
+
+def _got_slots(names: frozenset[str]) -> dict[str, str]:
+    """``{object:symbol@offset: "held>resolved"}``: what each watched GOT slot holds and where the linker resolves
+    its symbol (a slot rewritten to the candidate's own clock leaves every function's code intact)."""
+    resolved = _resolved(names)
+    return {k: f"{ctypes.c_void_p.from_address(addr).value or 0:x}>{resolved.get(k.split(':', 1)[1].split('@')[0], 0):x}"
+            for k, addr in got_slot_addresses(names).items()}
+
+
 def native_timer_code() -> dict[str, str]:
     """``{where: digest}`` of the native timing code of this process now (see the module docstring); a function
     that cannot be resolved here is left out."""
@@ -140,9 +243,21 @@ def native_timer_code() -> dict[str, str]:
         for name in functions if lib is not None else ():
             out[f"{sonames[0]}:{name}"] = _digest(_address(lib, name))
     out.update(_torch_c_timers())
+    watched = frozenset(LIBC_CLOCKS) | frozenset(f for _, functions in CUDA_LIBRARIES for f in functions)
+    out.update({f"got:{k}": v for k, v in _got_slots(watched).items()})
     return {k: v for k, v in out.items() if v is not None}
 
 
 def native_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    """The watched native functions whose code (or C pointer) differs between two readings, or that vanished."""
-    return [k for k, v in before.items() if after.get(k) != v]
+    """The watched native functions whose code (or C pointer) differs between two readings, or that vanished. A GOT
+    slot may change once, from its PLT stub to the function the linker resolves (lazy binding): it counts only when
+    it then holds anything else."""
+    changed = []
+    for k, v in before.items():
+        now = after.get(k)
+        if now == v:
+            continue
+        if k.startswith("got:") and now is not None and now.split(">")[0] == now.split(">")[1]:
+            continue
+        changed.append(k)
+    return changed

@@ -41,6 +41,16 @@ CHILD = textwrap.dedent("""
         slot.value = other
         def restore():
             slot.value = old
+    elif what == "got":  # libpython's GOT slot of clock_gettime now holds clock_getres (no code written)
+        from cuda_agent.harness.integrity.native_guard import got_slot_addresses
+        slots = got_slot_addresses(frozenset({"clock_gettime"}))
+        key, addr = sorted((k, a) for k, a in slots.items()
+                           if k.startswith(("libpython", "python")) and ":clock_gettime@" in k)[0]
+        slot = ctypes.c_void_p.from_address(addr)
+        old = slot.value
+        slot.value = ctypes.cast(libc.clock_getres, ctypes.c_void_p).value
+        def restore():
+            slot.value = old
     after = take_guard_snapshot()
     if restore is not None:
         restore()
@@ -79,4 +89,11 @@ def test_a_swapped_c_function_behind_a_builtin_time_function_is_a_timer_violatio
     found = run_child("pointer")
     assert [v["rule"] for v in found["patched"]] == ["T8.runtime.timer_patched"]
     assert "python:time.thread_time" in found["patched"][0]["message"]
+    assert found["restored"] == []
+
+
+def test_a_rewritten_got_slot_of_the_interpreters_clock_is_a_timer_violation() -> None:
+    found = run_child("got")
+    assert [v["rule"] for v in found["patched"]] == ["T8.runtime.timer_patched"]
+    assert ":clock_gettime@" in found["patched"][0]["message"] and "got:" in found["patched"][0]["message"]
     assert found["restored"] == []
