@@ -196,12 +196,18 @@ def got_slot_addresses(names: frozenset[str]) -> dict[str, int]:
     """``{object:symbol@offset: slot address}`` of the GOT slots of ``names`` in the loaded objects of
     :data:`GOT_OBJECTS`."""
     bases: dict[str, int] = {}
+    readable: dict[str, list[tuple[int, int]]] = {}  # each object's readable mappings: a slot is read only inside one
     try:
         with open("/proc/self/maps") as fh:
             for line in fh:
                 parts = line.split()
-                if len(parts) >= 6 and parts[5].startswith("/") and int(parts[2], 16) == 0:
-                    bases.setdefault(parts[5], int(parts[0].split("-")[0], 16))
+                if len(parts) < 6 or not parts[5].startswith("/"):
+                    continue
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if int(parts[2], 16) == 0:
+                    bases.setdefault(parts[5], lo)
+                if parts[1].startswith("r"):
+                    readable.setdefault(parts[5], []).append((lo, hi))
     except OSError:
         return {}
     out = {}
@@ -213,7 +219,9 @@ def got_slot_addresses(names: frozenset[str]) -> dict[str, int]:
         except (OSError, ValueError, IndexError):
             continue
         for name, r_offset, first_load in slots:
-            out[f"{os.path.basename(path)}:{name}@{r_offset:x}"] = start - first_load + r_offset
+            addr = start - first_load + r_offset
+            if any(lo <= addr and addr + 8 <= hi for lo, hi in readable.get(path, ())):
+                out[f"{os.path.basename(path)}:{name}@{r_offset:x}"] = addr
     return out
 
 
