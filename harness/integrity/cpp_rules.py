@@ -299,12 +299,26 @@ _CONST_POINTER_RE = re.compile(r"^\s*(?:static\s+)?const\s+(?!char\b|wchar_t\b)[
 _CONST_VARIABLE_RE = re.compile(r"\bconst\s+[A-Za-z_]\w*\s*(\[[^\]]*\]\s*)*(=|;|\{)")
 
 
+def _statement_pieces(lines: list[str]) -> list[tuple[int, str]]:
+    """``(line number, text)`` per line, with a line that opens a namespace and declares on it (``namespace {
+    float buf[64]; }``) or holds several statements cut after the namespace's brace and after each ``;``: each
+    declaration is then judged on its own (session 36's red team hid a cache in a one-line anonymous namespace)."""
+    out = []
+    for lineno, ln in enumerate(lines, start=1):
+        m = re.match(r"^(.*?\bnamespace\b[^;{]*\{)(.+)$", ln)
+        head, rest = (m.group(1), m.group(2)) if m else ("", ln)
+        if head:
+            out.append((lineno, head))
+        out += [(lineno, piece) for piece in re.findall(r"[^;]*;|[^;]+$", rest) if piece.strip()]
+    return out
+
+
 def _namespace_scope_state(lines: list[str], filename: str) -> list[Violation]:
     """Mutable variables at namespace scope (caches, call counters): they outlive a call (T12/T13)."""
     out: list[Violation] = []
     stack: list[bool] = []  # True = brace opened by a namespace
     pending_namespace = False
-    for lineno, ln in enumerate(lines, start=1):
+    for lineno, ln in _statement_pieces(lines):
         at_namespace_scope = all(stack)
         text = ln.strip()
         if at_namespace_scope and text and not text.startswith("#") and (

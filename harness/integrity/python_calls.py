@@ -174,6 +174,16 @@ class CallChecks:
                 self.flag("T1.python.builtin_call", node,
                           f"`{name}()` on a tensor runs PyTorch compute; use it on Python numbers only")
             return make_kind(S) if name not in {"sorted"} else make_kind("list")
+        if self.strict and name in {"map", "filter", "iter", "sorted", "min", "max"}:
+            # map(self.act, xs), filter(F.relu, xs), iter(self.act, x), max(xs, key=...): the builtin calls it
+            called = [(node.args[0], arg_kinds[0])] if name in {"map", "filter"} and node.args else []
+            called += [(node.args[0], arg_kinds[0])] if name == "iter" and len(node.args) == 2 else []
+            called += [(kw.value, arg_kinds[len(node.args) + i]) for i, kw in enumerate(node.keywords) if kw.arg == "key"]
+            for a, k in called:
+                if k[0] in CALLABLE_TAGS - {"extfn", "lambda"}:
+                    self.flag("T1.python.submodule_call", a, f"passing a module or function to `{name}()` calls it; "
+                              "forward may call only the extension, allowed torch allocation/metadata functions and "
+                              "its own helpers directly")
         if name in allow.BUILTINS_ALLOWED:
             if name == "len":
                 return make_kind(S)

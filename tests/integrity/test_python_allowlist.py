@@ -99,3 +99,20 @@ def test_the_workspace_starter_is_no_integrity_violation_but_fails_when_called()
                  "        return torch.empty_like(x)\n"):
         rules = {v.rule for v in check_model_new_source(head + body)}
         assert rules & {"T1.python.extension_unused", "T1.python.torch_call", "T1.python.operator"}, body
+
+
+@pytest.mark.parametrize("body", [
+    "for y in map(self.act, [x]):\n            return y\n        return x",
+    "return next(iter(map(self.act, [x])))",
+    "return list(filter(self.act, [x]))[0]",
+    "return max([x], key=self.act)",
+    "return sorted([x], key=self.helper)[0]",
+])
+def test_a_module_or_function_handed_to_a_builtin_is_a_call_of_it(body: str) -> None:
+    """Session 36's red team: ``map(self.act, xs)`` ran ``nn.SiLU`` in forward past the call rules."""
+    source = ("import torch\nimport torch.nn as nn\nimport cuda_extension\n\n\nclass ModelNew(nn.Module):\n"
+              "    def __init__(self):\n        super().__init__()\n        self.act = nn.SiLU()\n\n"
+              "    def helper(self, t):\n        return t\n\n"
+              f"    def forward(self, x):\n        cuda_extension.f(x)\n        {body}\n")
+    rules = {v.rule for v in check_model_new_source(source, "model_new.py", extension_names=("cuda_extension",))}
+    assert rules & {"T1.python.submodule_call", "T1.python.builtin_call"}, rules
