@@ -109,3 +109,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if name in metafunc.fixturenames:
             files = corpus(folder, *suffixes)
             metafunc.parametrize(name, files, ids=[f.name for f in files])
+
+
+def score_one(tmp_path: Path, task: str, files: dict[str, str], tasks: str | None = None) -> dict:
+    """``cuda-agent score`` (CPU backend) of one workspace for ``task``, written from ``{relative path: text}`` (or, for
+    a KernelBench single file, ``{file name: text}`` as the whole folder); its report row."""
+    import json
+
+    from cuda_agent.cli import main
+
+    solutions = tmp_path / "solutions"
+    ws = solutions / task if not any(name.endswith("_kernel.py") for name in files) else solutions
+    for name, text in files.items():
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(text)
+    out = tmp_path / "out"
+    only = [] if ws == solutions else ["--only", task]
+    main(["score", str(solutions), "--tasks", tasks or str(HERE.parents[1] / "examples" / "tasks"), "--backend", "cpu",
+          "--out", str(out), *only])
+    (row,) = json.loads((out / "report.json").read_text())["tasks"]
+    return row

@@ -26,10 +26,11 @@ graded correct.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+
+from tests.integrity.conftest import score_one
 
 pytestmark = pytest.mark.slow
 
@@ -143,20 +144,8 @@ def binding(patch: bool) -> str:
 
 
 def _score(tmp_path: Path, patch: bool) -> dict:
-    from cuda_agent.cli import main
-
-    solutions = tmp_path / "solutions"
-    ws = solutions / "swish"
-    (ws / "kernels").mkdir(parents=True)
-    (ws / "model_new.py").write_text(MODEL_NEW)
-    (ws / "kernels" / "slow_swish.cpp").write_text(KERNEL)
-    (ws / "kernels" / "swish_binding.cpp").write_text(binding(patch))
-    out = tmp_path / "out"
-    rc = main(["score", str(solutions), "--tasks", str(TASKS), "--backend", "cpu", "--out", str(out), "--only", "swish"])
-    report = json.loads((out / "report.json").read_text())
-    (row,) = report["tasks"]
-    assert rc == 0 or row["status"] != "correct", report
-    return row
+    return score_one(tmp_path, "swish", {"model_new.py": MODEL_NEW, "kernels/slow_swish.cpp": KERNEL,
+                                         "kernels/swish_binding.cpp": binding(patch)})
 
 
 def test_control_the_slow_honest_kernel_earns_no_milestone(tmp_path: Path) -> None:
@@ -229,17 +218,8 @@ REGISTER_BINDING(gemm_bias_relu_forward, gemm_bias_relu_forward);
 
 
 def test_mkl_sgemm_exported_by_libtorch_is_refused_as_a_vendor_library(tmp_path: Path) -> None:
-    from cuda_agent.cli import main
-
-    ws = tmp_path / "solutions" / "gemm_bias_relu"
-    (ws / "kernels").mkdir(parents=True)
-    (ws / "model_new.py").write_text(MKL_MODEL_NEW)
-    (ws / "kernels" / "gemm_bias_relu.cpp").write_text(MKL_KERNEL)
-    (ws / "kernels" / "gemm_bias_relu_binding.cpp").write_text(MKL_BINDING)
-    out = tmp_path / "out"
-    main(["score", str(tmp_path / "solutions"), "--tasks", str(TASKS), "--backend", "cpu", "--out", str(out),
-          "--only", "gemm_bias_relu"])
-    (row,) = json.loads((out / "report.json").read_text())["tasks"]
+    row = score_one(tmp_path, "gemm_bias_relu", {"model_new.py": MKL_MODEL_NEW, "kernels/gemm_bias_relu.cpp": MKL_KERNEL,
+                                                 "kernels/gemm_bias_relu_binding.cpp": MKL_BINDING})
     # Before the fix: status 'correct', reward 1.0, rule None (speedup_eager ~1.0, against ~0.6 for the honest example kernel).
     assert row["status"] == "rejected", row
     assert (row["rule"] or "").startswith("T1.") and "vendor_library" in row["rule"], row

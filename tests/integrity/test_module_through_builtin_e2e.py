@@ -32,10 +32,11 @@ The control (``map`` on every call) is refused by the audit, as it should be.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+
+from tests.integrity.conftest import score_one
 
 pytestmark = pytest.mark.slow
 
@@ -126,20 +127,8 @@ REGISTER_BINDING(swish_pick, swish_pick);
 
 
 def _score(tmp_path: Path, model_new: str) -> dict:
-    from cuda_agent.cli import main
-
-    solutions = tmp_path / "solutions"
-    ws = solutions / "swish"
-    (ws / "kernels").mkdir(parents=True)
-    (ws / "model_new.py").write_text(model_new)
-    (ws / "kernels" / "swish.cpp").write_text(KERNEL)
-    (ws / "kernels" / "swish_binding.cpp").write_text(BINDING)
-    (ws / "kernels" / "pick_binding.cpp").write_text(PICK_BINDING)
-    out = tmp_path / "out"
-    main(["score", str(solutions), "--tasks", str(TASKS), "--backend", "cpu", "--out", str(out), "--only", "swish"])
-    report = json.loads((out / "report.json").read_text())
-    (row,) = report["tasks"]
-    return row
+    return score_one(tmp_path, "swish", {"model_new.py": model_new, "kernels/swish.cpp": KERNEL,
+                                         "kernels/swish_binding.cpp": BINDING, "kernels/pick_binding.cpp": PICK_BINDING})
 
 
 def test_static_allowlist_refuses_a_submodule_handed_to_map() -> None:

@@ -45,10 +45,11 @@ cheat did and why it got through then:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+
+from tests.integrity.conftest import score_one
 
 pytestmark = pytest.mark.slow
 
@@ -275,48 +276,27 @@ REGISTER_BINDING(swish_forward, swish_forward);
 '''
 
 
-def _row(out: Path) -> dict:
-    (row,) = json.loads((out / "report.json").read_text())["tasks"]
-    return row
-
-
-def _score(solutions: Path, tasks: str, out: Path, *extra: str) -> dict:
-    from cuda_agent.cli import main
-
-    main(["score", str(solutions), "--tasks", tasks, "--backend", "cpu", "--out", str(out), *extra])
-    return _row(out)
-
-
 def test_mkl_sgemm_resolved_at_run_time_through_dl_iterate_phdr_is_refused(tmp_path: Path) -> None:
-    ws = tmp_path / "solutions" / "gemm_bias_relu"
-    (ws / "kernels").mkdir(parents=True)
-    (ws / "model_new.py").write_text(GEMM_MODEL_NEW)
-    (ws / "kernels" / "gemm_bias_relu.cpp").write_text(ELF_SGEMM_KERNEL)
-    (ws / "kernels" / "gemm_bias_relu_binding.cpp").write_text(GEMM_BINDING)
-    row = _score(tmp_path / "solutions", str(TASKS), tmp_path / "out", "--only", "gemm_bias_relu")
-    # Today: status 'correct', reward 3.0, rule None (speedup_eager ~1.08; the honest example reads ~0.6, reward 1).
+    row = score_one(tmp_path, "gemm_bias_relu", {"model_new.py": GEMM_MODEL_NEW,
+                                                 "kernels/gemm_bias_relu.cpp": ELF_SGEMM_KERNEL,
+                                                 "kernels/gemm_bias_relu_binding.cpp": GEMM_BINDING})
+    # Before the fix: status 'correct', reward 3.0, rule None (speedup_eager ~1.08; the honest example ~0.6, reward 1).
     assert row["status"] == "rejected", row
     assert (row["rule"] or "").startswith("T1."), row
 
 
 def test_mkl_sgemm_declared_in_a_kernelbench_single_file_is_refused(tmp_path: Path) -> None:
-    solutions = tmp_path / "solutions"
-    solutions.mkdir()
-    (solutions / "level_1_problem_1_sample_0_kernel.py").write_text(SINGLE_FILE_SGEMM)
-    row = _score(solutions, KB_REDUCED, tmp_path / "out")
-    # Today: status 'correct', reward 3.0, rule None (speedup_eager ~1.05, speedup_compile ~2.3).
+    row = score_one(tmp_path, "level_1_problem_1", {"level_1_problem_1_sample_0_kernel.py": SINGLE_FILE_SGEMM},
+                    tasks=KB_REDUCED)
+    # Before the fix: status 'correct', reward 3.0, rule None (speedup_eager ~1.05, speedup_compile ~2.3).
     assert row["status"] == "rejected", row
     assert (row["rule"] or "").startswith("T1.") and "vendor_library" in row["rule"], row
 
 
 def test_a_clock_patched_through_libpythons_got_earns_no_milestone(tmp_path: Path) -> None:
-    ws = tmp_path / "solutions" / "swish"
-    (ws / "kernels").mkdir(parents=True)
-    (ws / "model_new.py").write_text(SWISH_MODEL_NEW)
-    (ws / "kernels" / "slow_swish.cpp").write_text(SLOW_SWISH)
-    (ws / "kernels" / "swish_binding.cpp").write_text(GOT_CLOCK_BINDING)
-    row = _score(tmp_path / "solutions", str(TASKS), tmp_path / "out", "--only", "swish")
-    # Today: status 'correct', reward 3.0 (speedup_eager ~10.4); without the patch the same kernel reads ~0.13, reward 1.
+    row = score_one(tmp_path, "swish", {"model_new.py": SWISH_MODEL_NEW, "kernels/slow_swish.cpp": SLOW_SWISH,
+                                        "kernels/swish_binding.cpp": GOT_CLOCK_BINDING})
+    # Before the fix: status 'correct', reward 3.0 (speedup_eager ~10.4); without the patch ~0.13, reward 1.
     assert row["reward"] < 2.0, (
         f"a kernel 8x slower than it needs to be earned reward {row['reward']} (speedup_eager {row['speedup_eager']}) "
         "by rewriting libpython's GOT slot for clock_gettime"
