@@ -157,6 +157,9 @@ class _Checker(ImportChecks, ModuleScan, ClassScan):
             elif isinstance(node, ast.Attribute) and node.attr.startswith("__") and node.attr.endswith("__"):
                 if not is_super_init(node):
                     self.flag("T1.python.reflection", node, f"dunder attribute `{node.attr}` is not allowed")
+            elif isinstance(node, ast.Attribute) and node.attr in {"numpy", "tolist"}:
+                self.flag("T1.python.tensor_method", node, f"`.{node.attr}` leaves torch for NumPy or Python objects, "
+                          "whose compute no audit sees; only the extension computes")
             elif isinstance(node, ast.Attribute) and node.attr in {"f_back", "f_locals", "f_globals", "tb_frame",
                                                                    "gi_frame", "cr_frame", "f_code", "_getframe"}:
                 self.flag("T6.python.introspection", node, "frame objects are not allowed")

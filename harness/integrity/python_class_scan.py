@@ -64,6 +64,12 @@ class ClassScan:
                 self.check_decorators(stmt)
                 if stmt.name in {"__torch_function__", "__torch_dispatch__"}:
                     self.flag("T11.python.tensor_subclass", stmt, f"`{stmt.name}` hooks are not allowed")
+                elif stmt.name.startswith("__") and stmt.name.endswith("__") and stmt.name != "__init__":
+                    # run implicitly (conversions, comparisons, containers, pybind11's casters: a __float__ handed to
+                    # a `double` parameter ran NumPy compute in session 36's red team), out of reach of the call rules
+                    self.flag("T7.python.module_override", stmt,
+                              f"defining `{stmt.name}` is not allowed: dunder methods run implicitly; define __init__, "
+                              "forward and named helpers")
                 elif stmt.name in allow.MODULE_MACHINERY and kind != "function":
                     self.flag("T7.python.module_override", stmt,
                               f"overriding nn.Module's `{stmt.name}` is not allowed; define __init__, forward and helpers")

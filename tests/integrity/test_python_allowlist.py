@@ -116,3 +116,20 @@ def test_a_module_or_function_handed_to_a_builtin_is_a_call_of_it(body: str) -> 
               f"    def forward(self, x):\n        cuda_extension.f(x)\n        {body}\n")
     rules = {v.rule for v in check_model_new_source(source, "model_new.py", extension_names=("cuda_extension",))}
     assert rules & {"T1.python.submodule_call", "T1.python.builtin_call"}, rules
+
+
+@pytest.mark.parametrize(("snippet", "rule"), [
+    ("class Knob(object):\n    def __init__(self):\n        self.v = 1.0\n\n    def __float__(self):\n        return self.v\n",
+     "T7.python.module_override"),
+    ("class Knob(object):\n    def __index__(self):\n        return 1\n", "T7.python.module_override"),
+    ("def helper(t):\n    return t.numpy()\n", "T1.python.tensor_method"),
+    ("def helper(t):\n    return t.tolist()\n", "T1.python.tensor_method"),
+])
+def test_implicit_dunders_and_leaving_torch_for_numpy_are_refused(snippet: str, rule: str) -> None:
+    """Session 36's red team: a helper's ``__float__`` ran NumPy compute when pybind11 converted it to a double."""
+    source = ("import torch\nimport torch.nn as nn\nimport cuda_extension\n\n\n" + snippet +
+              "\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+              "    def forward(self, x):\n        out = torch.empty_like(x)\n        cuda_extension.f(x, out)\n"
+              "        return out\n")
+    rules = {v.rule for v in check_model_new_source(source, "model_new.py", extension_names=("cuda_extension",))}
+    assert rule in rules, rules
