@@ -193,7 +193,8 @@ def score_solutions(
             backend.close()
         except Exception:  # noqa: BLE001
             pass
-    rows += [_row(n, None, status="error", message=why) for n, why in resolve.unmapped]
+    # A file that maps to no task is an error row, but only where it was asked for: `--only` leaves the rest out.
+    rows += [_row(n, None, status="error", message=why) for n, why in resolve.unmapped if not only or n in only]
     report = {"tasks": rows, "summary": summarize_rows(rows, config, backend)}
     from cuda_agent.provenance import run_stamp  # config hash (no secrets), enabled plugins: as on every result
 

@@ -78,3 +78,22 @@ def test_a_kernelbench_run_folder_scores_without_renaming(tmp_path: Path, score)
     assert "fast_0 1.0" in md and "NOT comparable to published" in md
     relu = next(t for t in iter_kernelbench(DATA) if t.name == "19_ReLU")
     assert rows["level_1_problem_19_sample_0_kernel"]["kernelbench"]["file_sha256"] == relu.upstream.file_sha256
+
+
+def test_only_leaves_out_the_files_that_map_to_no_task(tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    # Session 37's H100 run of the full-size convention tests: `--only` two solutions over a source of two problems
+    # still reported the folder's other three solutions as error rows (no such problem in that source), so a run
+    # asked for two correct grades exited 1.
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("19_ReLU.py", "23_Softmax.py", "level_4_problem_1_sample_0_kernel.py", "notes.py"):
+        (run / name).write_text("")  # an empty 23_Softmax.py maps to its problem and fails to grade, quickly
+    rc, report = score(run, f"kernelbench:{DATA}?levels=1&ids=23&sizes=reduced", "cpu", tmp_path / "out",
+                       "--only", "23_Softmax")
+    assert [r["task"] for r in report["tasks"]] == ["23_Softmax"], report["tasks"]
+    assert report["tasks"][0]["status"] != "correct" and rc == 1
+    # Without --only the files that map to no problem of the source are error rows, each saying why.
+    rc, report = score(run, f"kernelbench:{DATA}?levels=1&ids=23&sizes=reduced", "cpu", tmp_path / "out2")
+    why = {r["task"]: r["message"] for r in report["tasks"] if r["status"] == "error" and r["task"] != "23_Softmax"}
+    assert sorted(why) == ["19_ReLU", "level_4_problem_1_sample_0_kernel", "notes"], report["tasks"]
+    assert "no problem 1 of level 4" in why["level_4_problem_1_sample_0_kernel"]
