@@ -31,12 +31,14 @@ def baseline_key(
     code_hash: str, device_name: str, torch_version: str, which: str, preset: str, compile_mode: str, threads: int = 1,
     preroll_us: float = 0.0, net_overhead: bool = False, timing_cpus: str = "any", flush_multiple: float = 2.0,
     warm_pages: bool = False, clone_inputs: bool = True, preroll_retakes: int = 0, preroll_max_us: float = 5000.0,
+    spin_window: int = 0,
 ) -> str:
     """Stable id of one baseline measurement (``threads``: intra-op threads it ran with; ``preroll_us``: the timer's
     pre-call spin, which changes what a short call's events measure; ``net_overhead``: times net of the protocol's
     per-process cost; ``timing_cpus``: where the timing process ran; ``flush_multiple``: the L2 flush's size;
     ``warm_pages``: inputs' pages warmed after the flush; ``clone_inputs``: a clone per call; ``preroll_retakes`` /
-    ``preroll_max_us``: retakes of calls whose host side outlasted the spin). The protocol's fields are in
+    ``preroll_max_us``: retakes of calls whose host side outlasted the spin; ``spin_window``: the first take's spin
+    follows the recent host enqueue). The protocol's fields are in
     :class:`~cuda_agent.harness.timing_protocol.TimingProtocol`."""
     material: list[Any] = [code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else "", threads]
     if preroll_us:
@@ -53,6 +55,8 @@ def baseline_key(
         material.append("direct_inputs")
     if preroll_retakes and preroll_us:  # without a spin there is nothing to retake
         material.append(f"retakes={int(preroll_retakes)}/{float(preroll_max_us)}")
+    if spin_window and preroll_us:  # keys of runs without an adaptive spin are unchanged
+        material.append(f"spin_window={int(spin_window)}")
     blob = json.dumps(material)
     return f"{which}-" + hashlib.sha256(blob.encode()).hexdigest()[:20]
 
@@ -107,7 +111,7 @@ def key_for(which: str, *, code_hash: str, device_name: str, torch_version: str,
         code_hash, device_name, torch_version, which,
         "release_profiler_sum" if protocol.method == "profiler_sum" else "ours", compile_mode, threads,
         timer.preroll_us, protocol.net_overhead, timing_cpus, timer.l2_flush_multiple, timer.warm_input_pages,
-        protocol.baseline_clone_inputs, timer.preroll_retakes, timer.preroll_max_us,
+        protocol.baseline_clone_inputs, timer.preroll_retakes, timer.preroll_max_us, timer.baseline_spin_window,
     )
 
 

@@ -29,13 +29,18 @@ class TimerSpec(Message):
 
     preroll_us: float = Field(0.0, ge=0, description="GPU spin before each timed call (CUDA), microseconds.")
     preroll_retakes: int = Field(0, ge=0, description="Retakes of a baseline call whose host side outlasted the spin.")
-    preroll_max_us: float = Field(5000.0, ge=0, description="The longest spin a retake uses, microseconds.")
+    preroll_max_us: float = Field(120_000.0, ge=0, description="The longest spin a retake or an adaptive spin uses, "
+                                  "microseconds (it covers the longest host enqueue seen on KernelBench level 3).")
     l2_flush_multiple: float = Field(2.0, ge=1, description="L2 flush buffer size in multiples of the L2.")
     warm_input_pages: bool = Field(False, description="Touch every 2 MiB page of the inputs after the flush (CUDA).")
     candidate_spin_window: int = Field(
         4, ge=0, description="CUDA, with a spin: the candidate's spin follows the longest host enqueue of its last N "
         "calls (1.5x, between preroll_us and preroll_max_us), as a baseline's retakes cover its host path; 0 keeps "
         "the candidate's spin fixed at preroll_us (its host time past the spin then counts in its time).")
+    baseline_spin_window: int = Field(
+        4, ge=0, description="CUDA, with a spin: a baseline's first take follows the longest host enqueue of its last N "
+        "calls the same way, and only a take that outlasts it is retaken; 0 starts every call at preroll_us (a "
+        "launch-bound model's calls are then all retaken).")
 
 
 class TensorDesc(Message):

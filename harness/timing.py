@@ -18,8 +18,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-#: The longest spin a retake may use (us) when nothing else says.
-DEFAULT_PREROLL_MAX_US = 5000.0
+#: The longest spin (us) a retake or an adaptive spin may use when nothing else says. It covers the longest host
+#: enqueue seen on KernelBench level 3 (LSTMBidirectional's eager call, 71 ms on a loaded H100 host) with room: under a
+#: 5 ms cap (before session 37) every call of the launch-bound RNNs outlasted its spin on both sides, so their times
+#: were host latency and an honest self-check read 0.71-0.80 (the runner's host path is a little slower).
+DEFAULT_PREROLL_MAX_US = 120_000.0
 #: The flush buffer's size in L2 multiples when nothing else says.
 DEFAULT_FLUSH_MULTIPLE = 2.0
 #: What :func:`l2_bytes` assumes where the device does not say (CUDA) and on CPU (a last-level cache's order).
@@ -154,12 +157,14 @@ class DeviceTimer:
     :param warm_pages: after each flush, :func:`warm_input_pages` on the tensors :meth:`time_call` is given (CUDA).
     :param preroll_retakes: CUDA, with a spin: a call whose host enqueue outlasted its spin is taken again, at most
         this many times, with a longer spin (:func:`next_spin_us`); never for a candidate's call.
-    :param preroll_max_us: the longest spin a retake uses.
+    :param preroll_max_us: the longest spin a retake or an adaptive spin uses.
     :param flush_multiple: the flush buffer's size in L2 multiples when ``flush_bytes`` is not given.
-    :param spin_window: CUDA, with a spin, no retakes (a candidate's runner): each call's spin follows the host
-        enqueue of this timer's last ``spin_window`` calls (:func:`adaptive_spin_us`), so that a host path longer
-        than the fixed spin is covered from the next call on, as a baseline's is by its retakes; 0 keeps the spin
-        fixed (a launch-bound model's host time then stays in its time).
+    :param spin_window: CUDA, with a spin: each call's (first take's) spin follows the host enqueue of this timer's
+        last ``spin_window`` calls (:func:`adaptive_spin_us`), so that a host path longer than the fixed spin is
+        covered from the next call on. A candidate's runner has no retakes, so this is all it has (0: its spin stays
+        fixed and a launch-bound model's host time stays in its time); a baseline's timer retakes only the calls
+        that outlast even this spin (0: every call of a launch-bound model starts at the fixed spin and is retaken,
+        twice the device time).
     """
 
     def __init__(self, device: str, flush_bytes: int | None = None, preroll_us: float = 0.0,
@@ -190,7 +195,7 @@ class DeviceTimer:
             self._rt = None
         self.preroll_retakes = int(preroll_retakes)  # used with a spin only (without one, launch overhead is timed)
         self.preroll_max_us = max(float(preroll_max_us), self.preroll_us)
-        self.spin_window = int(spin_window) if self.preroll_retakes == 0 else 0
+        self.spin_window = int(spin_window)
         #: Host enqueue ms of the last :attr:`spin_window` timed calls (the adaptive spin's input).
         self.recent_enqueue_ms: deque[float] = deque(maxlen=max(1, self.spin_window))
         #: CUDA with a spin: the events-timed ms of the spin calibration's probes (:meth:`spin_calibration`).
@@ -219,10 +224,12 @@ class DeviceTimer:
     def from_spec(cls, device: str, spec: Any, *, retakes: bool = True) -> DeviceTimer:
         """A timer following ``spec`` (:class:`~cuda_agent.harness.messages.TimerSpec`, the protocol's per-process
         part); ``retakes=False`` for a candidate's runner, whose calls are never taken twice: its spin adapts to its
-        recent host enqueue instead (``spec.candidate_spin_window``)."""
+        recent host enqueue instead (``spec.candidate_spin_window``). A baseline's timer adapts its first take's
+        spin the same way (``spec.baseline_spin_window``) and retakes what outlasts it."""
         return cls(device, preroll_us=spec.preroll_us, warm_pages=spec.warm_input_pages,
                    preroll_retakes=spec.preroll_retakes if retakes else 0, preroll_max_us=spec.preroll_max_us,
-                   flush_multiple=spec.l2_flush_multiple, spin_window=0 if retakes else spec.candidate_spin_window)
+                   flush_multiple=spec.l2_flush_multiple,
+                   spin_window=spec.baseline_spin_window if retakes else spec.candidate_spin_window)
 
     def _calibrate_spin(self) -> float:
         """GPU clock cycles of ``torch.cuda._sleep`` per microsecond (calibrated once, at the highest clock seen)."""

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 
 from cuda_agent.harness.timing import DeviceTimer  # noqa: E402
 
-OPS = 300  # host enqueue ~1.5-3 ms: above the 200 us spin, inside the 5 ms cap
+OPS = 300  # host enqueue ~1.5-3 ms: above the 200 us spin, inside the cap
 
 
 def _launch_bound(x):  # type: ignore[no-untyped-def]
@@ -46,3 +46,45 @@ def test_the_candidates_adaptive_spin_times_a_launch_bound_call_as_the_baseline_
     assert f > 1.3 * b  # the fixed spin keeps the host's time in the candidate's: what the self-check showed
     assert a == pytest.approx(b, rel=0.1)
     assert adaptive.host_stats["calls"] == 45 and adaptive.host_stats["retakes"] == 0  # never a call taken twice
+
+
+def test_a_call_whose_host_side_outlasts_the_old_5_ms_cap_is_timed_as_device_work_on_both_sides() -> None:
+    """KernelBench's level-3 RNNs enqueue for 25-71 ms per call (LSTM, GRU: many tiny launches). Under the old 5 ms
+    cap every call outlasted every spin on both sides, so both times were host latency and an honest self-check read
+    0.71-0.80. With the default cap both sides' spins cover the host path; the baseline's first take follows its
+    recent enqueue too, so its calls are no longer all taken twice."""
+    x = torch.randn(256, device="cuda")
+    slow_ops = 3000  # host enqueue ~15-30 ms
+    call = lambda: _launch_bound_n(x, slow_ops)  # noqa: E731
+    baseline = DeviceTimer.from_spec("cuda:0", _spec(), retakes=True)
+    candidate = DeviceTimer.from_spec("cuda:0", _spec(), retakes=False)
+    capped = DeviceTimer.from_spec("cuda:0", _spec(preroll_max_us=5000.0), retakes=False)
+    b, c, old = (_median_call_ms(t, call, x) for t in (baseline, candidate, capped))
+    enqueue = max(candidate.recent_enqueue_ms)
+    print(f"baseline {b:.3f} ms, candidate {c:.3f} ms, 5 ms cap {old:.3f} ms, enqueue {enqueue:.3f} ms, "
+          f"baseline retakes {baseline.host_stats['retakes']} of {baseline.host_stats['calls']}")
+    assert enqueue > 8.0, "the call did not outlast the old cap on this host"
+    assert c == pytest.approx(b, rel=0.05)
+    assert old > 1.3 * c  # under the old cap the host's time stayed in the time
+    assert baseline.host_stats["retakes"] <= 0.2 * baseline.host_stats["calls"]
+
+
+def _spec(**fields):  # type: ignore[no-untyped-def]
+    from cuda_agent.harness.messages import TimerSpec
+
+    return TimerSpec(preroll_us=200.0, preroll_retakes=2, warm_input_pages=True, **fields)
+
+
+def _launch_bound_n(x, n: int):  # type: ignore[no-untyped-def]
+    for _ in range(n):
+        x = x + 1.0
+    return x
+
+
+def _median_call_ms(timer: DeviceTimer, call, x, calls: int = 20) -> float:  # type: ignore[no-untyped-def]
+    samples = []
+    for j in range(calls + 4):
+        _, ms, _ = timer.time_call(call, warm=[x])
+        if j >= 4:
+            samples.append(ms)
+    return statistics.median(samples)

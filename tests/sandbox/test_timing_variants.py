@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda_agent.harness.baselines import baseline_key
+from cuda_agent.harness.baselines import baseline_key, key_for
 from cuda_agent.harness.messages import TimerSpec
 from cuda_agent.harness.reference import ReferenceServer
 from cuda_agent.harness.reference_messages import MakeSet, Start
@@ -195,11 +195,17 @@ def test_a_candidates_spin_follows_its_recent_host_enqueue_between_the_protocols
     assert adaptive_spin_us(200.0, [0.05, 0.1], 5000.0) == 200.0  # a host path inside the spin keeps it
     assert adaptive_spin_us(200.0, [0.3, 1.2, 0.4], 5000.0) == pytest.approx(1800.0)  # the longest, with a margin
     assert adaptive_spin_us(200.0, [40.0], 5000.0) == 5000.0  # never past the cap a baseline's retakes have
+    # The default cap covers KernelBench level 3's longest host enqueue (71 ms, LSTMBidirectional on an H100): under
+    # the old 5 ms cap the RNNs' calls outlasted every spin and an honest self-check read 0.71-0.80.
+    assert adaptive_spin_us(200.0, [71.0], TimerSpec().preroll_max_us) == pytest.approx(106_500.0)
     spec = TimerSpec(preroll_us=200.0, preroll_retakes=2)
-    assert spec.candidate_spin_window == 4
+    assert (spec.candidate_spin_window, spec.baseline_spin_window) == (4, 4)
     runner, reference = DeviceTimer.from_spec("cpu", spec, retakes=False), DeviceTimer.from_spec("cpu", spec)
-    assert (runner.spin_window, reference.spin_window) == (4, 0)  # baselines have retakes instead
+    # Both sides size a call's spin from their recent host enqueue; only the baseline's timer also retakes.
+    assert (runner.spin_window, reference.spin_window) == (4, 4)
+    assert (runner.preroll_retakes, reference.preroll_retakes) == (0, 2)
     assert DeviceTimer.from_spec("cpu", TimerSpec(candidate_spin_window=0), retakes=False).spin_window == 0
+    assert DeviceTimer.from_spec("cpu", TimerSpec(baseline_spin_window=0, preroll_retakes=2)).spin_window == 0
     runner.time_call(lambda: None)
     assert not runner.recent_enqueue_ms and runner.recent_enqueue_ms.maxlen == 4  # CPU: no spin to size
     protocol = resolve_protocol("standard", "cuda", {"timer": {"candidate_spin_window": 0}})
@@ -208,7 +214,7 @@ def test_a_candidates_spin_follows_its_recent_host_enqueue_between_the_protocols
 
 def test_retakes_reach_the_reference_process_not_the_runner_and_key_the_baseline() -> None:
     cuda = resolve_protocol("standard", "cuda").timer
-    assert (cuda.preroll_us, cuda.preroll_retakes, cuda.preroll_max_us) == (200.0, 2, 5000.0)
+    assert (cuda.preroll_us, cuda.preroll_retakes, cuda.preroll_max_us, cuda.baseline_spin_window) == (200.0, 2, 120_000.0, 4)
     assert resolve_protocol("standard", "cpu").timer.preroll_retakes == 0
     spec = TimerSpec(preroll_retakes=3, preroll_max_us=700.0)
     reference_timer, runner_timer = DeviceTimer.from_spec("cpu", spec), DeviceTimer.from_spec("cpu", spec, retakes=False)
@@ -218,6 +224,15 @@ def test_retakes_reach_the_reference_process_not_the_runner_and_key_the_baseline
     args = ("hash", "NVIDIA H200", "2.11", "eager", "ours", "default", 1, 200.0, False, "any", 2.0, True, False)
     assert baseline_key(*args) == baseline_key(*args, 0, 5000.0)  # keys of runs without retakes are unchanged
     assert len({baseline_key(*args), baseline_key(*args, 2), baseline_key(*args, 2, 900.0)}) == 3
+    # A baseline whose first take's spin followed its recent host enqueue is another measurement: a cache never hands
+    # one back for the other.
+    assert baseline_key(*args, 2, 900.0) == baseline_key(*args, 2, 900.0, 0)
+    assert baseline_key(*args, 2, 900.0, 4) not in {baseline_key(*args, 2, 900.0), baseline_key(*args, 2, 900.0, 2)}
+    cuda_protocol = resolve_protocol("standard", "cuda")
+    keys = {key_for("eager", code_hash="h", device_name="d", torch_version="t", protocol=p, compile_mode="default",
+                    threads=1)
+            for p in (cuda_protocol, resolve_protocol("standard", "cuda", {"timer": {"baseline_spin_window": 0}}))}
+    assert len(keys) == 2
     no_spin = ("hash", "NVIDIA H200", "2.11", "eager", "ours", "default", 1, 0.0)
     assert baseline_key(*no_spin) == baseline_key(*no_spin, preroll_retakes=2)  # no spin: nothing retaken
     server = _server(CODE, preroll_retakes=2, preroll_max_us=900.0)
