@@ -1,7 +1,8 @@
 """What every KernelBench problem occupies, sized on the meta device: no GPU needed, nothing allocated (issue 21).
 
 For each problem of the pinned KernelBench checkout (``.kernelbench``, ``scripts/fetch_kernelbench.sh``) the probe's
-sandboxed child runs ``Model(*get_init_inputs())`` and one forward on the meta device, as the harness does before it
+sandboxed child runs ``Model(*get_init_inputs())`` (on the CPU, moved to meta, where construction cannot run on meta)
+and one forward on the meta device, as the harness does before it
 lets a real probe allocate. From that footprint this script gives, per problem: bytes of one input set (inputs plus
 outputs) and of the parameters, the smallest session (one set per side), and the set plan the memory budget would
 choose on a device of ``--capacity-gib`` (default: an H200's 139.8 GiB at the budget's usable share), with the

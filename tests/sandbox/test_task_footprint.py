@@ -132,8 +132,39 @@ def test_size_on_meta_sizes_a_6_gib_task_without_allocating_and_names_what_meta_
     assert fp["method"] == "unavailable" and "item()" in fp["reason"]
 
 
+#: A model whose construction reads a value with ``.item()``, as KernelBench's level3/29_SwinMLP and
+#: 30_SwinTransformerV2 do for their drop-path rates (``[x.item() for x in torch.linspace(...)]``).
+INIT_ITEM = SMALL_LINEAR.replace("self.fc = nn.Linear(n, 2 * n)",
+                                 "self.fc = nn.Linear(n, 2 * n)\n        self.rate = torch.linspace(0, 0.1, 3)[1].item()")
+
+
+def test_a_model_whose_construction_cannot_run_on_meta_is_built_on_the_cpu_and_sized_on_meta() -> None:
+    from cuda_agent.harness.task_probe import size_on_meta
+
+    fp = size_on_meta(INIT_ITEM, source="init_item")
+    assert fp == {"method": "meta", "input_bytes": 8 * 64 * 4, "output_bytes": 8 * 128 * 4,
+                  "param_bytes": (64 * 128 + 128) * 4, "init": "cpu"}
+    facts = run_probe(INIT_ITEM, device="cpu", isolation="process")  # the real run sees the same sizes
+    assert facts["param_bytes"] == fp["param_bytes"] and facts["outputs"][0]["nbytes"] == fp["output_bytes"]
+
+
+def test_the_meta_run_of_a_cpu_built_model_does_not_change_what_the_real_run_draws() -> None:
+    import types
+
+    import torch
+
+    facts = run_probe(INIT_ITEM, device="cpu", isolation="process", memory_limit_bytes=2**40)
+    module = types.ModuleType("task")
+    exec(INIT_ITEM, module.__dict__)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs())
+    x = module.get_inputs()[0]
+    assert facts["inputs"][0]["min"] == float(x.min()) and facts["inputs"][0]["max"] == float(x.max())
+    assert facts["outputs"][0]["max"] == pytest.approx(float(model(x).max()), rel=1e-6)
+
+
 def test_a_task_the_meta_device_cannot_size_probes_with_the_whole_budget_to_itself() -> None:
     """Its size is unknown until it runs, so its real run must not allocate beside others that took the same free
-    bytes (two of KernelBench's level 3 call ``.item()`` in forward): it waits for the whole budget and holds it."""
+    bytes (a forward that calls ``.item()``): it waits for the whole budget and holds it."""
     result = _probe_behind(2**20, ITEM)  # any other reservation makes it wait
     assert result["ok"] and result["footprint"]["method"] == "unavailable"
