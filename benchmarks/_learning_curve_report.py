@@ -159,13 +159,25 @@ def restart_rl(records_rl: dict[str, Any], reason: str, restart_settings: dict[s
     return merged
 
 
-def pending_rl_evals(carried_rl: dict[str, Any], seeds: list[int], n_tasks: int) -> dict[int, int]:
+def rl_eval_due(step: int, rl_steps: int, every: int = 1) -> bool:
+    """Whether RL step ``step`` gets a held-out evaluation (point ``rl_<step>``): every ``every``-th step (the
+    preset's ``rl_eval_every``, default 1: every step) and the last of ``rl_steps``. A step that is not due is taken
+    and carried like any other; the curve simply has no point there (its evaluation costs more device time than
+    the step's rollouts: skipping it nearly halves a step call)."""
+    return every <= 1 or step % every == 0 or step >= rl_steps
+
+
+def pending_rl_evals(carried_rl: dict[str, Any], seeds: list[int], n_tasks: int, rl_steps: int = 0,
+                     every: int = 1) -> dict[int, int]:
     """Per seed, the RL step whose held-out evaluation is unfinished (its point has fewer than ``n_tasks`` records
-    for the seed), for the seeds that took at least one step."""
+    for the seed), for the seeds that took at least one step and whose last step is due an evaluation
+    (:func:`rl_eval_due`; only the carried actor, the last step's, can be evaluated)."""
     out: dict[int, int] = {}
     for s in seeds:
         k = int(carried_rl.get("steps_done", {}).get(str(s), 0))
-        if k and len(carried_rl.get("points", {}).get(f"rl_{k}", {}).get(str(s), [])) < n_tasks:
+        if not k or not rl_eval_due(k, rl_steps or k, every):
+            continue
+        if len(carried_rl.get("points", {}).get(f"rl_{k}", {}).get(str(s), [])) < n_tasks:
             out[s] = k
     return out
 

@@ -60,7 +60,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _learning_curve_report import (  # noqa: E402
     build_report, collect_records, collect_rl_step, collect_vp, critic_pretrained, diagnostics, merge_resumed,
-    merge_rl_eval, merge_rl_step, merge_seeds, merge_vp, pending_rl_evals, restart_rl, rl_stage_folder, write_png)
+    merge_rl_eval, merge_rl_step, merge_seeds, merge_vp, pending_rl_evals, restart_rl, rl_eval_due, rl_stage_folder,
+    write_png)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
@@ -123,7 +124,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
                                                  "sft_eval_every", "sft_evaluate", "runners_ahead",
                                                  "negative_scale", "actor_warmup_steps", "minibatches",
-                                                 "train_max_turns"})
+                                                 "train_max_turns", "rl_eval_every"})
 
 #: h200's ``concurrency`` is per seed, and the seeds run side by side on the one GPU. Every episode in flight holds
 #: two CUDA processes (its task's reference process and its candidate runner, ~0.75 GiB each): at 64 per seed, 3
@@ -241,6 +242,17 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
                    "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl"),
                    "baseline": p.get("baseline", "critic"), "negative_scale": p.get("negative_scale", 1.0)}}
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
+
+
+def step_stage(p: dict[str, Any], data: Path, done: int, n: int, admit_until: float | None) -> dict[str, Any]:
+    """The ``ppo_agentic`` stage of one seed's ``rl_step`` run: ``n`` steps after the ``done`` carried, one held-out
+    evaluation after the last (``heldout_every`` n), none where that step is not due one (``rl_eval_every``,
+    :func:`rl_eval_due`: the step is taken and carried, the curve has no point there)."""
+    ppo = rl_stages(p, data, steps=n, admit_until=admit_until)[1]
+    ppo["config"]["heldout_every"] = n
+    if not rl_eval_due(done + n, p["rl_steps"], int(p.get("rl_eval_every", 1))):
+        ppo["config"]["eval_tasks"] = []
+    return ppo
 
 
 #: The preset keys that make a PPO step's recipe: kept with each step's training metrics and with a restart.
@@ -719,7 +731,7 @@ def main() -> None:  # noqa: C901 - one linear script
                              "rl_actor_seed*.safetensors of the rl_step runs")
         carried_rl = json.loads(carried_path.read_text())
         held = heldout_tasks(data)
-        pending = pending_rl_evals(carried_rl, seeds, len(held))
+        pending = pending_rl_evals(carried_rl, seeds, len(held), p["rl_steps"], int(p.get("rl_eval_every", 1)))
         t0 = time.time()
         cmds = {}
         for s, k in pending.items():
@@ -750,7 +762,8 @@ def main() -> None:  # noqa: C901 - one linear script
             carried_rl = json.loads((out / "records_rl.json").read_text())
         done = {s: int(carried_rl.get("steps_done", {}).get(str(s), 0)) for s in seeds}
         n_held = len(heldout_tasks(data))
-        waiting = pending_rl_evals(carried_rl, seeds, n_held)
+        every = int(p.get("rl_eval_every", 1))
+        waiting = pending_rl_evals(carried_rl, seeds, n_held, p["rl_steps"], every)
         for s, k in waiting.items():
             print(f"rl_step: seed {s} waits for step {k}'s held-out evaluation to be finished (--phase rl_eval)",
                   flush=True)
@@ -805,7 +818,7 @@ def main() -> None:  # noqa: C901 - one linear script
                 continue
             critic = critics.get(s) or load_critic_state(critic_src, work / f"rl_carried_critic_seed{s}.pt", tok_hash)
             n = run_step_count(p, k, per_seed_s)
-            ppo = rl_stages(p, data, steps=n, admit_until=admit)[1]
+            ppo = step_stage(p, data, k, n, admit)
             ppo["config"]["init_critic"] = str(critic)
             if p.get("carry_moments", True):
                 ppo["config"]["save_actor_moments"] = True
@@ -814,7 +827,8 @@ def main() -> None:  # noqa: C901 - one linear script
                     ppo["config"]["init_actor_moments"] = str(moments)
                 elif k > 0:
                     print(f"rl_step: seed {s}'s step {k + 1} starts AdamW afresh: {why}", flush=True)
-            ppo["config"]["heldout_every"] = n  # one held-out evaluation, after the run's last step
+            if not ppo["config"]["eval_tasks"]:
+                print(f"rl_step: seed {s}'s step {k + n} is not evaluated (rl_eval_every={every})", flush=True)
             cmds[s] = write_cfg(train_config(p, data, str(actor), work / f"rl_seed{s}", [ppo], seed=s + 1000 * k),
                                 work / f"rl_seed{s}.yaml")
             stepping[s], run_steps[s] = k + n, n

@@ -332,3 +332,34 @@ def test_a_steps_adam_moments_are_carried_only_beside_the_actor_and_step_they_be
     save_file({"w": torch.zeros(4, dtype=torch.bfloat16)}, str(actor), metadata={"tokenizer": "t"})  # another actor
     src, why = learning_curve.carried_moments(state, 1, 2)
     assert src is None and "belong to another rl_actor_seed1.safetensors" in why
+
+
+def test_rl_eval_every_skips_the_held_out_evaluation_of_steps_not_due_and_never_waits_for_them(tmp_path: Path) -> None:
+    """``rl_eval_every`` 3: steps 3, 6, ... and the last get a point; a step between is taken without one (its
+    stage has no held-out tasks), and the next step call does not wait for an evaluation it will never get."""
+    import learning_curve
+    from _learning_curve_report import rl_eval_due
+
+    assert [k for k in range(1, 11) if rl_eval_due(k, 10, 3)] == [3, 6, 9, 10]
+    assert all(rl_eval_due(k, 10) for k in range(1, 11))  # the default: every step
+    p = {**learning_curve.PRESETS["h200"], "rl_steps": 16, "rl_eval_every": 3}
+    data = tmp_path / "data"
+    assert learning_curve.step_stage(p, data, 3, 1, None)["config"]["eval_tasks"] == []  # step 4: none
+    evaluated = learning_curve.step_stage(p, data, 5, 1, None)["config"]  # step 6: the held-out tasks
+    assert evaluated["eval_tasks"] == [str(data / "tasks_heldout.jsonl")] and evaluated["heldout_every"] == 1
+    assert learning_curve.step_stage({**p, "rl_eval_every": 1}, data, 3, 1, None)["config"]["eval_tasks"]
+    assert learning_curve.step_stage(p, data, 3, 2, None)["config"]["eval_tasks"] == []  # steps 4-5, 5 not due
+    assert learning_curve.step_stage(p, data, 14, 2, None)["config"]["eval_tasks"]  # step 16, the last: due
+
+    # Seed 0 took step 4 (not due: no point), seed 1's step 3 evaluation is cut (due): only seed 1 waits.
+    carried = {"steps_done": {"0": 4, "1": 3},
+               "points": {"rl_3": {"0": [{"task_id": t, "reward": 1.0} for t in "abc"],
+                                   "1": [{"task_id": "a", "reward": 1.0}]}}}
+    assert pending_rl_evals(carried, [0, 1], 3, 16, 3) == {1: 3}
+    assert pending_rl_evals(carried, [0, 1], 3) == {0: 4, 1: 3}  # every step due: seed 0's step 4 would wait
+    # A step run that evaluated nothing leaves no point and counts the step.
+    (tmp_path / "rl_seed0").mkdir()
+    (tmp_path / "rl_seed0" / "metrics.jsonl").write_text(json.dumps({"stage": "ppo_agentic", "step": 1}) + "\n")
+    new = collect_rl_step(tmp_path, {0: 5})
+    assert new["points"] == {} and "partial" not in new
+    assert merge_rl_step(carried, new, {0: 5, 1: 3})["steps_done"] == {"0": 5, "1": 3}
