@@ -15,6 +15,7 @@ candidate's own stdout/stderr go to a separate pipe the parent drains. The runti
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -218,13 +219,26 @@ class _Runner:
         return m.InputsDropped(sets=list(req.sets))
 
     def call(self, req: m.Call) -> m.Called:
-        from cuda_agent.harness.compare import fingerprint
-
         torch = self.torch
         clock = time.perf_counter
         t0 = clock()
-        args = self.data.copy_of(req.set)
+        # The previous call's outputs go before this call's inputs are staged: freeing them may run code of the
+        # candidate's (a storage's deleter), which must not see the staged inputs before the timer starts (session
+        # 37's red team computed the next output in such a deleter: reward 3). The cyclic collector stays off until
+        # the call is described, so no finalizer of the candidate's runs in that window either.
         self.last = []
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            return self._call(req, torch, clock, t0)
+        finally:
+            if gc_was_on:
+                gc.enable()
+
+    def _call(self, req: m.Call, torch: Any, clock: Callable[[], float], t0: float) -> m.Called:
+        from cuda_agent.harness.compare import fingerprint
+
+        args = self.data.copy_of(req.set)
         t1 = clock()
         self.data.poison()
         t2 = clock()
@@ -354,6 +368,11 @@ def main() -> int:
     """Entry point inside the sandbox."""
     clock = _StartClock()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends this process, not the terminal's Ctrl-C
+    # Before torch starts any thread: every thread of this process then blocks the signals a candidate's timer or
+    # handler would run on (T10; the guard watches that it stays so).
+    from cuda_agent.harness.integrity.signal_guard import block_async_signals
+
+    block_async_signals()
     in_fd, out_fd = (int(x) for x in os.environ["CUDA_AGENT_RUNNER_FDS"].split(","))
     reader = LineReader(in_fd)
     try:

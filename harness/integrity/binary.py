@@ -66,6 +66,13 @@ SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
          r"cudaGraphKernelNodeSetAttribute)$", "persisting-L2 controls"),
         ("T10.binary.thread", r"^(pthread_create|fork|vfork|clone|clone3|posix_spawn\w*)$|"
          r"^std::thread::_M_start_thread|^cudaLaunchHostFunc$|^cudaStreamAddCallback$", "thread/process creation"),
+        ("T10.binary.signal", r"^(signal|sigaction|__sigaction|sigset|sigvec|bsd_signal|sysv_signal|__sysv_signal|"
+         r"ssignal|setitimer|getitimer|alarm|ualarm|timer_create|timer_settime|timerfd_create|timerfd_settime|"
+         r"sigaltstack|sigprocmask|pthread_sigmask|raise|sigqueue|pthread_kill|tgkill|sigsuspend|sigwait\w*|"
+         r"signalfd|setcontext|swapcontext|makecontext)$", "signal handlers and timers (host work outside the call)"),
+        ("T11.binary.tensor_construction", r"^c10::(TensorImpl|StorageImpl)::(TensorImpl|StorageImpl)\(|"
+         r"^at::TensorMaker::|^at::from_blob\b|^at::for_blob\b|^c10::make_intrusive<c10::(TensorImpl|StorageImpl)",
+         "hand-made tensor/storage constructors (memory and deleters the harness does not own)"),
         ("T23.binary.system_call", r"^(system|popen|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|socket|"
          r"connect|bind|listen|accept|accept4|ptrace|syscall|kill|setenv|putenv|unsetenv|getenv|secure_getenv|prctl|"
          r"fopen|fopen64|freopen|fdopen|open|open64|openat|openat64|__open_2|__open64_2|__openat_2|__openat64_2|"

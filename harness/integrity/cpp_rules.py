@@ -159,6 +159,26 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
        r"cudaLaunchHostFunc|cudaStreamAddCallback|vfork|posix_spawn\w*)\b",
        "starting threads or deferred host work is not allowed; OpenMP parallel regions are fine"),
     _p("T10.cpp.thread", r"(?<![.\w>:])\s*\b(fork|clone)\s*\(", "creating processes/threads is not allowed"),
+    # A signal handler runs the candidate's code outside the timed call: an interval timer's handler computed the
+    # next output from the staged inputs while the harness flushed caches, or wrote a returned output after the
+    # timer's end (session 37's red team, reward 3 on the CPU backend).
+    _p("T10.cpp.signal", r"(?<![.\w])(?<!->)(?:std\s*::\s*|::\s*)?\b(signal|sigaction|__sigaction|sigset|sigvec|"
+       r"bsd_signal|sysv_signal|__sysv_signal|ssignal|setitimer|getitimer|alarm|ualarm|timer_create|timer_settime|"
+       r"timerfd_create|timerfd_settime|sigaltstack|sigprocmask|pthread_sigmask|raise|sigqueue|pthread_kill|tgkill|"
+       r"sigsuspend|sigwait\w*|signalfd|setcontext|swapcontext|makecontext)\s*\(",
+       "signal handlers and timers run host work outside the timed call; do all the work inside forward"),
+    _p("T10.cpp.signal", r"\b(sigaction|itimerval|itimerspec|sigevent|sighandler_t|__sighandler_t|sigset_t|siginfo_t|"
+       r"ucontext_t|SIGALRM|SIGVTALRM|SIGPROF|SIGUSR[12]|SIGIO|SIGPOLL|SIGRTMIN|SIGRTMAX|SIGEV_\w+|ITIMER_\w+|"
+       r"SA_SIGINFO|SA_RESTART|SIG_IGN|SIG_DFL)\b",
+       "signal handlers and timers run host work outside the timed call; do all the work inside forward"),
+    # A tensor or storage made by hand lives in memory the candidate owns and is freed by the candidate's deleter:
+    # dropping the previous call's outputs ran it between the next inputs' staging and the timer (session 37).
+    _p("T11.cpp.tensor_construction", r"\b(DataPtr|StorageImpl|TensorImpl|make_tensor|from_blob|TensorMaker|"
+       r"for_blob|unsafeGetTensorImpl|unsafeReleaseTensorImpl|unsafe_reclaim_from_nonowning|set_sizes_contiguous|"
+       r"set_storage_keep_dtype|set_storage_offset|make_intrusive|intrusive_ptr|ShareExternalPointer|"
+       r"InefficientStdFunctionContext|UniqueVoidPtr|DeleterFnPtr)\b|\b(c10|at|torch)\s*::\s*Storage\b",
+       "tensors and storages come from at::empty*/zeros*/torch::empty*; hand-built ones own memory and deleters "
+       "the harness does not control"),
     _p("T12.cpp.static_cache", r"\b(static|thread_local)\b[^;(){}=]*\b(std\s*::\s*(unordered_map|map|vector|"
        r"unordered_set|set|deque|list|array|shared_ptr|unique_ptr|optional|pair|tuple)|at\s*::\s*Tensor|"
        r"torch\s*::\s*Tensor|Tensor)\b\s*(<[^;(){}]*>)?[\s*&]*\w+\s*(=|;|\{|\[)",

@@ -83,9 +83,19 @@ RULES: dict[str, str] = {
     "T10.cpp.thread": "C++ starts threads or async work (std::thread, std::async, pthread_create, fork)",
     "T10.binary.thread": "the built module imports thread/process creation (pthread_create, fork, clone)",
     "T10.runtime.thread_started": "threads were started in the candidate process (Python or native) and are still alive",
+    "T10.cpp.signal": "C++ installs signal handlers or arms timers (signal, sigaction, setitimer, alarm, timer_create): "
+                      "host work run outside the timed call",
+    "T10.binary.signal": "the built module imports signal or timer functions (signal, sigaction, setitimer, timer_create)",
+    "T10.runtime.signal_state": "signal handlers, the harness's blocked signals or interval timers changed in the "
+                                "candidate process",
     # --- T11: fake or lazy outputs ----------------------------------------
     "T11.python.tensor_subclass": "code defines a Tensor subclass or __torch_function__/__torch_dispatch__ hooks",
     "T11.python.lazy_output": "forward is a generator/coroutine (yield, await) instead of returning tensors",
+    "T11.cpp.tensor_construction": "C++ builds tensors or storages by hand (DataPtr, Storage, TensorImpl, "
+                                   "make_tensor, from_blob): memory the harness does not own, freed by the candidate's "
+                                   "own code",
+    "T11.binary.tensor_construction": "the built module imports hand-made tensor/storage constructors (TensorImpl, "
+                                      "StorageImpl, TensorMaker, from_blob)",
     # --- T12: caching / memoization ---------------------------------------
     "T12.python.state_in_forward": "forward stores state on self or in globals (caching results across calls)",
     "T12.python.cache_key": "code keys something by data_ptr()/id()/hash() of a tensor",

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.harness.integrity.native_guard import native_changes, native_timer_code
+from cuda_agent.harness.integrity.signal_guard import signal_changes, signal_state
 from cuda_agent.harness.integrity.violation import Violation
 
 #: Dotted names of timing functions whose identity must not change (T8).
@@ -199,6 +200,7 @@ def take_guard_snapshot() -> dict[str, Any]:
         "openmp_runtimes": _openmp_runtimes(),
         "harness_threads": sorted(_HARNESS_THREADS),
         "env": dict(os.environ),
+        "signals": signal_state(),
         "cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
     }
 
@@ -249,6 +251,10 @@ def compare_guard_snapshot(
         named = [k for k in changed_env if k in WATCHED_ENV] or changed_env[:8]
         out.append(Violation(rule="T16.runtime.env_changed",
                              message=f"{len(changed_env)} environment variable(s) changed: {', '.join(named)}"))
+    if signals := signal_changes(before.get("signals", {}), after.get("signals", {})):
+        out.append(Violation(rule="T10.runtime.signal_state",
+                             message=f"signal state changed after the candidate loaded: {'; '.join(signals[:4])}; "
+                                     "signal handlers and timers run code outside the timed call"))
     new_py = {tid: name for tid, name in after.get("python_threads", {}).items()
               if tid not in before.get("python_threads", {})}
     if new_py:

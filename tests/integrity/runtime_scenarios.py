@@ -20,6 +20,7 @@ import torch
 
 from cuda_agent.harness import checksum, compare  # noqa: F401 - imported before the snapshot, as the runner does
 from cuda_agent.harness.integrity import runtime
+from cuda_agent.harness.integrity.signal_guard import WATCHED_SIGNALS
 
 NATIVE_SO, OPENMP_SO = sys.argv[1], sys.argv[2]
 
@@ -65,10 +66,17 @@ SCENARIOS: dict[str, str] = {
     "audit_tensor_method": HEAD + "class ModelNew(nn.Module):\n    def forward(self, x):\n"
                            "        return (x * 2).sum(dim=0)\n",
     "audit_matmul": HEAD + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x @ x.t()\n",
+    # code outside the calls (session 37's red team): a handler, an armed timer, a signal the runner blocks let through
+    "signal_handler": HEAD + "import signal\nsignal.signal(signal.SIGUSR2, lambda *a: None)\n" + FORWARD_HONEST,
+    "signal_timer": HEAD + "import signal\nsignal.setitimer(signal.ITIMER_VIRTUAL, 30.0)\n" + FORWARD_HONEST,
+    "signal_unblock": HEAD + "import signal\nsignal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})\n"
+                      + FORWARD_HONEST,
 }
 
 
 def run(name: str, source: str, folder: Path) -> list[str]:
+    # As the runner does before torch starts threads (SIGALRM stays deliverable here: main()'s watchdog uses it).
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(WATCHED_SIGNALS) - {signal.SIGALRM})
     # The child creates torch's worker threads itself: OpenMP pools do not survive fork().
     torch.ones(1 << 16).mul(2).sum()
     path = folder / f"{name}.py"

@@ -42,6 +42,9 @@ EXPECTED: dict[str, set[str]] = {
     "audit_callback": {"T1.runtime.aten_compute"},
     "audit_tensor_method": {"T1.runtime.aten_compute"},
     "audit_matmul": {"T1.runtime.aten_compute"},
+    "signal_handler": {"T10.runtime.signal_state"},
+    "signal_timer": {"T10.runtime.signal_state"},
+    "signal_unblock": {"T10.runtime.signal_state"},
 }
 
 
