@@ -166,7 +166,8 @@ def probe(request: dict, out) -> None:
     except _TASK_ERRORS:
         return _fail_current(out, "init_inputs_error", "get_init_inputs()")
     rng = torch.random.get_rng_state()
-    footprint = _meta_footprint(module, init_inputs, torch)
+    footprint = _sibling("_probe_meta.py", "_cuda_agent_probe_meta").meta_footprint(module, init_inputs, torch,
+                                                                                      _TASK_ERRORS)
     torch.random.set_rng_state(rng)  # the real run sees the generator as if the meta run had not happened
     if request.get("meta_only"):  # the parent sizes the task before it lets the real run allocate
         out.write(json.dumps({"ok": True, "meta_only": True, "footprint": footprint}) + "\n")
@@ -267,45 +268,6 @@ def _same(a, b, torch) -> bool:
     step = max(1, (2**26 * a.shape[0]) // a.numel())
     return all(torch.equal(torch.nan_to_num(a[i:i + step]), torch.nan_to_num(b[i:i + step]))
                for i in range(0, a.shape[0], step))
-
-
-def _meta_footprint(module, init_inputs, torch) -> dict:
-    """Bytes of one input set, its outputs and the model's parameters, from a run on the meta device (no memory
-    is allocated: a 16 GiB KernelBench set is sized in milliseconds). ``method`` is 'unavailable' where the task
-    cannot run on meta (e.g. its forward calls ``.item()``); the real run's sizes then stand alone.
-
-    A model whose construction cannot run on meta (KernelBench's two Swin models read their drop-path rates with
-    ``.item()`` in ``__init__``) is built on the CPU instead and moved to meta (``init: 'cpu'``): its parameters
-    are small next to a set, and the inputs and the forward are still sized on meta. Sized, such a task reserves
-    its footprint; unsized, it waited for the whole device budget (over four minutes behind a level-3 suite's
-    other tasks on an H100)."""
-    init = "meta"
-    try:
-        try:
-            with torch.device("meta"), torch.no_grad():
-                model = module.Model(*init_inputs)
-        except _TASK_ERRORS:  # noqa: BLE001 - construction only: built on the CPU, then moved to meta
-            init = "cpu"
-            with torch.no_grad():
-                model = module.Model(*init_inputs).to("meta")
-        with torch.device("meta"), torch.no_grad():
-            inputs = module.get_inputs()
-            result = model(*inputs)
-    except _TASK_ERRORS as exc:  # noqa: BLE001 - any failure only means "not measurable this way" (the real run
-        # then meets it again at its own step, with its own kind)
-        return {"method": "unavailable", "reason": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    outputs = list(result) if isinstance(result, (list, tuple)) else [result]
-
-    def nbytes(values) -> int:
-        return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
-
-    return {
-        "method": "meta",
-        "input_bytes": nbytes(inputs),
-        "output_bytes": nbytes(outputs),
-        "param_bytes": nbytes(model.parameters()) + nbytes(model.buffers()),
-        **({"init": init} if init != "meta" else {}),
-    }
 
 
 # --------------------------------------------------------------------------- warm server

@@ -120,6 +120,13 @@ TORCH_CONTEXT_MANAGERS: frozenset[str] = frozenset(
 
 #: Path prefixes refused everywhere (also in ``__init__``), with their rule.
 TORCH_REFUSED_PREFIXES: tuple[tuple[str, str], ...] = (
+    # Symbolic numbers hold a Python node whose methods libtorch and pybind11's casters call implicitly (guard_int,
+    # int_ ...): session 37's red team ran torch compute in them, out of reach of the call rules (graded correct).
+    ("torch.SymInt", "T1.python.dynamic_code"),
+    ("torch.SymFloat", "T1.python.dynamic_code"),
+    ("torch.SymBool", "T1.python.dynamic_code"),
+    ("torch.sym_", "T1.python.dynamic_code"),
+    ("torch.fx", "T1.python.dynamic_code"),
     ("torch.ops", "T1.python.private_torch"),
     ("torch.classes", "T1.python.private_torch"),
     ("torch.backends", "T16.python.global_flag"),
@@ -262,7 +269,9 @@ ALLOWED_BASES: frozenset[str] = frozenset({"torch.nn.Module", "torch.autograd.Fu
 
 #: Decorators allowed on functions and methods.
 ALLOWED_DECORATORS: frozenset[str] = frozenset(
-    {"staticmethod", "classmethod", "property", "torch.no_grad", "torch.inference_mode"}
+    # not ``property``: a property's body runs on an attribute read, which the call rules do not follow (session 37's
+    # red team ran torch compute in a helper's property, graded correct)
+    {"staticmethod", "classmethod", "torch.no_grad", "torch.inference_mode"}
 )
 
 #: Methods/attributes allowed on the ``ctx`` argument of an autograd.Function.

@@ -70,6 +70,12 @@ class ClassScan:
                     self.flag("T7.python.module_override", stmt,
                               f"defining `{stmt.name}` is not allowed: dunder methods run implicitly; define __init__, "
                               "forward and named helpers")
+                elif kind == "function" and stmt.name in {"setup_context", "jvp", "vmap"}:
+                    # Function.apply runs setup_context after forward (under no_grad too), out of reach of the call
+                    # rules: session 37's red team computed the output there with torch (graded correct)
+                    self.flag("T7.python.module_override", stmt,
+                              f"defining `{stmt.name}` on an autograd.Function is not allowed: torch runs it "
+                              "implicitly; use forward(ctx, ...) and backward")
                 elif stmt.name in allow.MODULE_MACHINERY and kind != "function":
                     self.flag("T7.python.module_override", stmt,
                               f"overriding nn.Module's `{stmt.name}` is not allowed; define __init__, forward and helpers")
@@ -97,7 +103,10 @@ class ClassScan:
 
     def scan_self_attrs(self, init: ast.FunctionDef) -> dict[str, tuple[str, str | None]]:
         """Kinds of ``self.<attr>`` assigned in ``__init__`` (modules, tensors, numbers)."""
-        params = {a.arg for a in init.args.args[1:] + init.args.kwonlyargs}
+        # A parameter bound again in __init__ (``a = torch.zeros(n)``) is no longer the number it was passed as:
+        # session 37's red team stored such a tensor as `self.a`, and forward's arithmetic on it passed as numbers.
+        rebound = {n.id for n in ast.walk(init) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+        params = {a.arg for a in init.args.args[1:] + init.args.kwonlyargs} - rebound
         attrs: dict[str, tuple[str, str | None]] = {}
         for node in ast.walk(init):
             if isinstance(node, ast.Assign):

@@ -109,6 +109,8 @@ RULES: dict[str, str] = {
     "os.environ, set_num_threads, manual_seed)",
     "T16.runtime.flag_changed": "a torch global flag differs after the candidate ran (allow_tf32, cudnn.benchmark, precision ...)",
     "T16.runtime.env_changed": "environment variables differ after the candidate ran",
+    "T16.cpp.thread_count": "C++ sets OpenMP/ATen thread counts (num_threads, omp_set_num_threads): more threads than "
+                            "the sandbox's budget the baselines run with",
     # --- T20: L2 persistence ----------------------------------------------
     "T20.cpp.l2_persistence": "C++/CUDA source sets persisting-L2 policies (accessPolicyWindow, cudaLimitPersistingL2CacheSize, "
     "cudaCtxResetPersistingL2Cache, cudaStreamSetAttribute)",
