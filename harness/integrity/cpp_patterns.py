@@ -120,7 +120,7 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
        r"omp_set_nested|kmp_set_\w+|set_num_threads|set_num_interop_threads)\b",
        "setting thread counts is not allowed: kernels run with the sandbox's thread budget (OMP_NUM_THREADS), as "
        "the baselines do; write `#pragma omp parallel for` without num_threads"),
-    _p("T12.cpp.static_cache", r"\b(static|thread_local)\b[^;(){}=]*\b(std\s*::\s*(unordered_map|map|vector|"
+    _p("T12.cpp.static_cache", r"\b(static|thread_local)\b(?!\s+constexpr\b)[^;(){}=]*\b(std\s*::\s*(unordered_map|map|vector|"
        r"unordered_set|set|deque|list|array|shared_ptr|unique_ptr|optional|pair|tuple)|at\s*::\s*Tensor|"
        r"torch\s*::\s*Tensor|Tensor)\b\s*(<[^;(){}]*>)?[\s*&]*\w+\s*(=|;|\{|\[)",
        "static/thread_local containers or tensors keep results across calls"),

@@ -60,6 +60,10 @@ class CallChecks:
         else:
             fkind = self.expr(func)
         tag, ref = fkind
+        if tag == "builtin" and ref in {"isinstance", "issubclass"} and len(node.args) == 2 and not node.keywords \
+                and self._torch_nn_classes(node.args[1]):
+            self.expr(node.args[0])  # isinstance(layer, nn.Linear): a type check, no torch class is called
+            return make_kind(M)
         arg_kinds = [self.expr(a) for a in node.args] + [self.expr(k.value) for k in node.keywords]
         if tag == "X":
             return make_kind("X")
@@ -153,6 +157,13 @@ class CallChecks:
             return make_kind(T)
         return make_kind(M)
 
+    def _torch_nn_classes(self, node: ast.AST) -> bool:
+        """``node`` names torch.nn module classes only (``nn.Linear``, ``(nn.Linear, nn.ReLU)``)."""
+        parts = node.elts if isinstance(node, ast.Tuple) else [node]
+        paths = [self.top.path_of(p) for p in parts]
+        return bool(paths) and all(p is not None and p.startswith("torch.nn.") and p.split(".")[-1][:1].isupper()
+                                   and not p.split(".")[-1].startswith("_") for p in paths)
+
     def call_builtin(self, node: ast.Call, name: str, arg_kinds: list[tuple[str, str | None]]) -> tuple[str, str | None]:
         if name in allow.BUILTIN_RULES:
             rule = allow.BUILTIN_RULES[name]
@@ -189,6 +200,8 @@ class CallChecks:
                 return make_kind(S)
             if name == "type":
                 return make_kind(U)  # a class: calling its methods would compute
+            if name in {"list", "tuple"} and len(arg_kinds) == 1 and arg_kinds[0][0] == "tmodule":
+                return arg_kinds[0]  # list(self.network): the same submodules (calling one is still refused)
             if name in {"list", "tuple", "dict", "enumerate", "zip", "map", "filter", "reversed"}:
                 return make_kind("list") if name != "tuple" or any(k[0] not in {S, M} for k in arg_kinds) else make_kind(M)
             return make_kind(M)

@@ -148,6 +148,10 @@ class ClassScan:
                 return make_kind("hmodule", value.func.id)
             if isinstance(value.func, ast.Name) and value.func.id in {"int", "float", "bool", "len", "abs", "round"}:
                 return make_kind(S)
+            if isinstance(value.func, ast.Name) and value.func.id in {"range", "list", "tuple"} and all(
+                    self.init_value_kind(a, params)[0] in {S, M} or (isinstance(a, ast.Call) and isinstance(
+                        a.func, ast.Name) and a.func.id == "range") for a in value.args):
+                return make_kind(M)  # self.idx = list(range(0, n, 2)): numbers (iterated, they are numbers)
             if path:
                 if path.startswith("math."):
                     return make_kind(S)

@@ -96,8 +96,15 @@ class FunctionChecker(ExpressionChecks, CallChecks):
             self.test(node.test)
             self.branches(node, node.body, node.orelse)
         elif isinstance(node, ast.For):
-            kind = self.iter_kind(node.iter)
-            self.assign(node.target, kind, None, node)
+            it, target = node.iter, node.target
+            if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" \
+                    and len(it.args) == 1 and not it.keywords and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                # for i, layer in enumerate(self.layers): a counter and the iterable's element (session 37's
+                # false-rejection hunt: KernelBench 1_MLP written this way was refused)
+                self.assign(target.elts[0], make_kind(S), None, node)
+                self.assign(target.elts[1], self.iter_kind(it.args[0]), None, node)
+            else:
+                self.assign(target, self.iter_kind(it), None, node)
             self.branches(node, node.body, node.orelse)
         elif isinstance(node, ast.With):
             for item in node.items:
@@ -106,6 +113,8 @@ class FunctionChecker(ExpressionChecks, CallChecks):
         elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             self.block(node.body)
             for h in node.handlers:
+                if h.name:  # `except E as err`: an exception object (formatting it is not tensor compute)
+                    self.env[h.name] = make_kind(M)
                 self.block(h.body)
             self.block(node.orelse)
             self.block(node.finalbody)
@@ -273,6 +282,8 @@ class FunctionChecker(ExpressionChecks, CallChecks):
             return make_kind(S)
         if kind[0] in {M, S}:
             return make_kind(S)
+        if kind[0] == "tmodule":  # for layer in self.layers (ModuleList/Sequential): a submodule, as self.layers[i]
+            return kind
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"enumerate", "zip"}:
             return make_kind(U)
         return make_kind(T) if kind[0] == T else make_kind(U)

@@ -160,6 +160,15 @@ class ModuleScan:
             return make_kind(M)
         if path and path.startswith("math."):
             return make_kind(S)
+        if isinstance(value, ast.Call) and not value.keywords:
+            # math.sqrt(2.0 / math.pi), float("-inf"): Python floats of constants (session 37's false-rejection hunt)
+            fname = self.path_of(value.func)
+            if fname and fname.startswith("math.") and all(self.const_kind(a, stmt)[0] == S for a in value.args):
+                return make_kind(S)
+            if isinstance(value.func, ast.Name) and value.func.id == "float" and len(value.args) == 1 and isinstance(
+                    value.args[0], ast.Constant) and str(value.args[0].value).strip().lower() in {
+                        "inf", "-inf", "+inf", "nan", "infinity", "-infinity"}:
+                return make_kind(S)
         if isinstance(value, ast.Call):
             fpath = self.path_of(value.func)
             if fpath and fpath.startswith("torch"):
