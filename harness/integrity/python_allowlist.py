@@ -264,6 +264,17 @@ MODULE_MACHINERY: frozenset[str] = frozenset(
     }
 )
 
+#: Configuration attributes of torch.nn modules (numbers, tuples, strings): metadata where a parameter annotated as
+#: a module (``conv: nn.Conv2d``) is read; any other attribute of it counts as a tensor.
+MODULE_CONFIG_ATTRS: frozenset[str] = frozenset(
+    """in_features out_features in_channels out_channels kernel_size stride padding dilation groups output_padding
+    padding_mode eps momentum affine track_running_stats num_features normalized_shape elementwise_affine
+    num_groups num_channels negative_slope inplace p dim min_val max_val alpha beta threshold lambd
+    num_embeddings embedding_dim padding_idx hidden_size num_layers input_size bidirectional batch_first
+    upscale_factor scale_factor mode align_corners ceil_mode count_include_pad divisor_override output_size
+    approximate training""".split()
+)
+
 #: Base classes a helper class may use (the nn.Module family and autograd.Function).
 ALLOWED_BASES: frozenset[str] = frozenset({"torch.nn.Module", "torch.autograd.Function", "object"})
 

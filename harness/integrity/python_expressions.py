@@ -155,7 +155,11 @@ class ExpressionChecks:
             if attr.startswith("_"):
                 self.flag("T1.python.reflection", node, "private attributes of torch modules are not allowed")
                 return make_kind(U)
-            return make_kind(T) if ("weight" in attr or "bias" in attr or attr.startswith("running_")) else make_kind(M)
+            if "weight" in attr or "bias" in attr or attr.startswith("running_"):
+                return make_kind(T)
+            if (recv[1] or "").startswith("param:") and attr not in allow.MODULE_CONFIG_ATTRS:
+                return make_kind(U)  # an annotation is no proof: `x.T` of a tensor passed as `x: nn.Linear` is a tensor
+            return make_kind(M)
         if tag in {M, S, P}:
             if attr.startswith("_") and self.strict:
                 self.flag("T1.python.reflection", node, "private attributes are not allowed")

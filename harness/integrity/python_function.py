@@ -48,6 +48,9 @@ class FunctionChecker(ExpressionChecks, CallChecks):
                 self.env[a.arg] = make_kind("ctx")
             elif mode == "init" and node.name == "__init__":
                 self.env[a.arg] = make_kind(S)
+            elif self.module_annotation(a.annotation):
+                # def fused_linear(x, linear: nn.Linear): its weights are read like self.fc's; calling it is refused
+                self.env[a.arg] = make_kind("tmodule", "param:" + self.module_annotation(a.annotation))
             else:
                 self.env[a.arg] = make_kind(T)
                 self.input_names.add(a.arg)
@@ -58,6 +61,14 @@ class FunctionChecker(ExpressionChecks, CallChecks):
         for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
             self.expr(default)
         self.ext_called = False
+
+    def module_annotation(self, annotation: ast.AST | None) -> str:
+        """``torch.nn.Linear`` for a parameter annotated ``nn.Linear`` (a torch.nn module class), else ''."""
+        path = self.top.path_of(annotation) if annotation is not None else None
+        if path and path.startswith("torch.nn.") and path.count(".") == 2 and path.split(".")[2][:1].isupper() \
+                and path not in {"torch.nn.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict"}:
+            return path
+        return ""
 
     @property
     def strict(self) -> bool:

@@ -155,7 +155,13 @@ class ModuleScan:
                 if isinstance(e, ast.expr):
                     self.const_kind(e, stmt)
             return make_kind("container")
+        if isinstance(value, ast.Attribute) and value.attr == "apply" and isinstance(value.value, ast.Name) \
+                and value.value.id in self.classes and self.classes[value.value.id].kind == "function":
+            # softmax = SoftmaxFn.apply: its calls run the Function's forward, checked as `SoftmaxFn.apply(x)` is
+            return make_kind("applyfn", value.value.id)
         path = self.path_of(value)
+        if path and path.startswith("@ext."):
+            return make_kind("extfn", path)  # relu = ext.relu_forward: calls through it are extension calls
         if path and path in allow.TORCH_CONSTANTS:
             return make_kind(M)
         if path and path.startswith("math."):
