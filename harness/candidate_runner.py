@@ -244,6 +244,7 @@ class _Runner:
         t2 = clock()
         ops: list[Any] = []
         kernels: list[str] = []
+        casts: list[tuple[str, str, str]] = []
         model, runtime, audit = self.model, self.runtime, req.audit
 
         def forward() -> Any:
@@ -253,6 +254,7 @@ class _Runner:
                 result = model(*args)
             ops.extend(seen)
             kernels.extend(getattr(seen, "kernels", []))
+            casts.extend(getattr(seen, "casts", []))
             return result
 
         # Under no_grad, as the baselines and KernelBench's own timing run: recording autograd's graph would be host
@@ -262,7 +264,8 @@ class _Runner:
         t3 = clock()
         violations: list[Any] = []
         if audit and not self.torch_compute_allowed:  # the suite self-check runs the task's own Model
-            violations += runtime.op_audit_violations(ops, "cuda" if self.device.startswith("cuda") else "cpu")
+            violations += runtime.op_audit_violations(ops, "cuda" if self.device.startswith("cuda") else "cpu",
+                                                      casts, _precision_floor(torch, args))
             if kernels and self.workspace is not None:
                 violations += self.loader.kernel_origin_violations(kernels, self.workspace, self.so_path)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -333,6 +336,13 @@ class _Runner:
                 reply.profiler_sum_ms = profiler_sum_ms(lambda: model(*args), self.device)
         self.runtime._HARNESS_THREADS.update(set(_native_thread_ids()) - before)
         return reply
+
+
+def _precision_floor(torch: Any, args: Any) -> str:
+    """The least precise floating dtype among the forward's tensor inputs (torch's default dtype when none is)."""
+    dtypes = [a.dtype for a in args if type(a) is torch.Tensor and a.dtype.is_floating_point]
+    worst = max(dtypes, key=lambda d: torch.finfo(d).eps, default=torch.get_default_dtype())
+    return str(worst).removeprefix("torch.")
 
 
 def _storage_range(t: Any) -> tuple[int, int]:

@@ -270,10 +270,14 @@ class CallChecks:
             if name in {"size", "stride"} and not node.args:
                 return make_kind(M)
             return make_kind(M) if name.startswith("is_") else make_kind(S)
+        if name == "float" and not node.args and not node.keywords:
+            return make_kind(T)  # to float32: a no-op on float32 inputs; a real narrowing is T15.runtime.dtype_cast
         if name in allow.TENSOR_CAST_METHODS:
             self.flag("T15.python.dtype_cast", node, "casting tensors in forward changes the computed precision")
             return make_kind(T)
         if name == "to":
+            if self.to_float32(node):
+                return make_kind(T)  # .to(torch.float32), as .float()
             if self.to_casts(node, arg_kinds):
                 self.flag("T15.python.dtype_cast", node, "`.to(dtype)` in forward changes the computed precision; "
                           "only device moves are allowed")
@@ -285,6 +289,12 @@ class CallChecks:
                   f"({', '.join(sorted(allow.TENSOR_METADATA_METHODS))}) and views/allocation "
                   f"({', '.join(sorted(allow.TENSOR_VIEW_METHODS))})")
         return make_kind(T)
+
+    def to_float32(self, node: ast.Call) -> bool:
+        """``.to(torch.float32)`` / ``.to(dtype=torch.float)`` (nothing else): judged at run time, as ``.float()``."""
+        given = list(node.args) + [k.value for k in node.keywords if k.arg == "dtype"]
+        others = [k for k in node.keywords if k.arg not in {"dtype", "non_blocking", "copy"}]
+        return len(given) == 1 and not others and self.top.path_of(given[0]) in {"torch.float32", "torch.float"}
 
     def to_casts(self, node: ast.Call, arg_kinds: list[tuple[str, str | None]]) -> bool:
         if any(k.arg == "dtype" for k in node.keywords):

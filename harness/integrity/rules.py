@@ -104,6 +104,8 @@ RULES: dict[str, str] = {
     "T12.cpp.file_io": "C++ reads or writes files (fopen, fstream, open, mmap)",
     # --- T15: silent precision drop ---------------------------------------
     "T15.python.dtype_cast": "forward casts tensors to another dtype (.half(), .to(torch.float16), .bfloat16())",
+    "T15.runtime.dtype_cast": "a copy during forward cast a tensor below the inputs' precision (op audit: _to_copy, "
+                              "copy_ from float32 to float16/bfloat16, float64 to float32)",
     # --- T16: global flags ------------------------------------------------
     "T16.python.global_flag": "code changes global torch/CUDA/env settings (torch.backends.*, set_float32_matmul_precision, "
     "os.environ, set_num_threads, manual_seed)",

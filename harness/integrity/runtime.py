@@ -280,11 +280,24 @@ def compare_guard_snapshot(
 
 # ---------------------------------------------------------------------- op audit
 class OpAuditLog(list):  # type: ignore[type-arg]
-    """ATen ops (``aten::name`` strings) seen during the audited block; ``kernels`` = GPU kernel names."""
+    """ATen ops (``aten::name`` strings) seen during the audited block; ``kernels`` = GPU kernel names; ``casts`` =
+    ``(op, from_dtype, to_dtype)`` of every copy that changed a floating dtype (``_to_copy``, ``copy_``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.kernels: list[str] = []
+        self.casts: list[tuple[str, str, str]] = []
+
+
+_CAST_OPS = frozenset({"aten::_to_copy", "aten::copy_"})
+
+
+def _note_cast(log: OpAuditLog, name: str, args: Any, out: Any) -> None:
+    """A floating dtype change made by ``_to_copy(x) -> out`` or ``dst.copy_(src)``, kept in ``log.casts``."""
+    src, dst = (args[0], out) if name == "aten::_to_copy" else (args[1] if len(args) > 1 else None, args[0])
+    a, b = getattr(src, "dtype", None), getattr(dst, "dtype", None)
+    if a is not None and b is not None and a != b and a.is_floating_point and b.is_floating_point:
+        log.casts.append((name.split("::")[-1], str(a).removeprefix("torch."), str(b).removeprefix("torch.")))
 
 
 @contextlib.contextmanager
@@ -303,8 +316,12 @@ def audit_ops(*, kernels: bool | None = None) -> Iterator[OpAuditLog]:
     log = OpAuditLog()
 
     def record(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        log.append(str(func._schema.name))
-        return func(*args, **(kwargs or {}))
+        name = str(func._schema.name)
+        log.append(name)
+        out = func(*args, **(kwargs or {}))
+        if name in _CAST_OPS:
+            _note_cast(log, name, args, out)
+        return out
 
     class _Recorder(TorchDispatchMode):
         pass
@@ -361,19 +378,42 @@ def normalize_op(op: str) -> str:
     return op.split(".")[0]
 
 
-def op_audit_violations(ops: Iterable[str], kind: str) -> list[Violation]:
-    """Ops outside the allocation/view/copy allowlist, one violation per distinct op (``T1.runtime.aten_compute``)."""
+def op_audit_violations(ops: Iterable[str], kind: str, casts: Iterable[tuple[str, str, str]] = (),
+                        floor: str | None = None) -> list[Violation]:
+    """Ops outside the allocation/view/copy allowlist, one violation per distinct op (``T1.runtime.aten_compute``),
+    and copies that cast below the precision of the forward's inputs (``T15.runtime.dtype_cast``).
+
+    :param casts: ``OpAuditLog.casts``.
+    :param floor: the least precise floating dtype among the forward's inputs (``"float32"``); a cast to a dtype less
+        precise than both its source and ``floor`` drops precision (float32 -> float16 on float32 inputs), while a
+        no-op ``x.float()``, a widening, or a cast back to an fp16 input's dtype does not.
+    """
     seen: dict[str, int] = {}
     for op in ops:
         name = normalize_op(str(op))
         if name not in ALLOWED_RUNTIME_OPS:
             seen[name] = seen.get(name, 0) + 1
-    return [
+    found = [
         Violation(rule="T1.runtime.aten_compute",
                   message=f"PyTorch op `{name}` ran {count}x during forward on {kind}; only the extension's own "
                           "kernels may compute (allocation, views and copies are allowed)")
         for name, count in seen.items()
     ]
+    for op, src, dst in dict.fromkeys(tuple(c) for c in casts):
+        if _eps(dst) > _eps(src) and _eps(dst) > _eps(floor or "float32"):
+            found.append(Violation(rule="T15.runtime.dtype_cast",
+                                   message=f"`{op}` cast a tensor from {src} to {dst} during forward on {kind}, below "
+                                           f"the inputs' precision ({floor or 'float32'}); compute in the inputs' "
+                                           "dtype"))
+    return found
+
+
+def _eps(dtype: str) -> float:
+    """Machine epsilon of a floating dtype named like ``float16`` (unknown names: float32's)."""
+    import torch
+
+    dt = getattr(torch, dtype.removeprefix("torch."), None)
+    return float(torch.finfo(dt).eps) if isinstance(dt, torch.dtype) and dt.is_floating_point else 2.0 ** -23
 
 
 __all__ = [

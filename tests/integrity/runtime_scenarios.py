@@ -66,6 +66,15 @@ SCENARIOS: dict[str, str] = {
     "audit_tensor_method": HEAD + "class ModelNew(nn.Module):\n    def forward(self, x):\n"
                            "        return (x * 2).sum(dim=0)\n",
     "audit_matmul": HEAD + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x @ x.t()\n",
+    # T15 at run time: a no-op x.float() on a float32 input is honest; casting below it is not, however it is spelt
+    "cast_float_noop": HEAD + "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+                       "        x = x.contiguous().float()\n        out = torch.empty_like(x)\n"
+                       "        return out.copy_(x)\n",
+    "cast_half": HEAD + "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+                 "        return x.half().float()\n",
+    "cast_copy_into_half": HEAD + "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+                           "        low = torch.empty(x.shape, dtype=torch.bfloat16).copy_(x)\n"
+                           "        return torch.empty_like(x).copy_(low)\n",
     # code outside the calls (session 37's red team): a handler, an armed timer, a signal the runner blocks let through
     "signal_handler": HEAD + "import signal\nsignal.signal(signal.SIGUSR2, lambda *a: None)\n" + FORWARD_HONEST,
     "signal_timer": HEAD + "import signal\nsignal.setitimer(signal.ITIMER_VIRTUAL, 30.0)\n" + FORWARD_HONEST,
@@ -91,7 +100,7 @@ def run(name: str, source: str, folder: Path) -> list[str]:
     with runtime.audit_ops(kernels=False) as ops:
         torch.nn.Module.__call__(model, x) if name != "checker_module_call" else model.forward(x)
     rules = [v.rule for v in runtime.compare_guard_snapshot(before, runtime.take_guard_snapshot())]
-    rules += [v.rule for v in runtime.op_audit_violations(ops, "cpu")]
+    rules += [v.rule for v in runtime.op_audit_violations(ops, "cpu", ops.casts, "float32")]
     return rules
 
 

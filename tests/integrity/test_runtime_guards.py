@@ -42,6 +42,9 @@ EXPECTED: dict[str, set[str]] = {
     "audit_callback": {"T1.runtime.aten_compute"},
     "audit_tensor_method": {"T1.runtime.aten_compute"},
     "audit_matmul": {"T1.runtime.aten_compute"},
+    "cast_float_noop": set(),
+    "cast_half": {"T15.runtime.dtype_cast"},
+    "cast_copy_into_half": {"T15.runtime.dtype_cast"},
     "signal_handler": {"T10.runtime.signal_state"},
     "signal_timer": {"T10.runtime.signal_state"},
     "signal_unblock": {"T10.runtime.signal_state"},
@@ -72,6 +75,29 @@ def test_op_audit_allowlist_and_names() -> None:
     found = {v.message.split("`")[1]: v for v in op_audit_violations(ops, "cpu")}
     assert set(found) == {"mm", "relu"} and "2x" in found["mm"].message
     assert all(v.rule == "T1.runtime.aten_compute" for v in found.values())
+
+
+def test_op_audit_judges_the_real_dtype_change() -> None:
+    # model_new.py's x.float() is left to the audit (an LLM writes it on float32 inputs): a no-op there, a narrowing
+    # float64 -> float32 on float64 inputs; fp32 -> fp16/bf16 is refused however it is spelt (to, copy_ into)
+    import torch
+
+    from cuda_agent.harness.integrity.runtime import audit_ops
+
+    x = torch.randn(4, 4)
+    with audit_ops(kernels=False) as seen:
+        x.float(), x.to(torch.float32), x.double()
+    assert seen.casts == [("_to_copy", "float32", "float64")]
+    assert op_audit_violations(seen, "cpu", seen.casts, "float32") == []
+    with audit_ops(kernels=False) as seen:
+        x.half(), torch.empty(4, 4, dtype=torch.bfloat16).copy_(x), x.double().float()
+    assert [c[2] for c in seen.casts] == ["float16", "bfloat16", "float64", "float32"]
+    found = op_audit_violations(seen, "cpu", seen.casts, "float32")
+    assert [v.rule for v in found] == ["T15.runtime.dtype_cast"] * 2 and "float32 to float16" in found[0].message
+    assert [v.rule for v in op_audit_violations([], "cpu", [("_to_copy", "float64", "float32")], "float64")] == [
+        "T15.runtime.dtype_cast"]
+    # an fp16 task's kernel computing in fp32 and casting back to the inputs' dtype drops nothing
+    assert op_audit_violations([], "cpu", [("_to_copy", "float32", "float16")], "float16") == []
 
 
 def test_thread_allowance_for_a_new_openmp_runtime() -> None:
