@@ -163,7 +163,7 @@ INCLUDE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T1.cpp.dispatcher", r"^(ATen/core/dispatch/.*|ATen/core/op_registration/.*|torch/library\.h|"
        r"ATen/core/boxing/.*)$", "dispatcher headers are not allowed"),
     _p("T1.cpp.aten_call", r"^(ATen/native/.*|ATen/ops/(?!empty|zeros|ones|full).*|torch/csrc/api/include/torch/"
-       r"(nn|linalg|fft|special).*|ATen/cpu/vec/functional.*|ATen/Functions\.h|ATen/NativeFunctions\.h|"
+       r"(nn|linalg|fft|special).*|ATen/Functions\.h|ATen/NativeFunctions\.h|"
        r"ATen/CPUFunctions\.h|ATen/CUDAFunctions\.h)$", "ATen compute headers are not allowed"),
     _p("T10.cpp.thread", r"^(thread|future|pthread\.h|spawn\.h)$", "threading headers are not allowed"),
     _p("T12.cpp.file_io", r"^(fstream|filesystem|sys/mman\.h|fcntl\.h|dirent\.h)$", "file I/O headers are not allowed"),

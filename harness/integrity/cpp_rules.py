@@ -110,6 +110,11 @@ def external_blas(text: str, label: str, allowed_libraries: Iterable[str] = ()) 
     return found
 
 
+def head_is_vec(parts: list[str]) -> bool:
+    """``at::vec::<name>`` (one name; ``Vectorized<float>::loadu`` is matched up to the template)."""
+    return parts[0] == "vec" and len(parts) <= 2 and all(p not in {"_ops", "native", "detail"} for p in parts)
+
+
 def _qualified_violation(prefix: str, chain: str, called: bool) -> tuple[str, str] | None:
     """Rule and message for a qualified name like ``at::native::add`` (None = allowed)."""
     parts = [p.strip() for p in chain.split("::") if p.strip()]
@@ -134,6 +139,10 @@ def _qualified_violation(prefix: str, chain: str, called: bool) -> tuple[str, st
         if parts[0] == "impl" and len(parts) > 1 and parts[1].startswith("tls"):
             return "T1.cpp.dispatch_guard", f"`{full}` changes dispatch state"
         return None  # c10 is types and utilities; dispatcher/stream names are caught by token patterns
+    if prefix == "at" and head_is_vec(parts):
+        # at::vec::Vectorized<float>, at::vec::maximum, at::vec::map: the header-only SIMD wrappers of
+        # ATen/cpu/vec (intrinsics and Sleef, no operator behind them; none of its headers includes an op)
+        return None
     if "globalContext" in parts:
         return "T1.cpp.aten_call", f"`{full}` reaches global ATen state (flags, BLAS handles)"
     head = parts[0]
