@@ -135,7 +135,45 @@ def _source_args(call: ast.Call) -> dict[str, ast.AST]:
     return found
 
 
-def _rewrite_lines(source: str, tree: ast.Module, aliases: set[str]) -> str:
+def _read_dedents(tree: ast.Module, constants: dict[str, ast.AST], aliases: set[str]) -> list[ast.stmt] | None:
+    """The module-level assignments to rewrite when ``textwrap`` is used only as ``textwrap.dedent`` (or an imported
+    ``dedent``) of sources this module reads (``_resolve``): then the import goes with them, as the
+    ``torch.utils.cpp_extension`` one does. None when textwrap is used any other way (the import stays, refused)."""
+    modules = {a.asname or a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names
+               if a.name == "textwrap"}
+    funcs = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "textwrap"
+             for a in n.names if a.name == "dedent"}
+    if not modules and not funcs:
+        return []
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    statements: list[ast.stmt] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and node.id in modules | funcs):
+            continue
+        if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in (parents.get(node), node)):
+            continue
+        call = parents.get(parents.get(node)) if node.id in modules else parents.get(node)
+        func = call.func if isinstance(call, ast.Call) else None
+        if not (isinstance(call, ast.Call) and (func is node or (isinstance(func, ast.Attribute) and func.value is node
+                                                                 and func.attr == "dedent"))):
+            return None
+        try:
+            _resolve(call, constants)
+        except _Unresolved:
+            return None
+        stmt: ast.AST | None = call
+        while stmt is not None and not isinstance(stmt, ast.stmt):
+            stmt = parents.get(stmt)
+        loads = isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and _is_load_inline(
+            stmt.value.func, aliases)
+        if not (stmt in tree.body and isinstance(stmt, (ast.Assign, ast.AnnAssign)) or loads):
+            return None
+        if not loads:
+            statements.append(stmt)  # type: ignore[arg-type]
+    return statements
+
+
+def _rewrite_lines(source: str, tree: ast.Module, aliases: set[str], dedents: list[ast.stmt] | None = None) -> str:
     """The file with load_inline bindings turned into extension imports, line numbers kept."""
     lines = source.split("\n")
 
@@ -145,12 +183,16 @@ def _rewrite_lines(source: str, tree: ast.Module, aliases: set[str]) -> str:
         for i in range(node.lineno, node.end_lineno or node.lineno):
             lines[i] = ""
 
+    dropped = {_CPP_EXTENSION, "textwrap"} if dedents is not None else {_CPP_EXTENSION}
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module == _CPP_EXTENSION:
+        if isinstance(node, ast.ImportFrom) and node.module in dropped:
             replace(node, "pass")
-        elif isinstance(node, ast.Import) and any(a.name == _CPP_EXTENSION for a in node.names):
-            others = [ast.unparse(ast.Import(names=[a])) for a in node.names if a.name != _CPP_EXTENSION]
+        elif isinstance(node, ast.Import) and any(a.name in dropped for a in node.names):
+            others = [ast.unparse(ast.Import(names=[a])) for a in node.names if a.name not in dropped]
             replace(node, "; ".join(others) or "pass")
+    for node in dedents or []:  # NAME = textwrap.dedent(<source read above>): a string constant
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target  # type: ignore[attr-defined]
+        replace(node, f"{ast.unparse(target)} = ''")
     for node in ast.walk(tree):
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
             continue
@@ -206,7 +248,7 @@ def check_single_file(source: str, filename: str = "model_new.py", *, allowed_li
     result.violations.extend(external_blas(whole, f"{filename}: load_inline sources", allowed_libraries))
     if result.load_calls == 0:
         result.notes.append("no load_inline call found; the file's extension, if any, is not checked statically")
-    rewritten = _rewrite_lines(source, tree, aliases)
+    rewritten = _rewrite_lines(source, tree, aliases, _read_dedents(tree, constants, aliases))
     result.violations.extend(check_model_new_source(rewritten, filename, extension_names=(EXTENSION_NAME,)))
     result.violations = dedupe(result.violations)
     return result
