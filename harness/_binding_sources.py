@@ -27,10 +27,12 @@ BINDING_REGISTRY_H = r"""// binding_registry.h -- written by cuda-agent; protect
 //     at::Tensor relu_forward(const at::Tensor& x);        // your function
 //     REGISTER_BINDING(relu_forward, relu_forward);        // -> cuda_extension.relu_forward(x)
 //
-// Accepted parameter types: at::Tensor (by value or const&), int64_t, int,
-// double, float, bool, std::vector<at::Tensor>, std::vector<int64_t>.
-// Accepted return types: void, at::Tensor, std::vector<at::Tensor>,
-// std::vector<int64_t>, std::tuple<at::Tensor, ...>, int64_t, double, bool.
+// Accepted parameter types: at::Tensor (by value, const& or &: an output
+// written in place), std::optional<at::Tensor> (None from Python), int64_t,
+// int, double, float, bool, std::vector<at::Tensor>, std::vector<int64_t>.
+// Accepted return types: void, at::Tensor, std::optional<at::Tensor>,
+// std::vector<at::Tensor>, std::vector<int64_t>, std::tuple<at::Tensor, ...>,
+// int64_t, double, bool.
 //
 // CUDA launches: use the stream torch uses, never a stream of your own:
 //     auto stream = static_cast<cudaStream_t>(cuda_agent_binding::current_stream(x));
@@ -51,6 +53,7 @@ BINDING_REGISTRY_H = r"""// binding_registry.h -- written by cuda-agent; protect
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -115,7 +118,13 @@ inline void* current_stream(const at::Tensor& t) {
                               " must be " + expected + ", got " + kind_name(got.kind));
 }
 
-template <class T> struct Unbox;
+// Any other parameter type stops the build with this message.
+template <class T> struct Unbox {
+  static_assert(sizeof(T) == 0,
+                "REGISTER_BINDING: unsupported parameter type. Accepted: at::Tensor (by value, const& or &), "
+                "std::optional<at::Tensor>, int64_t, int, double, float, bool, std::vector<at::Tensor>, "
+                "std::vector<int64_t> (each by value or reference)");
+};
 template <> struct Unbox<at::Tensor> {
   static at::Tensor get(const Value& v, const char* fn, std::size_t i) {
     if (v.kind != Value::Kind::Tensor) bad_arg(fn, i, "a Tensor", v);
@@ -161,6 +170,22 @@ template <> struct Unbox<std::vector<int64_t>> {
   }
 };
 
+template <class T> struct Unbox<std::optional<T>> {
+  static std::optional<T> get(const Value& v, const char* fn, std::size_t i) {
+    if (v.kind == Value::Kind::None) return std::nullopt;
+    return Unbox<T>::get(v, fn, i);
+  }
+};
+
+// Any other return type stops the build with this message.
+template <class T>
+Value box(T) {
+  static_assert(sizeof(T) == 0,
+                "REGISTER_BINDING: unsupported return type. Accepted: void, at::Tensor, std::optional<at::Tensor>, "
+                "std::vector<at::Tensor>, std::vector<int64_t>, std::tuple<...> of those, int64_t, int, double, "
+                "float, bool");
+  return Value();
+}
 inline Value box(at::Tensor t) { Value v; v.kind = Value::Kind::Tensor; v.tensor = std::move(t); return v; }
 inline Value box(std::vector<at::Tensor> ts) { Value v; v.kind = Value::Kind::TensorList; v.tensors = std::move(ts); return v; }
 inline Value box(std::vector<int64_t> xs) { Value v; v.kind = Value::Kind::IntList; v.ints = std::move(xs); return v; }
@@ -169,6 +194,7 @@ inline Value box(int x) { return box(static_cast<int64_t>(x)); }
 inline Value box(double x) { Value v; v.kind = Value::Kind::Double; v.d = x; return v; }
 inline Value box(float x) { return box(static_cast<double>(x)); }
 inline Value box(bool x) { Value v; v.kind = Value::Kind::Bool; v.b = x; return v; }
+inline Value box(std::optional<at::Tensor> t) { return t.has_value() ? box(std::move(*t)) : Value(); }
 template <class... T>
 Value box(std::tuple<T...> t) {
   Value v;
@@ -179,23 +205,27 @@ Value box(std::tuple<T...> t) {
 
 template <class R, class... A, std::size_t... I>
 Value call_unboxed(R (*fn)(A...), const std::vector<Value>& args, const char* name, std::index_sequence<I...>) {
+  // Unboxed into locals first, so that a non-const reference parameter (`at::Tensor& out`) binds to one.
+  std::tuple<std::decay_t<A>...> values{Unbox<std::decay_t<A>>::get(args[I], name, I)...};
+  (void)values;
   if constexpr (std::is_void_v<R>) {
-    fn(Unbox<std::decay_t<A>>::get(args[I], name, I)...);
+    fn(std::forward<A>(std::get<I>(values))...);
     return Value();
   } else {
-    return box(fn(Unbox<std::decay_t<A>>::get(args[I], name, I)...));
+    return box(fn(std::forward<A>(std::get<I>(values))...));
   }
 }
 
 // A `void f(pybind11::module&)` (release style): one non-const lvalue
-// reference to a class that is not a tensor or a vector.
+// reference to a class that is not a tensor, an optional or a vector.
 template <class R, class... A>
 constexpr bool is_module_hook() {
   if constexpr (std::is_void_v<R> && sizeof...(A) == 1) {
     using A0 = std::tuple_element_t<0, std::tuple<A...>>;
     using Base = std::remove_reference_t<A0>;
     return std::is_lvalue_reference_v<A0> && !std::is_const_v<Base> && std::is_class_v<Base> &&
-           !std::is_same_v<Base, at::Tensor>;
+           !std::is_same_v<Base, at::Tensor> && !std::is_same_v<Base, std::optional<at::Tensor>> &&
+           !std::is_same_v<Base, std::vector<at::Tensor>> && !std::is_same_v<Base, std::vector<int64_t>>;
   }
   return false;
 }
