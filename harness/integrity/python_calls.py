@@ -202,6 +202,8 @@ class CallChecks:
                 return make_kind(U)  # a class: calling its methods would compute
             if name in {"list", "tuple"} and len(arg_kinds) == 1 and arg_kinds[0][0] == "tmodule":
                 return arg_kinds[0]  # list(self.network): the same submodules (calling one is still refused)
+            if name == "list" and len(arg_kinds) == 1 and arg_kinds[0][0] in {S, M} and not node.keywords:
+                return make_kind("list", M)  # list(x.shape): numbers
             if name in {"list", "tuple", "dict", "enumerate", "zip", "map", "filter", "reversed"}:
                 return make_kind("list") if name != "tuple" or any(k[0] not in {S, M} for k in arg_kinds) else make_kind(M)
             return make_kind(M)

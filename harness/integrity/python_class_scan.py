@@ -140,6 +140,11 @@ class ClassScan:
             return make_kind(S) if kinds <= {S} else make_kind(U)
         if isinstance(value, ast.UnaryOp):
             return self.init_value_kind(value.operand, params)
+        if isinstance(value, (ast.IfExp, ast.BoolOp)):
+            # self.stride = stride if stride is not None else kernel_size / stride or kernel_size: numbers if each is
+            options = [value.body, value.orelse] if isinstance(value, ast.IfExp) else value.values
+            kinds = {self.init_value_kind(v, params) for v in options}
+            return kinds.pop() if len(kinds) == 1 and next(iter(kinds))[0] in {S, M} else make_kind(U)
         if isinstance(value, ast.Tuple):
             return make_kind(M)
         if isinstance(value, ast.Call):

@@ -207,6 +207,8 @@ class ExpressionChecks:
             return make_kind(S) if single_int else make_kind(M)
         if recv[0] == "container":
             return make_kind(U)
+        if recv == ("list", M):  # shape = list(x.shape): shape[d] is a number, shape[:d] the same kind of list
+            return make_kind(M) if all(not isinstance(p, ast.Slice) for p in parts) else recv
         if recv[0] == "list":
             return make_kind(U)
         if recv[0] == "tmodule":  # self.network[i] of an nn.Sequential/ModuleList: a submodule (calling it is refused)
@@ -227,6 +229,10 @@ class ExpressionChecks:
             if self.strict:
                 self.flag("T1.python.operator", node, "`@` is a PyTorch matmul; write the kernel")
             return make_kind(T)
+        if "list" in (left[0], right[0]) and left[0] in NON_COMPUTE and right[0] in NON_COMPUTE:
+            # [x] + rest, shape * 2: a list still, of numbers only when both sides are ([x] + [] was metadata)
+            numbers = all(k == ("list", M) or k[0] in {S, M} for k in (left, right))
+            return make_kind("list", M) if numbers else make_kind("list", T)
         if left[0] in NON_COMPUTE and right[0] in NON_COMPUTE:
             return make_kind(S) if left[0] == S and right[0] == S else make_kind(M)
         if self.strict:
@@ -275,6 +281,8 @@ class ExpressionChecks:
         kinds = [self.expr(e) for e in node.elts]
         if isinstance(node, ast.Tuple) and all(k[0] in {S, M} for k in kinds):
             return make_kind(M)
+        if kinds and all(k[0] in {S, M} for k in kinds):
+            return make_kind("list", M)  # [B, C, H]: numbers (a name bound to it loses that if changed in place)
         return make_kind("list", T) if any(k[0] in {T, U} or k == ("list", T) for k in kinds) else make_kind("list")
 
     e_List = e_Tuple

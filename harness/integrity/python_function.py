@@ -61,6 +61,7 @@ class FunctionChecker(ExpressionChecks, CallChecks):
         for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
             self.expr(default)
         self.ext_called = False
+        self.changed_lists = _changed_lists(node)
 
     def module_annotation(self, annotation: ast.AST | None) -> str:
         """``torch.nn.Linear`` for a parameter annotated ``nn.Linear`` (a torch.nn module class), else ''."""
@@ -216,6 +217,8 @@ class FunctionChecker(ExpressionChecks, CallChecks):
 
     def assign(self, target: ast.AST, kind: tuple[str, str | None], value: ast.AST | None, stmt: ast.AST) -> None:
         if isinstance(target, ast.Name):
+            if kind == ("list", M) and target.id in self.changed_lists:
+                kind = make_kind("list")  # something else may be put in it: its items are no longer known numbers
             self.env[target.id] = kind
             if value is not None and self.root_is_input(value) and kind[0] in {T, U}:
                 self.input_names.add(target.id)
@@ -291,7 +294,7 @@ class FunctionChecker(ExpressionChecks, CallChecks):
         kind = self.expr(node)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
             return make_kind(S)
-        if kind[0] in {M, S}:
+        if kind[0] in {M, S} or kind == ("list", M):  # for s in shape[:dim] of shape = list(x.shape)
             return make_kind(S)
         if kind[0] == "tmodule":  # for layer in self.layers (ModuleList/Sequential): a submodule, as self.layers[i]
             return kind
@@ -312,3 +315,22 @@ class FunctionChecker(ExpressionChecks, CallChecks):
         del self.top.violations[start:]
         self.ext_called = ext
         return kind
+
+
+def _changed_lists(fn: ast.FunctionDef) -> set[str]:
+    """Names a function changes in place other than by storing a number literal (``shape.append(x)``, ``shape[i] =
+    y``, ``shape += [...]``): a ``list(x.shape)`` bound to one is a list of anything, not of numbers."""
+    out: set[str] = set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                and n.func.attr in {"append", "extend", "insert", "__setitem__", "__iadd__"}:
+            if not all(isinstance(a, ast.Constant) for a in n.args) or n.keywords or n.func.attr == "extend":
+                out.add(n.func.value.id)
+        elif isinstance(n, (ast.Assign, ast.AugAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            for t in targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and not isinstance(n.value, ast.Constant):
+                    out.add(t.value.id)
+                if isinstance(n, ast.AugAssign) and isinstance(t, ast.Name):
+                    out.add(t.id)
+    return out
