@@ -22,6 +22,7 @@ from cuda_agent.harness.integrity.python_kinds import (
     T,
     U,
     make_kind,
+    number_annotation,
 )
 
 if TYPE_CHECKING:
@@ -83,11 +84,17 @@ class CallChecks:
         if tag == "builtin":
             return self.call_builtin(node, ref or "", arg_kinds)
         if tag == "method":
+            method = self.cls.methods.get(ref or "") if self.cls is not None else None
+            if method is not None and self.strict:
+                self.check_number_args(node, method, arg_kinds, skip=1)
             self.top.reach(self.mode, self.cls.name if self.cls else None, ref or "")
             if self.mode == "forward":
                 self.ext_called |= self.top.ext_called_in_forward
             return make_kind(U)
         if tag == "helperfn":
+            fn = self.top.functions.get(ref or "")
+            if fn is not None and self.strict:
+                self.check_number_args(node, fn, arg_kinds)
             self.top.reach(self.mode, None, ref or "")
             return make_kind(U)
         if tag == "helpercls":
@@ -291,6 +298,24 @@ class CallChecks:
                   f"({', '.join(sorted(allow.TENSOR_METADATA_METHODS))}) and views/allocation "
                   f"({', '.join(sorted(allow.TENSOR_VIEW_METHODS))})")
         return make_kind(T)
+
+    def check_number_args(self, node: ast.Call, fn: ast.FunctionDef, arg_kinds: list[tuple[str, str | None]],
+                          skip: int = 0) -> None:
+        """A module-level helper's parameters annotated ``int``/``float``/``bool`` are numbers in its body
+        (``python_function.number_annotation``): every call from forward must pass numbers there."""
+        params = (fn.args.posonlyargs + fn.args.args)[skip:]
+        numbers = {a.arg for a in params + fn.args.kwonlyargs if number_annotation(a.annotation)}
+        if not numbers:
+            return
+        passed: list[tuple[str | None, ast.AST, tuple[str, str | None]]] = []
+        for i, (a, k) in enumerate(zip(node.args, arg_kinds, strict=False)):
+            passed.append((params[i].arg if i < len(params) and not isinstance(a, ast.Starred) else None, a, k))
+        for kw, k in zip(node.keywords, arg_kinds[len(node.args):], strict=False):
+            passed.append((kw.arg, kw.value, k))
+        for name, a, k in passed:
+            if (name is None or name in numbers) and k[0] not in {S, M}:
+                self.flag("T1.python.operator", a, f"`{fn.name}` takes a number here (annotated int/float/bool) and "
+                          "computes with it as one; pass a Python number, not a tensor")
 
     def to_float32(self, node: ast.Call) -> bool:
         """``.to(torch.float32)`` / ``.to(dtype=torch.float)`` (nothing else): judged at run time, as ``.float()``."""

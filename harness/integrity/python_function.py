@@ -22,6 +22,7 @@ from cuda_agent.harness.integrity.python_kinds import (
     T,
     U,
     make_kind,
+    number_annotation,
 )
 from cuda_agent.harness.integrity.violation import Violation
 
@@ -47,6 +48,12 @@ class FunctionChecker(ExpressionChecks, CallChecks):
             elif i == 0 and cls is not None and cls.kind == "function" and is_static:
                 self.env[a.arg] = make_kind("ctx")
             elif mode == "init" and node.name == "__init__":
+                self.env[a.arg] = make_kind(S)
+            elif number_annotation(a.annotation) and (cls is None or (
+                    cls.kind == "modelnew" and node.name not in {"forward", "__init__"} and not is_static)):
+                # def _out_size(n: int, k: int) -> int (module level, or a ModelNew method other than forward):
+                # numbers; every call from forward is checked to pass numbers there (check_number_args), and such a
+                # helper is reached only by such calls (handing it over as a value is refused)
                 self.env[a.arg] = make_kind(S)
             elif self.module_annotation(a.annotation):
                 # def fused_linear(x, linear: nn.Linear): its weights are read like self.fc's; calling it is refused

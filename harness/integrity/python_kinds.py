@@ -45,6 +45,11 @@ def is_super_init(node: ast.Attribute) -> bool:
             and node.value.func.id == "super")
 
 
+def number_annotation(annotation: ast.AST | None) -> bool:
+    """``int``, ``float`` or ``bool`` (a parameter annotated as a Python number)."""
+    return isinstance(annotation, ast.Name) and annotation.id in {"int", "float", "bool"}
+
+
 def is_main_guard(test: ast.AST) -> bool:
     return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
             and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
