@@ -113,7 +113,7 @@ class _Runner:
         with runtime.audit_ops():  # lazy imports of the audit happen before the snapshot
             (x + 1).sum()
         # The fingerprints' modules too: the guard watches their functions only once they are imported (T7).
-        from cuda_agent.harness import checksum, compare  # noqa: F401
+        from cuda_agent.harness import checksum, compare, module_state  # noqa: F401
         lap("audit_warmup")
         self.guard_before = runtime.take_guard_snapshot()
         self.timer_before = self.timer.state()
@@ -274,12 +274,14 @@ class _Runner:
         self.last = outs
         t4 = clock()
         prints = [fingerprint(a) if type(a) is torch.Tensor else None for a in args]
+        state = _module_state(model, torch) if req.state else None
         t5 = clock()
         work = {"copy_inputs": t1 - t0, "poison": t2 - t1, "timed": t3 - t2, "outputs": t4 - t3,
                 "input_fingerprints": t5 - t4}
         return m.Called(ms=ms, host_ms=host_ms, outputs=metas, input_fingerprints=prints,
                         ops=[str(o) for o in ops][:200], violations=[_violation(v) for v in violations],
-                        threads=_native_threads(), work_ms={k: round(v * 1e3, 3) for k, v in work.items()})
+                        threads=_native_threads(), work_ms={k: round(v * 1e3, 3) for k, v in work.items()},
+                        state=state)
 
     def _describe_output(self, j: int, o: Any, ranges: list[tuple[int, int]]) -> m.OutputMeta:
         from cuda_agent.harness.compare import fingerprint
@@ -362,6 +364,13 @@ def _native_thread_ids() -> list[str]:
         return os.listdir("/proc/self/task")
     except OSError:
         return []
+
+
+
+def _module_state(model: Any, torch: Any) -> dict[str, str]:
+    from cuda_agent.harness.module_state import state_digest
+
+    return state_digest(model, torch)[1]
 
 
 def _violation(v: Any) -> m.Violation:

@@ -19,7 +19,7 @@ from cuda_agent.harness.fresh_sets import fresh_count
 from cuda_agent.harness.phases import apply_speedups
 from cuda_agent.harness.timed_run import settle_fresh_sets, time_candidate
 from cuda_agent.harness.timing_stats import summarize
-from cuda_agent.harness.widening import can_widen, widen_plans
+from cuda_agent.harness.widened_run import verify_widened
 from cuda_agent.schemas.result import Baselines, CandidateResult
 from cuda_agent.schemas.task import TaskManifest
 
@@ -52,9 +52,8 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         if sess.failed:
             return
         widened = sess.ctx.integrity.widened_sets
-        plans, lines = widen_plans(task)
-        if widened and can_widen(plans):
-            sess.verify_widened(plans, lines, widened)
+        if widened:
+            verify_widened(sess, task, widened)
             if sess.failed:
                 return
         ks = sess.timing_sets()

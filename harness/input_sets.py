@@ -122,17 +122,18 @@ class SetStore:
         self.in_reference[k] = None
         return k
 
-    def make_widened(self, seed: int, plans: list[Any]) -> int | None:
-        """A widened set from ``seed`` (harness/widening.py); None when the reference is not finite on it at any
-        widening (inconclusive: nothing is kept)."""
+    def make_widened(self, seed: int, plans: list[Any], gate: list[float] | None = None) -> tuple[int | None, MadeSet]:
+        """A widened set from ``seed`` (harness/widening.py) and the reference's reply; None when the reference is
+        not finite on it (or, ``gate`` (atol, rtol), too sensitive) at any widening (inconclusive: nothing kept)."""
         k = self._new_index()
         self.make_room_in_reference(keep=())
-        made = self.reference.make_set(k, seed, self.exchange, "host", False, widen=plans)  # type: ignore[attr-defined]
+        made = self.reference.make_set(k, seed, self.exchange, "host", False, widen=plans,  # type: ignore[attr-defined]
+                                       gate=gate)
         if made.inconclusive:
-            return None
+            return None, made
         self.sets[k] = InputSet(k, seed, "widened", made, "made", widen=plans)
         self.in_reference[k] = None
-        return k
+        return k, made
 
     # ------------------------------------------------------------------ memory
     def make_room_in_reference(self, keep: tuple[int, ...] | set[int]) -> None:
@@ -174,7 +175,7 @@ class SetStore:
         self.make_room_in_reference(keep=(k, *keep))
         s = self.sets[k]
         made = self.reference.make_set(k, s.seed, self.exchange, "host", False,  # type: ignore[attr-defined]
-                                       widen=s.widen)
+                                       widen=s.widen, shrink=s.made.widen_shrink)
         if made.input_fingerprints != s.fingerprints:
             from cuda_agent.harness.reference_sets import ReferenceError_
 
@@ -263,6 +264,6 @@ class SetStore:
         s = self.sets[k]
         self.make_room_in_reference(keep=(k,))
         s.made = self.reference.make_set(k, s.seed, self.exchange, transport, stage,  # type: ignore[attr-defined]
-                                         widen=s.widen)
+                                         widen=s.widen, shrink=s.made.widen_shrink)
         s.state = "staged" if stage else "made"
         self.in_reference[k] = None

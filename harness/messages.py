@@ -207,6 +207,9 @@ class Called(Reply):
     #: the op audit's findings on an audited call), 'input_fingerprints'): where a call's cost goes besides the
     #: forward (Diagnostics.call_work_s).
     work_ms: dict[str, float] = Field(default_factory=dict)
+    #: With ``Call.state``: each part of the module's state and its fingerprint after the call
+    #: (harness/module_state.py).
+    state: dict[str, str] | None = None
 
 
 class Call(Request):
@@ -217,6 +220,8 @@ class Call(Request):
     set: int
     audit: bool = False
     flush: bool = True
+    #: Digest the module's state after the call (harness/module_state.py).
+    state: bool = False
 
 
 class Exported(Reply):

@@ -79,14 +79,17 @@ class ReferenceServer:
     def make_set(self, req: m.MakeSet) -> m.MadeSet:
         """Generate set ``req.set`` from its seed, run the reference on copies, describe (and maybe stage) it."""
         torch = self.torch
-        held = self.sets.make(req.set, req.seed, req.widen)
-        if held is None:  # a widened set whose reference output is not finite at any widening
+        held = self.sets.make(req.set, req.seed, req.widen, tuple(req.gate) if req.gate else None,  # type: ignore[arg-type]
+                              req.shrink)
+        notes = [n for n in self.sets.gate_notes if n]
+        if held is None:  # a widened set whose reference output is not finite (or too sensitive) at any widening
             return m.MadeSet(set=req.set, tensors=[], input_fingerprints=[], outputs=[], input_bytes=0,
-                             inconclusive=True)
+                             inconclusive=True, gate_notes=notes)
         return m.MadeSet(
             set=req.set,
             work_bytes=max(0, int(self.sets.work_bytes)),
             widen_shrink=held.shrink,
+            gate_notes=notes,
             tensors=self._describe(req.set, req.exchange, req.transport, req.stage),
             input_fingerprints=held.fingerprints,
             outputs=[m.OutputSpec(dtype=str(e.dtype).removeprefix("torch."), shape=list(e.shape))
@@ -243,7 +246,12 @@ class ReferenceServer:
                 return m.Verdict(transport_failed=str(exc))
         try:
             held = self.sets[req.set]
-            return self.checker.check(req, held.expected, fds, held.rms)
+            floor = 0.0
+            if held.widen is not None:
+                from cuda_agent.harness.widening import NOISE_FLOOR
+
+                floor = NOISE_FLOOR
+            return self.checker.check(req, held.expected, fds, held.rms, floor)
         finally:
             close_fds(fds)
 

@@ -37,10 +37,11 @@ class OutputChecker:
         self._driver = driver
         self._reader: Any = None  # DeviceReader of staged output files (CUDA)
 
-    def check(self, req: Check, expected: list[Any], fds: list[int], rms: dict[int, float] | None = None) -> Verdict:
+    def check(self, req: Check, expected: list[Any], fds: list[int], rms: dict[int, float] | None = None,
+              floor: float = 0.0) -> Verdict:
         """Compare the outputs ``req`` describes with ``expected``; ``fds``: the 'vmm' outputs' descriptors; ``rms``:
         each expected output's RMS magnitude by position, filled on first use (the set keeps it: a set is checked
-        many times)."""
+        many times); ``floor``: the tolerance floor of a widened set (:func:`~cuda_agent.harness.compare.compare_output`)."""
         from cuda_agent.harness.compare import compare_output, fingerprint
 
         torch = self.torch
@@ -71,7 +72,7 @@ class OutputChecker:
 
                 rms[i] = reference_rms(e)
             errors += compare_output(e, actual, atol=atol, rtol=rtol, input_set=k, index=i,
-                                     rms=rms.get(i) if rms is not None else None)
+                                     rms=rms.get(i) if rms is not None else None, floor=floor)
             del actual
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

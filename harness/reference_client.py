@@ -158,11 +158,13 @@ class ReferenceClient:
             return self._set_counter - 1
 
     def make_set(self, k: int, seed: int, exchange: str | None, transport: str = "ipc", stage: bool = True,
-                 widen: list[Any] | None = None) -> m.MadeSet:
+                 widen: list[Any] | None = None, gate: list[float] | None = None,
+                 shrink: float | None = None) -> m.MadeSet:
         """Make input set ``k`` from ``seed`` (and stage it for the runner when ``stage``); ``widen``: a widened set
-        (its reply says ``inconclusive`` when the reference is not finite at any widening)."""
+        (its reply says ``inconclusive`` when the reference is not finite, or with ``gate`` too sensitive, at any
+        widening); ``shrink``: make it again at the widening it was made at."""
         return self.request(m.MakeSet(set=k, seed=seed, exchange=exchange, transport=transport, stage=stage,
-                                      widen=widen))
+                                      widen=widen, gate=gate, shrink=shrink))
 
     def stage_set(self, k: int, exchange: str | None, transport: str = "ipc", reuse: bool = False) -> list[m.TensorDesc]:
         """Stage set ``k`` for the runner after all; its tensors' descriptions."""

@@ -57,6 +57,8 @@ class MadeSet(Reply):
     #: None for an ordinary set. A widened set that is not finite at any widening is not made (``inconclusive``).
     widen_shrink: float | None = None
     inconclusive: bool = False
+    #: Why widenings tried were too sensitive to grade on (harness/widening_gate.py), in the order tried.
+    gate_notes: list[str] = Field(default_factory=list)
 
 
 class MakeSet(Request):
@@ -71,6 +73,10 @@ class MakeSet(Request):
     stage: bool = True
     #: Widen the set's floating inputs within their domains (harness/widening.py plans, one per input).
     widen: list[Any] | None = None
+    #: (atol, rtol) of the sensitivity gate of a widened set (None: not gated).
+    gate: list[float] | None = None
+    #: Make a widened set at this share of its widening only (a set made again: no back-off, no gate).
+    shrink: float | None = None
 
 
 class StagedSet(Reply):

@@ -92,6 +92,8 @@ class HeldSets:
         #: Highest device bytes allocated before the last reset of torch's peak counter (a session's peak is the
         #: larger of this and the counter; :meth:`take_peak` resets both).
         self.peak_seen = 0
+        #: The sensitivity gate's findings of the last widened set made (None: a step that passed it).
+        self.gate_notes: list[str | None] = []
 
     def take_peak(self) -> int:
         """Peak device bytes allocated since the last call (CUDA), then start counting again."""
@@ -113,11 +115,14 @@ class HeldSets:
 
         return [fingerprint(x) if isinstance(x, self.torch.Tensor) else None for x in values]
 
-    def make(self, k: int, seed: int, widen: list[Any] | None = None) -> HeldSet | None:
+    def make(self, k: int, seed: int, widen: list[Any] | None = None,
+             gate: tuple[float, float] | None = None, shrink_at: float | None = None) -> HeldSet | None:
         """Set ``k`` from ``seed``: inputs generated on the device, the reference run FIRST, on them.
 
         ``widen``: one plan per input (:mod:`~cuda_agent.harness.widening`); the widening is halved until the
-        reference output is finite, and the set is not made (None) when even the mildest widening is not. The
+        reference output is finite (and, with ``gate`` (atol, rtol), not too sensitive to grade on:
+        :mod:`~cuda_agent.harness.widening_gate`), and the set is not made (None) when even the mildest widening
+        is not; ``shrink_at``: only that share of the widening, ungated (a set made again as it was made). The
         peak memory of the forward beyond its inputs and outputs is recorded in ``work_bytes`` (CUDA).
 
         Memory: one set's inputs, its outputs and the forward's temporaries, nothing more (the memory plan counts
@@ -128,10 +133,11 @@ class HeldSets:
         torch = self.torch
         cuda = self.device.type == "cuda"
         shrinks: list[float | None] = [None]
+        self.gate_notes = []
         if widen is not None:
             from cuda_agent.harness.widening import shrink_steps
 
-            shrinks = list(shrink_steps())
+            shrinks = [shrink_at] if shrink_at is not None else list(shrink_steps(widen))
         for shrink in shrinks:
             inputs = self._inputs(seed, widen, shrink)
             prints = self.fingerprints_of(inputs)
@@ -157,7 +163,14 @@ class HeldSets:
             from cuda_agent.harness.widening import finite_outputs
 
             if finite_outputs(torch, expected):
-                break
+                if gate is None or shrink_at is not None or any(p is not None and p[0] == "dup" for p in widen):
+                    break
+                from cuda_agent.harness.widening import NOISE_FLOOR
+                from cuda_agent.harness.widening_gate import sensitive
+
+                self.gate_notes.append(sensitive(torch, self.model, inputs, widen, expected, gate, NOISE_FLOOR))
+                if self.gate_notes[-1] is None:
+                    break
             inputs, expected = [], []  # the next, milder widening is made without these alive
         else:
             return None  # not finite at any widening: inconclusive, nothing kept

@@ -75,9 +75,10 @@ class RunnerClient:
             raise CandidateFailed(f"receiving inputs failed: {reply.error}", reply.traceback)
         return reply
 
-    def call(self, k: int, *, audit: bool = False) -> m.Called:
-        """One timed forward on a copy of set ``k``."""
-        return self._ask(m.Call(set=k, audit=audit), self.call_timeout_s, f"forward raised on input set {k}")
+    def call(self, k: int, *, audit: bool = False, state: bool = False) -> m.Called:
+        """One timed forward on a copy of set ``k`` (``state``: with the module's state digested after it)."""
+        return self._ask(m.Call(set=k, audit=audit, state=state), self.call_timeout_s,
+                         f"forward raised on input set {k}")
 
     def drop_inputs(self, ks: list[int]) -> m.InputsDropped:
         """Have the runner forget sets ``ks`` (they are handed over again when a call needs them)."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from cuda_agent.harness.input_sets import Role, SetStore
 from cuda_agent.harness.messages import Violation
+from cuda_agent.harness.module_state import state_carried
 from cuda_agent.harness.output_checks import check_call
 from cuda_agent.harness.runner_client import RunnerClient
 from cuda_agent.harness.settings import HarnessSettings, IntegritySettings
@@ -90,6 +91,8 @@ class Session:
         self.fresh_pairs: list[tuple[float, float]] = []
         #: The protocol's own cost per call in this runner (measured only with ``net_overhead``).
         self.overhead_ms = 0.0
+        #: The module's state after the last call that asked for it (harness/module_state.py).
+        self.last_state: dict[str, str] | None = None
         #: The runner's peak device bytes, as it reported at the closing guard (a diagnostic).
         self.runner_peak_bytes: int | None = None
 
@@ -239,12 +242,14 @@ class Session:
         return new
 
     # ------------------------------------------------------------------ calls
-    def call(self, k: int, *, check: bool, audit: bool = False) -> float:
-        """One forward on set ``k`` under the timing protocol, its outputs checked when asked. Returns ms (net of
-        the protocol's own cost with ``net_overhead``; the wall-clock cross-check is made on the raw figure)."""
+    def call(self, k: int, *, check: bool, audit: bool = False, state: bool = False) -> float:
+        """One forward on set ``k`` under the timing protocol, its outputs checked when asked (``state``: the
+        module's state digested after it, kept in :attr:`last_state`). Returns ms (net of the protocol's own cost
+        with ``net_overhead``; the wall-clock cross-check is made on the raw figure)."""
         self.ensure_in_runner(k)
         wall0 = time.perf_counter()
-        called = self.runner.call(k, audit=audit)
+        called = self.runner.call(k, audit=audit, state=state)
+        self.last_state = called.state
         wall_ms = (time.perf_counter() - wall0) * 1e3
         self.tick("forward_calls", wall0)
         self.calls += 1
@@ -260,12 +265,16 @@ class Session:
         ks = list(ks)
         # The op audit on the first call and on one more at a secret position: a call counter cannot step round it.
         extra = secrets.randbelow(len(ks)) if ks else 0
+        first_state = None
         for j, k in enumerate(ks):
-            self.call(k, check=True, audit=(j == 0 or j == extra))
+            self.call(k, check=True, audit=(j == 0 or j == extra), state=j == 0)
+            first_state = first_state if j else self.last_state
             if self.violations:
                 return
         if self.ctx.integrity.determinism_check and ks and not self.errors:
-            self.call(ks[0], check=True)
+            self.call(ks[0], check=True, state=first_state is not None)
+            if first_state is not None and self.last_state is not None and len(ks) > 1:
+                self.violations += state_carried(first_state, self.last_state)
 
     def timing_sets(self) -> list[int]:
         """Sets rotated through timed calls: the verify and timing sets (made now when the session was opened
@@ -282,28 +291,6 @@ class Session:
             both = [k for k in self.sets.in_runner if k in ks and k in self.sets.in_reference]
             ks = (both[-cap:] or ks[:1]) if cap < len(ks) else ks
         return ks
-
-    def verify_widened(self, plans: list[Any], lines: list[str], count: int) -> None:
-        """Check ``count`` sets whose floating inputs are widened within their domains (T18); a widened set whose
-        reference output is not finite at any widening is inconclusive, never a failure."""
-        from cuda_agent.schemas.result import WidenedInfo
-
-        info = self.diagnostics.widened = WidenedInfo(plan=list(lines))
-        t = time.perf_counter()
-        for _ in range(count):
-            k = self.sets.make_widened(secrets.randbits(31), plans)
-            if k is None:
-                info.inconclusive += 1
-                continue
-            errors_before = len(self.errors)
-            self.call(k, check=True)
-            info.checked += 1
-            for e in self.errors[errors_before:]:
-                e.message = f"on inputs widened within their domain ({'; '.join(lines)}): {e.message}"
-            self.release(k)
-            if self.failed:
-                break
-        self.tick("widened_sets", t)
 
     # ------------------------------------------------------------------ closing
     def close_checks(self) -> None:

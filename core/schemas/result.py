@@ -143,8 +143,13 @@ class WidenedInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     checked: int = Field(0, description="Widened sets the candidate was compared on.")
-    inconclusive: int = Field(0, description="Widened sets given up: the reference was not finite on any widening.")
-    plan: list[str] = Field(default_factory=list, description="How each input was widened.")
+    inconclusive: int = Field(0, description="Widened sets given up: the reference was not finite (or too sensitive "
+                              "to grade on) at any widening.")
+    plan: list[str] = Field(default_factory=list, description="How each input was widened (the 'wide' kind).")
+    kinds: list[str] = Field(default_factory=list, description="The kind of each widened set made (3.5): 'wide', "
+                             "'large', 'shift', 'shrink', 'dup' (harness/widening.py).")
+    outcomes: list[str] = Field(default_factory=list, description="What became of each widened set tried (3.5): "
+                                "checked (at which share of its widening), or inconclusive and why.")
 
 
 class MemoryInfo(BaseModel):

@@ -1,12 +1,12 @@
-"""KNOWN GAPS (issue 21), found by session 37's red team on the correctness side (CPU backend, ``cuda-agent
-score``): kernels graded ``correct`` (reward 1) that are wrong on valid inputs the grading never draws. Not fixed
-yet: the widened sets only scale the drawn inputs by 4 around zero, never shift them, go to large magnitudes or
-shrink them, and nothing watches module buffers between calls. Proposed (docs/integrity.md, "Known gaps"): a shifted
-set, large-magnitude and shrunk sets (each run over the honest corpus and KernelBench for false rejections first),
-near-duplicate sets against sampled-key caches, and module state checked between calls.
+"""Session 37's red team on the correctness side (issue 21, CPU backend, ``cuda-agent score``): kernels that were
+graded ``correct`` (reward 1) while wrong on valid inputs the grading never drew, because the widened sets only scaled
+the drawn inputs by 4 around zero. The widened sets now have kinds (harness/widening.py, docs/integrity.md "Widened
+sets"): x1024 (catches 1-4: overflow, the clamp, fp16 operands against the tolerance floor, the fixed-point wrap),
+shifted, x/128 (catches 6) and near duplicates of a verify set (catch 5: three of them, each called right after the
+set it derives from; the cache keys on 8 sampled elements, so each misses it only when a replaced element is a key
+element or none lands in its cached rows: all three miss about once in 800 grades).
 
-Each ``test_*_is_not_graded_correct`` asserts ``status != 'correct'`` and is a strict xfail: it fails today (seen:
-'correct', reward 1.0), and once a fix catches it the xfail turns into a failure that asks for this marker's removal.
+Each ``test_*_is_not_graded_correct`` asserts ``status != 'correct'`` (session 37: 'correct', reward 1.0).
 Each ``test_*_is_wrong_on_a_valid_input`` runs the same kernel source on a concrete valid input through the
 harness's own comparison and passes (it shows that the graded kernel is wrong).
 
@@ -56,12 +56,7 @@ CASES = [
 ]
 
 
-KNOWN_GAP = pytest.mark.xfail(strict=True, reason="known gap (issue 21): widened sets only scale inputs by 4; module "
-                               "buffers are not watched between calls")
-
-
 @pytest.mark.slow
-@KNOWN_GAP
 @pytest.mark.parametrize(("task", "kernel_file", "attr"), CASES, ids=[c[2] for c in CASES])
 def test_cheat_is_not_graded_correct(tmp_path: Path, task: str, kernel_file: str, attr: str) -> None:
     row = score_one(tmp_path, task, _files(task, kernel_file, attr))
@@ -74,7 +69,6 @@ KB_REDUCED = f"kernelbench:{Path(__file__).resolve().parents[2] / 'kernelbench' 
 
 
 @pytest.mark.slow
-@KNOWN_GAP
 def test_kernelbench_softmax_without_max_is_not_graded_correct(tmp_path: Path) -> None:
     """KernelBench level1/23_Softmax (torch.rand inputs, widened to [-4, 4)) with the same no-max kernel."""
     files = {str(p.relative_to(KB_SOFTMAX)): p.read_text() for p in KB_SOFTMAX.rglob("*") if p.is_file()}

@@ -1,0 +1,80 @@
+"""The widened sets of a grading pass (T18): each kind of :data:`~cuda_agent.harness.widening.SCHEDULE` in turn.
+
+A strategy over a :class:`~cuda_agent.harness.session.Session` using its public methods: each set is made by the
+reference process from a secret seed (a ``dup`` set from the seed of a verify set the candidate was just called on
+again), checked once and released. A set the reference gives up (not finite, or too sensitive to grade on, at every
+widening it tries) is inconclusive, never a failure. What was tried goes to ``diagnostics.widened``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import TYPE_CHECKING
+
+from cuda_agent.harness.widening import DUP_FRACTIONS, can_widen, schedule, widen_plans
+from cuda_agent.schemas.task import TaskManifest
+
+if TYPE_CHECKING:
+    from cuda_agent.harness.session import Session
+
+
+def gate_tolerance(sess: Session, task: TaskManifest) -> list[float]:
+    """(atol, rtol) the sensitivity gate uses: those of the first output's dtype (the table's default otherwise)."""
+    table = sess.ctx.tolerance_table(task)
+    first = sess.sets[sess.sets.indices()[0]].outputs if len(sess.sets) else []
+    dtype = first[0].dtype if first and first[0].dtype else "*"
+    atol, rtol = table.get(dtype, table["*"])
+    return [float(atol), float(rtol)]
+
+
+def verify_widened(sess: Session, task: TaskManifest, count: int) -> None:
+    """Check ``count`` widened sets, kinds in schedule order; stop at the first failure."""
+    from cuda_agent.schemas.result import WidenedInfo
+
+    first_plans, first_lines = widen_plans(task)
+    info = sess.diagnostics.widened = WidenedInfo(plan=list(first_lines))
+    if not can_widen(first_plans):
+        return
+    t = time.perf_counter()
+    gate = gate_tolerance(sess, task)
+    verify = sess.sets.indices("verify")
+    dups = 0
+    for kind in schedule(count):
+        seed = secrets.randbits(31)
+        origin = None
+        if kind == "dup":
+            if not verify:
+                continue
+            origin = verify[secrets.randbelow(len(verify))]
+            plans, lines = widen_plans(task, kind="dup", seed=seed, fraction=DUP_FRACTIONS[dups % len(DUP_FRACTIONS)])
+            seed, dups = sess.sets[origin].seed, dups + 1
+        else:
+            plans, lines = widen_plans(task, kind=kind)
+        if not can_widen(plans):
+            info.outcomes.append(f"{kind}: no input can take it")
+            continue
+        k, made = sess.sets.make_widened(seed, plans, None if kind == "dup" else gate)
+        info.kinds.append(kind)
+        if k is None:
+            info.inconclusive += 1
+            why = made.gate_notes[-1] if made.gate_notes else "reference output not finite"
+            info.outcomes.append(f"{kind}: inconclusive at every widening ({why})")
+            continue
+        if origin is not None:  # the set it derives from, called just before it (a one-slot cache holds it now)
+            sess.call(origin, check=True)
+            if sess.failed:
+                break
+        errors_before = len(sess.errors)
+        sess.call(k, check=True)
+        info.checked += 1
+        shrink = made.widen_shrink
+        at = "" if shrink in (None, 1.0) else f" at {shrink:g} of the widening"
+        info.outcomes.append(f"{kind}{at}: checked" + (f" (gate backed off: {made.gate_notes[0]})"
+                                                       if made.gate_notes else ""))
+        for e in sess.errors[errors_before:]:
+            e.message = f"on a widened input set ({kind}{at}: {'; '.join(lines)}): {e.message}"
+        sess.release(k)
+        if sess.failed:
+            break
+    sess.tick("widened_sets", t)
