@@ -73,7 +73,7 @@ def verify_widened(sess: Session, task: TaskManifest, count: int) -> None:
         info.outcomes.append(f"{kind}{at}: checked" + (f" (gate backed off: {made.gate_notes[0]})"
                                                        if made.gate_notes else ""))
         for e in sess.errors[errors_before:]:
-            e.message = f"on a widened input set ({kind}{at}: {'; '.join(lines)}): {e.message}"
+            e.message = f"on inputs widened within their domain ({kind}{at}: {'; '.join(lines)}): {e.message}"
         sess.release(k)
         if sess.failed:
             break

@@ -178,3 +178,42 @@ def test_gemm_skip_small_is_wrong_on_a_valid_input() -> None:
         y = torch.empty(64, 128)
         lib.k(C.p(v), C.p(W), C.p(b), C.p(y), I(64), I(128), I(256))
         (_right if ok else lambda e, a: _wrong("gemm(randn * 0.01)", e, a))(torch.relu(v @ W.T + b), y)
+
+
+# --- honest neighbours of the attacks: graded correct ------------------------------------------------------------
+
+# The buffer cache's layout, used honestly: every call writes its key and its whole output into slot 0 and never reads
+# the buffer back. What the buffer holds after a call depends on that call's inputs alone.
+HONEST_SCRATCH = r"""
+// relu(A @ W^T + b); a copy of the last output kept in a scratch buffer (written, never read).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+void gemm_bias_relu_cpu(const float* a, const float* w, const float* bias, float* out, int64_t m, int64_t n, int64_t k,
+                        float* scratch, int64_t scratch_len) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* arow = a + i * k;
+    for (int64_t j = 0; j < n; ++j) {
+      const float* wrow = w + j * k;
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; ++p) acc += arow[p] * wrow[p];
+      out[i * n + j] = std::max(acc + bias[j], 0.0f);
+    }
+  }
+  if (scratch_len < 1 + 8 + m * n) return;
+  scratch[0] = 1.0f;
+  for (int s = 0; s < 8; ++s) scratch[1 + s] = a[(s * 7919) % (m * k)];
+  std::memcpy(scratch + 9, out, sizeof(float) * m * n);
+}
+"""
+
+
+@pytest.mark.slow
+def test_an_honest_scratch_buffer_rewritten_every_call_is_graded_correct(tmp_path: Path) -> None:
+    """The module-state digest (harness/module_state.py) allows a buffer every call rewrites, and the widened sets
+    (x1024 with the tolerance floor, shifted, x/128, near duplicates) pass a float32 GEMM summing in its own order."""
+    files = _files("gemm_bias_relu", "gemm_bias_relu.cpp", "GEMM_BUFFER_CACHE")
+    files["kernels/gemm_bias_relu.cpp"] = HONEST_SCRATCH
+    row = score_one(tmp_path, "gemm_bias_relu", files)
+    assert row["status"] == "correct", row
