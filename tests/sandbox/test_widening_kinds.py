@@ -155,3 +155,36 @@ def test_module_state_digest_allows_scratch_and_running_stats_and_names_a_cache(
     assert changed_parts(first, after) == [".cache#len", ".cache[0]"]
     (v,) = state_carried(first, after)
     assert v.rule == "T12.runtime.module_state_carried" and ".cache" in v.message
+
+
+def _honest_ops() -> dict[str, tuple]:
+    g = torch.Generator().manual_seed(3)
+    lin = torch.nn.Linear(4096, 64)
+    return {
+        "gemm_k4096": (lambda x: torch.nn.functional.linear(x, lin.weight.to(x.dtype), lin.bias.to(x.dtype)),
+                       lambda: [torch.randn(32, 4096, generator=g)]),
+        "softmax": (lambda x: torch.softmax(x, -1), lambda: [torch.randn(16, 4096, generator=g)]),
+        "layer_norm": (lambda x: torch.nn.functional.layer_norm(x, (4096,)), lambda: [torch.randn(16, 4096, generator=g)]),
+        "row_sum": (lambda x: x.sum(-1), lambda: [torch.randn(16, 65536, generator=g)]),
+        "cumsum": (lambda x: torch.cumsum(x, -1), lambda: [torch.randn(8, 8192, generator=g)]),
+        "mse_loss": (lambda p, t: torch.nn.functional.mse_loss(p, t),
+                     lambda: [torch.randn(256, 1024, generator=g), torch.randn(256, 1024, generator=g)]),
+        "log_softmax": (lambda x: torch.log_softmax(x, -1), lambda: [torch.randn(16, 4096, generator=g)]),
+    }
+
+
+def test_float64_accurate_kernels_pass_every_kind_of_widened_set() -> None:
+    """A kernel that computes exactly (float64, rounded once) differs from the float32 reference by the reference's
+    own rounding, as a float32 kernel summing in another order does: no kind, at its widening, may fail it."""
+    spec = _spec("normal")
+    for name, (fn, make) in _honest_ops().items():
+        n_in = len(make())
+        sets = HeldSets(torch, make, fn, torch.device("cpu"))
+        for j, kind in enumerate(("wide", "large", "shift", "shrink", "dup")):
+            plan, _ = widen_plan(spec, kind=kind, seed=9)
+            held = sets.make(j, 100 + j, [plan] * n_in, (1e-2, 1e-2))
+            if held is None:
+                continue
+            exact = fn(*[x.double() for x in held.inputs]).float()
+            errs = compare_output(held.expected[0], exact, atol=1e-2, rtol=1e-2, floor=NOISE_FLOOR)
+            assert not errs, (name, kind, errs[0].message)
