@@ -79,8 +79,8 @@ class ReferenceServer:
     def make_set(self, req: m.MakeSet) -> m.MadeSet:
         """Generate set ``req.set`` from its seed, run the reference on copies, describe (and maybe stage) it."""
         torch = self.torch
-        held = self.sets.make(req.set, req.seed, req.widen, tuple(req.gate) if req.gate else None,  # type: ignore[arg-type]
-                              req.shrink)
+        gate = (req.gate[0], req.gate[1]) if req.gate else None
+        held = self.sets.make(req.set, req.seed, req.widen, gate, req.shrink)
         notes = [n for n in self.sets.gate_notes if n]
         if held is None:  # a widened set whose reference output is not finite (or too sensitive) at any widening
             return m.MadeSet(set=req.set, tensors=[], input_fingerprints=[], outputs=[], input_bytes=0,
