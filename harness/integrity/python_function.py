@@ -23,6 +23,7 @@ from cuda_agent.harness.integrity.python_kinds import (
     U,
     make_kind,
     number_annotation,
+    submodule_param,
 )
 from cuda_agent.harness.integrity.violation import Violation
 
@@ -58,6 +59,10 @@ class FunctionChecker(ExpressionChecks, CallChecks):
             elif self.module_annotation(a.annotation):
                 # def fused_linear(x, linear: nn.Linear): its weights are read like self.fc's; calling it is refused
                 self.env[a.arg] = make_kind("tmodule", "param:" + self.module_annotation(a.annotation))
+            elif a.annotation is None and cls is not None and cls.kind == "modelnew" and i > 0 and not is_static \
+                    and node.name not in {"forward", "__init__"} and submodule_param(cls, node.name, i - 1, a.arg):
+                # def conv_relu(self, x, conv) called only as self.conv_relu(x, self.conv): a module, as if annotated
+                self.env[a.arg] = make_kind("tmodule", "param:" + submodule_param(cls, node.name, i - 1, a.arg))
             else:
                 self.env[a.arg] = make_kind(T)
                 self.input_names.add(a.arg)

@@ -76,3 +76,36 @@ def _module_prefixes() -> frozenset[str]:
 
 
 TORCH_MODULE_PREFIXES = _module_prefixes()
+
+
+def submodule_param(cls: ClassInfo, method: str, index: int, name: str) -> str:
+    """The torch.nn class of parameter ``name`` (position ``index`` after ``self``) of ModelNew's ``method`` when
+    every use of the method in the class is a call ``self.<method>(...)`` passing ``self.<attr>`` there, with
+    ``self.<attr>`` a torch.nn submodule (``def conv_relu(self, x, conv)`` called as ``self.conv_relu(x,
+    self.conv)``); else ''. A call that passes anything else (a tensor, a splat, the default) or a use of the method
+    other than a call (``map(self.conv_relu, ...)``) proves nothing."""
+    calls = [n for n in ast.walk(cls.node) if isinstance(n, ast.Call)]
+    funcs = {id(c.func) for c in calls}
+    uses = [n for n in ast.walk(cls.node) if isinstance(n, ast.Attribute) and n.attr == method
+            and isinstance(n.value, ast.Name) and n.value.id == "self"]
+    if not uses or any(id(u) not in funcs for u in uses):
+        return ""
+    paths = set()
+    for c in calls:
+        if id(c.func) not in {id(u) for u in uses}:
+            continue
+        if any(isinstance(a, ast.Starred) for a in c.args) or any(k.arg is None for k in c.keywords):
+            return ""
+        given = [k.value for k in c.keywords if k.arg == name]
+        if index < len(c.args):
+            given.append(c.args[index])
+        if len(given) != 1:
+            return ""
+        a = given[0]
+        if not (isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) and a.value.id == "self"):
+            return ""
+        kind = cls.attrs.get(a.attr)
+        if kind is None or kind[0] != "tmodule" or not (kind[1] or "").startswith("torch.nn."):
+            return ""
+        paths.add(kind[1])
+    return paths.pop() if len(paths) == 1 else "torch.nn.Module" if paths else ""
