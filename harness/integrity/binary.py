@@ -58,6 +58,10 @@ SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
          r"cudaLibraryLoad\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetFunction)$",
          "loading code at run time"),
         ("T1.binary.python_api", PYTHON_API_PATTERN, "Python import/eval/call/attribute APIs"),
+        ("T8.binary.clock", r"^(clock|clock_gettime|__clock_gettime\w*|clock_getres|clock_getcpuclockid|gettimeofday|"
+         r"time|times|getrusage|sysinfo|timespec_get|ftime|pthread_getcpuclockid|omp_get_wtime|omp_get_wtick)$|"
+         r"^std::chrono::.*::now\(|^c10::(getTime|getApproximateTime|ApproximateClock)",
+         "clocks (a kernel that reads the time can tell an audited or checked call from the others)"),
         ("T9.binary.stream", r"^(cudaStreamCreate\w*|cuStreamCreate\w*|cudaStreamBeginCapture\w*|cudaGraph\w*|"
          r"cuGraph\w*)$|c10::cuda::getStreamFromPool|c10::cuda::getStreamFromExternal|c10::cuda::setCurrentCUDAStream",
          "stream/graph creation"),

@@ -151,6 +151,13 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T8.cpp.clock", r"\b(chrono|steady_clock|system_clock|high_resolution_clock|clock_gettime|gettimeofday|"
        r"timespec_get|clock_t|CLOCKS_PER_SEC)\b|(?<![\w.>:])(clock|time)\s*\(\s*(NULL|nullptr|0)?\s*\)",
        "reading clocks is not allowed: kernels must not depend on time (times come from the harness)"),
+    # The same clocks under other names (session 39's red team: std::clock(), std::time(nullptr), getrusage, times,
+    # sysinfo, c10::getTime and omp_get_wtime all passed): each tells one call from another as well as chrono does
+    _p("T8.cpp.clock", r"\b(std|c10)\s*::\s*(clock|time|timespec_get|difftime|getTime|getApproximateTime|"
+       r"ApproximateClock\w*)\b|(?<![\w.>])::\s*(clock|time)\s*\(|\b(getrusage|clock_getres|clock_getcpuclockid|"
+       r"pthread_getcpuclockid|omp_get_wtime|omp_get_wtick|ftime|rusage|tms)\b|\b(times|sysinfo)\s*\(\s*&",
+       "reading clocks is not allowed (std::clock, std::time, getrusage, times, sysinfo, c10::getTime, "
+       "omp_get_wtime ...): kernels must not depend on time (times come from the harness)"),
 )
 
 
