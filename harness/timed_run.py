@@ -15,7 +15,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cuda_agent.harness.fresh_sets import NEIGHBOURS, fresh_count, fresh_pairs, fresh_positions, fresh_summary, slower_on_fresh
+from cuda_agent.harness.fresh_sets import (
+    NEIGHBOURS,
+    fresh_charge,
+    fresh_count,
+    fresh_pairs,
+    fresh_positions,
+    fresh_summary,
+    slower_on_fresh,
+)
 from cuda_agent.harness.reference_sets import ReferenceError_
 from cuda_agent.harness.timing_stats import timing_done
 from cuda_agent.schemas.result import FreshSetsInfo
@@ -194,7 +202,7 @@ def settle_fresh_sets(sess: Session, samples: list[float], confirm: Callable[[],
     slack = sess.ctx.protocol.fresh_set_slack
     if not slower_on_fresh(first, slack):
         sess.diagnostics.fresh_sets = FreshSetsInfo(**fresh_summary(first, "all"))
-        return samples
+        return _charged(sess, samples, first, slack)
     sess.fresh_pairs = []
     t = time.perf_counter()
     again = confirm()
@@ -203,7 +211,19 @@ def settle_fresh_sets(sess: Session, samples: list[float], confirm: Callable[[],
     first_look = FreshSetsInfo(**fresh_summary(first, "none"))
     if second and not slower_on_fresh(second, slack):
         sess.diagnostics.fresh_sets = FreshSetsInfo(**fresh_summary(second, "confirmation"), first_look=first_look)
-        return again
+        return _charged(sess, again, second, slack)
     sess.diagnostics.fresh_sets = FreshSetsInfo(**fresh_summary(first + second, "fresh"), first_look=first_look)
     sess.flags.append("fresh_inputs_slower")
     return [f for f, _ in first + second]
+
+
+def _charged(sess: Session, samples: list[float], pairs: list[tuple[float, float]], slack: float) -> list[float]:
+    """``samples`` scaled by :func:`~cuda_agent.harness.fresh_sets.fresh_charge` for a gap within the slack (a
+    content cache faster on the sets it has seen by less than the slack is timed as on new data); the factor goes to
+    ``diagnostics.fresh_sets.charge``."""
+    factor = fresh_charge(pairs, slack)
+    if factor <= 1.0:
+        return samples
+    if sess.diagnostics.fresh_sets is not None:
+        sess.diagnostics.fresh_sets.charge = round(factor, 4)
+    return [s * factor for s in samples]

@@ -186,6 +186,8 @@ class FreshSetsInfo(BaseModel):
         None, description="Which samples the time is: 'all', 'confirmation' (a second look found no gap), 'fresh' "
         "(the fresh calls of both looks), 'none' (a first look that was superseded).")
     first_look: FreshSetsInfo | None = Field(None, description="The first look, when a gap made the pass look again.")
+    charge: float | None = Field(None, description="Factor the reported samples were scaled by for a fresh-set gap "
+                                 "within the slack (over 5%: harness/fresh_sets.fresh_charge); None when not charged.")
 
 
 class SanitizerInfo(BaseModel):
