@@ -58,6 +58,8 @@ SYMBOL_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
          r"cudaLibraryLoad\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetFunction)$",
          "loading code at run time"),
         ("T1.binary.python_api", PYTHON_API_PATTERN, "Python import/eval/call/attribute APIs"),
+        ("T6.binary.introspection", r"^(backtrace|backtrace_symbols\w*|_Unwind_Backtrace|_Unwind_GetIP\w*|"
+         r"_Unwind_GetCFA|_U\w+_step|_U\w+_init_local\w*|unw_\w+)$", "stack walking (who called the kernel)"),
         ("T8.binary.clock", r"^(clock|clock_gettime|__clock_gettime\w*|clock_getres|clock_getcpuclockid|gettimeofday|"
          r"time|times|getrusage|sysinfo|timespec_get|ftime|pthread_getcpuclockid|omp_get_wtime|omp_get_wtick)$|"
          r"^std::chrono::.*::now\(|^c10::(getTime|getApproximateTime|ApproximateClock)",

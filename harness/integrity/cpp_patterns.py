@@ -158,11 +158,19 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
        r"pthread_getcpuclockid|omp_get_wtime|omp_get_wtick|ftime|rusage|tms)\b|\b(times|sysinfo)\s*\(\s*&",
        "reading clocks is not allowed (std::clock, std::time, getrusage, times, sysinfo, c10::getTime, "
        "omp_get_wtime ...): kernels must not depend on time (times come from the harness)"),
+    # The native side of sys._getframe (session 39's red team: all passed): walking the caller's frames tells the
+    # audited or verifying call from a timed one by who called it, and reaches the interpreter's frames' memory
+    _p("T6.cpp.introspection", r"\b(backtrace|backtrace_symbols\w*|__builtin_return_address|__builtin_frame_address|"
+       r"__builtin_extract_return_addr|_Unwind_Backtrace|_Unwind_GetIP\w*|_Unwind_GetCFA|unw_\w+|boost\s*::\s*"
+       r"stacktrace|std\s*::\s*stacktrace\w*)\b",
+       "walking the call stack is not allowed: a kernel must not depend on who calls it"),
 )
 
 
 #: ``#include`` targets refused, by rule.
 INCLUDE_PATTERNS: tuple[_Pattern, ...] = (
+    _p("T6.cpp.introspection", r"^(execinfo\.h|unwind\.h|libunwind\.h|stacktrace|boost/stacktrace.*)$",
+       "stack-walking headers (<execinfo.h>, <unwind.h>, <stacktrace>) are not allowed"),
     _p("T1.cpp.dynamic_loading", r"^(dlfcn\.h|link\.h|elf\.h|sys/auxv\.h|gnu/lib-names\.h)$",
        "<dlfcn.h>, <link.h>, <elf.h>, <sys/auxv.h> (finding code at run time) are not allowed"),
     _p("T1.cpp.python_api", r"^(Python\.h|pybind11/(eval|embed|numpy|functional|iostream)\.h|torch/csrc/autograd/python_\w+\.h|"
