@@ -22,7 +22,7 @@ from typing import Any
 #: enqueue seen on KernelBench level 3 (LSTMBidirectional's eager call, 71 ms on a loaded H100 host) with room: under a
 #: 5 ms cap (before session 37) every call of the launch-bound RNNs outlasted its spin on both sides, so their times
 #: were host latency and an honest self-check read 0.71-0.80 (the runner's host path is a little slower).
-DEFAULT_PREROLL_MAX_US = 120_000.0
+DEFAULT_PREROLL_MAX_US = 500_000.0
 #: The flush buffer's size in L2 multiples when nothing else says.
 DEFAULT_FLUSH_MULTIPLE = 2.0
 #: What :func:`l2_bytes` assumes where the device does not say (CUDA) and on CPU (a last-level cache's order).

@@ -214,7 +214,7 @@ def test_a_candidates_spin_follows_its_recent_host_enqueue_between_the_protocols
 
 def test_retakes_reach_the_reference_process_not_the_runner_and_key_the_baseline() -> None:
     cuda = resolve_protocol("standard", "cuda").timer
-    assert (cuda.preroll_us, cuda.preroll_retakes, cuda.preroll_max_us, cuda.baseline_spin_window) == (200.0, 2, 120_000.0, 4)
+    assert (cuda.preroll_us, cuda.preroll_retakes, cuda.preroll_max_us, cuda.baseline_spin_window) == (200.0, 2, 500_000.0, 4)
     assert resolve_protocol("standard", "cpu").timer.preroll_retakes == 0
     spec = TimerSpec(preroll_retakes=3, preroll_max_us=700.0)
     reference_timer, runner_timer = DeviceTimer.from_spec("cpu", spec), DeviceTimer.from_spec("cpu", spec, retakes=False)
