@@ -83,7 +83,7 @@ def slower_on_fresh(pairs: list[tuple[float, float]], slack: float) -> bool:
 
 #: A fresh-set gap under the slack still costs its size: the candidate's samples are scaled by the median
 #: fresh/neighbour ratio when that is over ``1 +`` this (the slack alone let a content cache run its rotated calls up
-#: to 25% faster than its fresh ones on the CPU backend, unflagged: session 39's red team, a GEMM cache 19% faster
+#: to 25% faster than its fresh ones on the CPU backend, unflagged: session 38's red team, a GEMM cache 19% faster
 #: on seen sets).
 FRESH_CHARGE_MARGIN = 0.05
 

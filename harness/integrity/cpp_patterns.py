@@ -151,14 +151,14 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T8.cpp.clock", r"\b(chrono|steady_clock|system_clock|high_resolution_clock|clock_gettime|gettimeofday|"
        r"timespec_get|clock_t|CLOCKS_PER_SEC)\b|(?<![\w.>:])(clock|time)\s*\(\s*(NULL|nullptr|0)?\s*\)",
        "reading clocks is not allowed: kernels must not depend on time (times come from the harness)"),
-    # The same clocks under other names (session 39's red team: std::clock(), std::time(nullptr), getrusage, times,
+    # The same clocks under other names (session 38's red team: std::clock(), std::time(nullptr), getrusage, times,
     # sysinfo, c10::getTime and omp_get_wtime all passed): each tells one call from another as well as chrono does
     _p("T8.cpp.clock", r"\b(std|c10)\s*::\s*(clock|time|timespec_get|difftime|getTime|getApproximateTime|"
        r"ApproximateClock\w*)\b|(?<![\w.>])::\s*(clock|time)\s*\(|\b(getrusage|clock_getres|clock_getcpuclockid|"
        r"pthread_getcpuclockid|omp_get_wtime|omp_get_wtick|ftime|rusage|tms)\b|\b(times|sysinfo)\s*\(\s*&",
        "reading clocks is not allowed (std::clock, std::time, getrusage, times, sysinfo, c10::getTime, "
        "omp_get_wtime ...): kernels must not depend on time (times come from the harness)"),
-    # The native side of sys._getframe (session 39's red team: all passed): walking the caller's frames tells the
+    # The native side of sys._getframe (session 38's red team: all passed): walking the caller's frames tells the
     # audited or verifying call from a timed one by who called it, and reaches the interpreter's frames' memory
     _p("T6.cpp.introspection", r"\b(backtrace|backtrace_symbols\w*|__builtin_return_address|__builtin_frame_address|"
        r"__builtin_extract_return_addr|_Unwind_Backtrace|_Unwind_GetIP\w*|_Unwind_GetCFA|unw_\w+|boost\s*::\s*"

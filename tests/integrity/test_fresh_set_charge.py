@@ -1,4 +1,4 @@
-"""Session 39's red team: a content-keyed cache under the CPU backend's 25% fresh-set slack.
+"""Session 38's red team: a content-keyed cache under the CPU backend's 25% fresh-set slack.
 
 A GEMM hashing every element of ``x`` (so the near-duplicate widened sets miss it), copying the stored output on a
 hit and computing most rows again to look busy ran its rotated calls up to 25% faster than its fresh ones without a

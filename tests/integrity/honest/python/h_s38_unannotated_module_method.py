@@ -1,5 +1,5 @@
 """Honest: a ModelNew method taking an unannotated module argument, called only as self.conv_relu(x, self.conv),
-reading conv.weight/conv.bias for the kernel (a false rejection until session 39: the argument counted as a tensor)."""
+reading conv.weight/conv.bias for the kernel (a false rejection until session 38: the argument counted as a tensor)."""
 import torch
 import torch.nn as nn
 
