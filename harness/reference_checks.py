@@ -38,13 +38,15 @@ class OutputChecker:
         self._reader: Any = None  # DeviceReader of staged output files (CUDA)
 
     def check(self, req: Check, expected: list[Any], fds: list[int], rms: dict[int, float] | None = None,
-              floor: float = 0.0) -> Verdict:
+              floor: float = 0.0, noise: dict[int, float] | None = None) -> Verdict:
         """Compare the outputs ``req`` describes with ``expected``; ``fds``: the 'vmm' outputs' descriptors; ``rms``:
         each expected output's RMS magnitude by position, filled on first use (the set keeps it: a set is checked
-        many times); ``floor``: the tolerance floor of a widened set (:func:`~cuda_agent.harness.compare.compare_output`)."""
+        many times); ``floor``: the tolerance floor of a widened set, ``noise``: an ordinary set's measured noise floor by
+        output position (:func:`~cuda_agent.harness.compare.compare_output`, harness/noise_floor.py)."""
         from cuda_agent.harness.compare import compare_output, fingerprint
 
         torch = self.torch
+        noise = noise or {}
         errors: list[CheckError] = []
         violations: list[Violation] = []
         try:
@@ -72,11 +74,12 @@ class OutputChecker:
 
                 rms[i] = reference_rms(e)
             errors += compare_output(e, actual, atol=atol, rtol=rtol, input_set=k, index=i,
-                                     rms=rms.get(i) if rms is not None else None, floor=floor)
+                                     rms=rms.get(i) if rms is not None else None, floor=floor,
+                                     noise=noise.get(i, 0.0))
             del actual
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        return Verdict(errors=errors, violations=violations)
+        return Verdict(errors=errors, violations=violations, noise_floors={str(i): v for i, v in noise.items()})
 
     def _open_vmm(self, exports: list[ExportedOutput | None], metas: list[OutputMeta], fds: list[int]) -> dict[int, Any]:
         """The 'vmm' outputs, copied into this process's memory, by output position.

@@ -167,6 +167,8 @@ class Verdict(Reply):
     errors: list[CheckError] = Field(default_factory=list)
     violations: list[Violation] = Field(default_factory=list)
     transport_failed: str | None = None
+    #: The measured noise floor of each output it was measured for (harness/noise_floor.py), by position.
+    noise_floors: dict[str, float] = Field(default_factory=dict)
 
 
 class Check(Request):

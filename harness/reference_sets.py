@@ -76,6 +76,8 @@ class HeldSet:
     #: A widened set: its plans and the share of the full widening it was made with (None: an ordinary set).
     widen: list[Any] | None = None
     shrink: float | None = None
+    #: An ordinary set's noise floor by output position (harness/noise_floor.py; None: not measured yet).
+    noise: dict[int, float] | None = None
 
 
 class HeldSets:

@@ -26,9 +26,9 @@ MARGIN = 0.25
 GATE_MAX_BYTES = 1 << 30
 
 
-def nudge_inputs(torch: Any, inputs: list[Any], plans: list[Any]) -> list[Any]:
+def nudge_inputs(torch: Any, inputs: list[Any], plans: list[Any], sign: float = 1.0) -> list[Any]:
     """Copies of the widened floating inputs moved by :data:`NUDGE` relative, up and down in turn along their
-    elements (others unchanged; one copy per input, no other temporaries)."""
+    elements (``sign`` -1: down and up; others unchanged; one copy per input, no other temporaries)."""
     out = []
     for x, plan in zip(inputs, list(plans) + [None] * (len(inputs) - len(plans))):
         if plan is None or not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
@@ -36,8 +36,8 @@ def nudge_inputs(torch: Any, inputs: list[Any], plans: list[Any]) -> list[Any]:
             continue
         y = x.detach().clone(memory_format=torch.contiguous_format)
         flat = y.view(-1)
-        flat[0::2].mul_(1.0 + NUDGE)
-        flat[1::2].mul_(1.0 - NUDGE)
+        flat[0::2].mul_(1.0 + sign * NUDGE)
+        flat[1::2].mul_(1.0 - sign * NUDGE)
         out.append(y)
     return out
 
