@@ -49,6 +49,9 @@ def check_call(sess: Session, k: int, called: Called, wall_ms: float, *, check: 
         sess.ctx.transport.output_worked()
     sess.errors += verdict.errors
     sess.violations += verdict.violations
+    floors = sess.diagnostics.noise_floor
+    for i, v in verdict.noise_floors.items():
+        floors[i] = max(floors.get(i, 0.0), v)
 
 
 def export_and_check(sess: Session, k: int, metas: list[OutputMeta], mode: str) -> Verdict:

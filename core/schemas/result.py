@@ -228,6 +228,12 @@ class Diagnostics(BaseModel):
     fresh_sets: FreshSetsInfo | None = Field(None, description="Fresh-set calls and what the time rests on.")
     memory: MemoryInfo | None = Field(None, description="Input sets sized to the device's memory budget (2.1).")
     widened: WidenedInfo | None = Field(None, description="The widened input sets a grading pass checked (2.1).")
+    noise_floor: dict[str, float] = Field(
+        default_factory=dict,
+        description="By output position, the largest absolute tolerance floor measured on an ordinary set (3.6): "
+        "where the scale-aware atol (rtol x the reference's RMS) is below the paper's, 4x how far the reference's "
+        "output moves when its inputs move by 2**-22 relative, never above the paper's atol (harness/noise_floor.py; "
+        "absent: nothing was floored, or the sets were above 1 GiB and not measured).")
     fresh_hand_overs: int = Field(0, description="Fresh sets handed over inside timed batches.")
     fresh_set_fallbacks: list[str] = Field(default_factory=list, description="Descriptor hand-overs that used files.")
     transport: str | None = Field(None, description="How outputs were handed over last: 'ipc', 'vmm' or 'host'.")
