@@ -8,7 +8,8 @@ the data pipeline already uses (``CPU_SIZES`` + :func:`cuda_agent.harness.tasks.
   ``get_init_inputs()`` reaches it (directly or through other constants) and it is larger than
   :data:`SMALL`; sizes are divided by one power of two per problem, chosen so the largest becomes at
   most :data:`TARGET`, never below ``min(value, SMALL)``, keeping the value's factors of 16 and of the
-  group and head counts (a multiple of ``gcd(value, lcm(16, groups...))``);
+  group and head counts (a multiple of ``gcd(value, lcm(16, groups...))``); group counts above :data:`SMALL`
+  are divided with the sizes they split, so a group keeps about its full-size width;
 - constants that shape the operator rather than the data are **not scalable** and keep their value,
   each with its reason: names of kernel sizes, strides, paddings, dilations, groups, heads, layers,
   pools, patches, axes (``dim = 1``), eps/slopes/scales, and every value at most :data:`SMALL`
@@ -183,16 +184,36 @@ def plan_reduction(code: str, *, target: int = TARGET, keep_spatial: bool = Fals
     if plan.factor == 1:
         return plan
     plan.scaled = {name: _scale(value, plan.factor) for name, value in literal_bases.items()}
+    _scale_group_counts(plan, env)
     # A size keeps the small factors a model may rely on: its own share of lcm(16, group and head counts)
     # (GroupNorm's groups, heads dividing the embedding, ShuffleNet's channels % 4 and mid_channels % groups).
-    divisors = [env[n] for n in plan.not_scalable if re.search(r"group|head", n, re.IGNORECASE)
+    divisors = [plan.scaled.get(n, env[n]) for n in (*plan.not_scalable, *plan.scaled)
+                if re.search(r"group|head", n, re.IGNORECASE)
                 and isinstance(env.get(n), int) and not isinstance(env[n], bool) and env[n] > 1]
     unit = math.lcm(16, *divisors)
-    plan.scaled = {name: _keep_factors(literal_bases[name], value, unit) for name, value in plan.scaled.items()}
+    plan.scaled = {name: _keep_factors(literal_bases[name], value, unit) if name in literal_bases else value
+                   for name, value in plan.scaled.items()}
     reduced_env = _environment(pairs, plan.scaled, plan.unresolved)
     plan.cpu_sizes = {name: value for name, value in reduced_env.items()
                       if name in env and value != env[name] and not isinstance(value, str)}
     return plan
+
+
+def _scale_group_counts(plan: SizePlan, env: dict[str, Any]) -> None:
+    """Group counts above :data:`SMALL` are divided with the sizes they split (by the largest power of two up to the
+    plan's factor that divides them, down to 1), so a group keeps about its full-size number of channels or features.
+    Kept whole, a GEMM's GroupNorm at reduced size had one feature per group (level2/37: 64 groups of 4096 features
+    became 64 groups of 64, level2/62: 512 of 512): its output was float32 rounding noise, not GroupNorm."""
+    for name in [n for n in plan.not_scalable if re.search(r"group", n, re.IGNORECASE)]:
+        value = env.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= SMALL:
+            continue
+        divisor = 1
+        while divisor * 2 <= plan.factor and value % (divisor * 2) == 0:
+            divisor *= 2
+        if divisor > 1:
+            plan.scaled[name] = value // divisor
+            del plan.not_scalable[name]
 
 
 def _environment(pairs: list[tuple[str, ast.expr]], scaled: dict[str, Any], unresolved: list[str] | None = None

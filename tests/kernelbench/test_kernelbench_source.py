@@ -15,7 +15,7 @@ import pytest
 
 from cuda_agent.errors import ConfigError
 from cuda_agent.harness.evaluation.task_sources import iter_kernelbench
-from cuda_agent.harness.kernelbench_sizes import plan_reduction
+from cuda_agent.harness.kernelbench_sizes import plan_reduction, reduced_code
 from cuda_agent.harness.tasks import load_task_code
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,11 +51,58 @@ def test_reduced_sizes_scale_data_sizes_and_keep_the_operator() -> None:
             "def get_inputs():\n    return [torch.rand(batch_size, channels, 64, 64)]\n"
             "def get_init_inputs():\n    return [channels, kernel_size, num_groups, bias_shape]\n")
     plan = plan_reduction(conv)
-    assert "kernel_size" in plan.not_scalable and "num_groups" in plan.not_scalable
-    assert plan.cpu_sizes["channels"] % 32 == 0  # GroupNorm's groups still divide the channels
+    assert "kernel_size" in plan.not_scalable
+    groups = plan.cpu_sizes["num_groups"]  # divided with the channels it splits (32 > SMALL)
+    assert plan.cpu_sizes["channels"] % groups == 0  # GroupNorm's groups still divide the channels
+    assert plan.cpu_sizes["channels"] // groups == 256 // 32  # and a group keeps its width
     shuffle = conv.replace("num_groups = 32", "num_groups = 3").replace("channels = 256", "channels = 480")
     assert plan_reduction(shuffle).cpu_sizes["channels"] % 48 == 0  # its factors of 16 and of the groups kept
     assert plan.cpu_sizes["bias_shape"] == (plan.cpu_sizes["channels"], 1, 1)  # derived constants recomputed
+
+
+GEMM_GROUP_NORM = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features, num_groups):
+        super().__init__()
+        self.matmul = nn.Linear(in_features, out_features)
+        self.group_norm = nn.GroupNorm(num_groups, out_features)
+
+    def forward(self, x):
+        x = self.matmul(x)
+        return self.group_norm(torch.sigmoid(x) * x)
+
+batch_size = {batch}
+in_features = {features}
+out_features = {features}
+num_groups = {groups}
+
+def get_inputs():
+    return [torch.rand(batch_size, in_features)]
+
+def get_init_inputs():
+    return [in_features, out_features, num_groups]
+"""
+
+
+@pytest.mark.parametrize(("batch", "features", "groups"), [(32768, 4096, 64), (1024, 8192, 512)])
+def test_a_reduced_gemm_group_norm_is_still_a_group_norm(batch: int, features: int, groups: int) -> None:
+    """KernelBench level2/37 and 62's shapes. Kept whole, the group count left one feature per group at reduced size
+    (64 groups of 64 features, 512 of 512): GroupNorm of one element is its bias, and the output was float32
+    rounding noise."""
+    torch = pytest.importorskip("torch")
+    code, plan = reduced_code(GEMM_GROUP_NORM.format(batch=batch, features=features, groups=groups))
+    assert plan.factor > 1
+    ns: dict = {}
+    exec(compile(code, "gemm_group_norm", "exec"), ns)  # noqa: S102 - a KernelBench-format problem
+    torch.manual_seed(0)
+    model = ns["Model"](*ns["get_init_inputs"]())
+    norm = model.group_norm
+    assert norm.num_channels // norm.num_groups >= 8, (norm.num_groups, norm.num_channels)
+    with torch.no_grad():
+        out = model(*ns["get_inputs"]())
+    assert out.pow(2).mean().sqrt() > 0.5  # a normalised output, not rounding noise
 
 
 def test_reduced_tasks_say_they_are_not_comparable_and_probe_on_cpu() -> None:
