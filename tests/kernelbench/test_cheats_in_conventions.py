@@ -12,6 +12,7 @@ Binary-layer cheats (``cheats/binary``, ``torch_binary``) are built and judged p
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -67,16 +68,18 @@ def workspace(tmp_path: Path, convention: str, files: dict[str, str]) -> Path:
 
 
 def as_single_file(model_new: str, cpp: str | None = None, cuda: str | None = None) -> str:
-    """A KernelBench single file: ``import cuda_extension`` becomes a ``load_inline`` extension of that name."""
+    """A KernelBench single file: ``import cuda_extension`` (or ``import cuda_extension as NAME``) becomes a
+    ``load_inline`` extension bound to that name."""
     cpp_text = cpp if cpp is not None else "#include <torch/extension.h>\ntorch::Tensor noop(torch::Tensor x) { return x; }\n"
     sources = f"cpp_source = {cpp_text!r}\n"
     args = 'name="cheat", cpp_sources=cpp_source, functions=["noop"]'
     if cuda is not None:
         sources += f"cuda_source = {cuda!r}\n"
         args += ", cuda_sources=cuda_source"
-    block = f"from torch.utils.cpp_extension import load_inline\n{sources}cuda_extension = load_inline({args})\n"
-    assert "import cuda_extension\n" in model_new
-    return model_new.replace("import cuda_extension\n", block, 1)
+    found = re.search(r"^import cuda_extension(?: as (\w+))?\n", model_new, re.MULTILINE)
+    assert found, "the cheat imports no cuda_extension"
+    block = f"from torch.utils.cpp_extension import load_inline\n{sources}{found[1] or 'cuda_extension'} = load_inline({args})\n"
+    return model_new[:found.start()] + block + model_new[found.end():]
 
 
 @pytest.mark.parametrize("convention", ["registry", "release", "single_file"])
