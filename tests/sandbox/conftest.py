@@ -255,10 +255,12 @@ def make_ws(tmp_path: Path):  # type: ignore[no-untyped-def]
     return make
 
 
-def caching_relu_kernel(miss_ms: int) -> str:
+def caching_relu_kernel(miss_ms: int, full_key: bool = False) -> str:
     """A ReLU that caches outputs keyed by eight sampled input elements (THREATS: a content-keyed result cache):
     a miss computes and then spins ``miss_ms`` (a costly computation stands behind it), a hit copies the stored
-    output. Exported as ``caching_relu_cpu``; :data:`CACHING_RELU_BINDING` binds it as ``relu_forward``."""
+    output. ``full_key``: the key hashes every element instead (the widened ``dup`` sets, near duplicates of a seen
+    set, then miss and get right outputs, so only the timing rules can see it). Exported as ``caching_relu_cpu``;
+    :data:`CACHING_RELU_BINDING` binds it as ``relu_forward``."""
     return r"""
 #include <chrono>
 #include <cstdint>
@@ -266,11 +268,11 @@ def caching_relu_kernel(miss_ms: int) -> str:
 static uint64_t keys[64];
 static float* outs[64];
 static int used = 0;
-static uint64_t key_of(const float* x, int64_t n) {  // eight sampled elements: cheap, and unique per input set
+static uint64_t key_of(const float* x, int64_t n) {  // KEY_ELEMENTS sampled elements (8: cheap, unique per input set)
   uint64_t h = 1469598103934665603ull;
-  for (int64_t i = 0; i < 8; ++i) {
+  for (int64_t i = 0; i < KEY_ELEMENTS; ++i) {
     uint32_t bits;
-    std::memcpy(&bits, &x[(i * n) / 8], 4);
+    std::memcpy(&bits, &x[(i * n) / KEY_ELEMENTS], 4);
     h = (h ^ bits) * 1099511628211ull;
   }
   return h;
@@ -284,7 +286,7 @@ void caching_relu_cpu(const float* x, float* y, int64_t n) {
   while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(MISS_MS)) {}
   if (used < 64) { outs[used] = new float[n]; std::memcpy(outs[used], y, n * 4); keys[used++] = k; }
 }
-""".replace("MISS_MS", str(miss_ms))
+""".replace("MISS_MS", str(miss_ms)).replace("KEY_ELEMENTS", "n" if full_key else "8")
 
 
 CACHING_RELU_BINDING = r"""
