@@ -41,6 +41,20 @@ no longer writes them, and the blobs stay in history for whoever wants the old s
 
 ``save`` needs a clean index (it commits only its own paths) and keeps, per file name, the newest copy: a later
 save of ``records_sft.json`` replaces the earlier one in the manifest, files it does not name stay as they were.
+
+**What a save costs a submission.** A session's submission is refused whole when the diffs of its commits, added up
+as text, pass 256 MiB, and a file added in one commit and removed in the next counts twice (session 39 lost all of its
+work that way: three seeds' PPO steps, ~80 MB of blobs each way). So ``save`` stores each file compressed, and a file
+that has an earlier version of the same name (the next step's actor, critic) as the xz-compressed XOR of the two when
+that is smaller: an actor step then costs ~3.4 MB instead of 12.3, a critic ~4.6 instead of 11.3 (Adam's moments do
+not compress: ~11.5 of 12.6). ``restore`` rebuilds a chain of such deltas from its base, checking every link's
+SHA-256; a chain is cut (a full copy stored) past ``MAX_CHAIN`` links. Entries saved before this scheme are raw
+blobs and restore as before. Before it commits, ``save`` adds up what this session's commits already cost (the diffs
+since the commit the checkout started from: the oldest entry of the branch's reflog, or ``--base``) and what the save
+would add (twice the stored bytes, base85 included), and refuses past ``--budget-mib`` (default 200 of 256 MiB),
+naming each file's cost. ``budget`` prints the session's totals (diff text and packed size) without saving:
+
+    python scripts/learning_state.py budget                    # this session's diffs and pack so far
 """
 
 from __future__ import annotations
@@ -49,6 +63,7 @@ import argparse
 import fnmatch
 import hashlib
 import json
+import lzma
 import re
 import subprocess
 import sys
@@ -62,6 +77,17 @@ PATTERNS = ("*.safetensors", "data_core.tar.gz", "records_*.json", "rollouts_see
 #: The kept PPO rollouts (tokens, rewards; ~2.6 MB a step): replayed on the CPU (benchmarks/ppo_trust_region.py),
 #: never read on the device, so ``subset`` leaves them out of what travels.
 ROLLOUTS = re.compile(r"^rollouts_seed(\d+)_step\d+\.pt$")
+#: How a stored blob becomes the file: ``raw`` (entries saved before compression; the default when absent), ``xz``
+#: (lzma of the file), ``xor-xz`` (lzma of the file XOR its ``base`` entry's file, same length).
+ENCODINGS = ("raw", "xz", "xor-xz")
+SUFFIX = {"xz": ".xz", "xor-xz": ".xor.xz"}
+#: Deltas in a row before a full copy is stored again (each restore rebuilds the whole chain).
+MAX_CHAIN = 8
+#: The submission's limit on its commits' diffs added up as text, and the share a save may bring it to by default.
+DIFF_LIMIT_MIB = 256
+DEFAULT_BUDGET_MIB = 200
+#: A binary diff in git's base85 patch form is ~1.25x the (already compressed) blob, plus headers.
+PATCH_FACTOR = 1.25
 
 
 def git(*args: str, data: bytes | None = None) -> bytes:
@@ -90,7 +116,74 @@ def state_files(src: Path) -> list[Path]:
     return files
 
 
-def save(src: Path, message: str) -> None:
+def xor(a: bytes, b: bytes) -> bytes:
+    import numpy as np  # noqa: PLC0415 (only save and restore of deltas need it)
+
+    return (np.frombuffer(a, np.uint8) ^ np.frombuffer(b, np.uint8)).tobytes()
+
+
+def chain_length(entry: dict) -> int:
+    n = 0
+    while entry.get("encoding") == "xor-xz":
+        n, entry = n + 1, entry["base"]
+    return n
+
+
+def materialize(entry: dict, name: str) -> bytes:
+    """The file an entry stands for, rebuilt from its blob (and its base chain), SHA-256 checked at every link."""
+    blob = git("show", f"{entry['commit']}:{entry['path']}")
+    encoding = entry.get("encoding", "raw")
+    if encoding == "raw":
+        data = blob
+    elif encoding == "xz":
+        data = lzma.decompress(blob)
+    elif encoding == "xor-xz":
+        data = xor(materialize(entry["base"], name), lzma.decompress(blob))
+    else:
+        raise SystemExit(f"{name}: unknown encoding {encoding!r} in {entry['commit'][:10]} (known: {', '.join(ENCODINGS)})")
+    if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise SystemExit(f"{name}: the blob in {entry['commit'][:10]} does not match the manifest's SHA-256")
+    return data
+
+
+def encode(p: Path, previous: dict | None) -> tuple[bytes, str]:
+    """The smaller of the file's xz and, where an earlier version of the same length exists, its XOR delta's."""
+    data = p.read_bytes()
+    best = (lzma.compress(data, preset=6), "xz")
+    if previous is not None and previous.get("bytes") == len(data) and chain_length(previous) < MAX_CHAIN:
+        delta = lzma.compress(xor(materialize(previous, p.name), data), preset=6)
+        if len(delta) < len(best[0]):
+            best = (delta, "xor-xz")
+    return best
+
+
+def session_base(base: str | None) -> str:
+    """The commit this session started from: ``base`` if given, else the oldest entry of the branch's reflog."""
+    if base:
+        return git("rev-parse", "--verify", f"{base}^{{commit}}").decode().strip()
+    branch = git("rev-parse", "--abbrev-ref", "HEAD").decode().strip()
+    lines = git("reflog", "show", "--format=%H", branch).decode().split()
+    if not lines:
+        raise SystemExit(f"no reflog for {branch}: give --base COMMIT (the last commit that landed)")
+    return lines[-1]
+
+
+def spent(base: str) -> tuple[int, int, int]:
+    """Commits since ``base``, their diffs as binary patches (bytes), and their objects packed (bytes)."""
+    commits = len(git("rev-list", f"{base}..HEAD").split())
+    diffs = len(git("log", "-p", "--binary", "--format=", f"{base}..HEAD"))
+    packed = len(git("pack-objects", "--revs", "--stdout", "-q", data=f"HEAD\n^{base}\n".encode()))
+    return commits, diffs, packed
+
+
+def budget(base: str | None) -> None:
+    b = session_base(base)
+    commits, diffs, packed = spent(b)
+    print(f"since {b[:10]}: {commits} commits, diffs {diffs / 2**20:.1f} MiB of {DIFF_LIMIT_MIB}, "
+          f"packed {packed / 2**20:.1f} MiB of 512")
+
+
+def save(src: Path, message: str, budget_mib: float = DEFAULT_BUDGET_MIB, base: str | None = None) -> None:
     if git("diff", "--cached", "--name-only").strip():
         raise SystemExit("the index has staged changes: commit or unstage them first (save makes its own commits)")
     files = state_files(src)
@@ -99,27 +192,46 @@ def save(src: Path, message: str) -> None:
     if not changed:
         print("nothing new: every file matches the manifest")
         return
+    stored = {p.name: encode(p, manifest["files"].get(p.name)) for p in changed}
+    cost = {n: int(2 * PATCH_FACTOR * len(blob)) + 2048 for n, (blob, _) in stored.items()}  # added, then removed
+    b = session_base(base)
+    _, diffs, _ = spent(b)
+    if diffs + sum(cost.values()) > budget_mib * 2**20:
+        listing = ", ".join(f"{n} {c / 2**20:.1f}" for n, c in sorted(cost.items()))
+        raise SystemExit(f"this save would bring the session's diffs to {(diffs + sum(cost.values())) / 2**20:.1f} MiB "
+                         f"(spent since {b[:10]}: {diffs / 2**20:.1f}; this save, MiB per file: {listing}), past the "
+                         f"budget of {budget_mib:g} MiB (the submission limit is {DIFF_LIMIT_MIB} MiB and a refused "
+                         f"submission loses the whole session): save fewer files now, or pass --budget-mib knowingly")
     stage = ROOT / STAGE
     stage.mkdir(parents=True, exist_ok=True)
+    paths = []
     for p in changed:
-        (stage / p.name).write_bytes(p.read_bytes())
-    paths = [f"{STAGE}/{p.name}" for p in changed]
+        blob, encoding = stored[p.name]
+        path = f"{STAGE}/{p.name}{SUFFIX[encoding]}"
+        (ROOT / path).write_bytes(blob)
+        paths.append(path)
     git("add", "-f", *paths)
     git("commit", "-q", "-m", f"learning state: {message} ({len(changed)} files, kept in history)", "--", *paths)
     commit = git("rev-parse", "HEAD").decode().strip()
-    for p in changed:
-        manifest["files"][p.name] = {"commit": commit, "path": f"{STAGE}/{p.name}", "sha256": sha256(p),
-                                     "bytes": p.stat().st_size, "note": message}
+    for p, path in zip(changed, paths):
+        blob, encoding = stored[p.name]
+        entry = {"commit": commit, "path": path, "sha256": sha256(p), "bytes": p.stat().st_size,
+                 "stored_bytes": len(blob), "encoding": encoding, "note": message}
+        if encoding == "xor-xz":
+            entry["base"] = manifest["files"][p.name]
+        manifest["files"][p.name] = entry
     git("rm", "-q", "--cached", *paths)
-    for p in changed:
-        (stage / p.name).unlink()
+    for path in paths:
+        (ROOT / path).unlink()
     if not any(stage.iterdir()):
         stage.rmdir()
     MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     git("add", str(MANIFEST.relative_to(ROOT)))
     git("commit", "-q", "-m", f"learning state: manifest for {commit[:10]} (files out of the tree again)", "--",
         *paths, str(MANIFEST.relative_to(ROOT)))
-    print(f"saved {len(changed)} files in {commit[:10]}: {', '.join(p.name for p in changed)}")
+    kinds = ", ".join(f"{p.name} ({stored[p.name][1]}, {len(stored[p.name][0]) / 2**20:.1f} MiB)" for p in changed)
+    print(f"saved {len(changed)} files in {commit[:10]}: {kinds}; the session's diffs now about "
+          f"{(diffs + sum(cost.values())) / 2**20:.1f} MiB of {DIFF_LIMIT_MIB}")
 
 
 def restore(dest: Path) -> None:
@@ -128,11 +240,10 @@ def restore(dest: Path) -> None:
         raise SystemExit(f"{MANIFEST} names no files: nothing was saved yet")
     dest.mkdir(parents=True, exist_ok=True)
     for name, entry in sorted(manifest["files"].items()):
-        blob = git("show", f"{entry['commit']}:{entry['path']}")
-        if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
-            raise SystemExit(f"{name}: the blob in {entry['commit'][:10]} does not match the manifest's SHA-256")
-        (dest / name).write_bytes(blob)
-        print(f"{name}: {len(blob)} bytes from {entry['commit'][:10]}")
+        data = materialize(entry, name)
+        (dest / name).write_bytes(data)
+        how = entry.get("encoding", "raw") + (f", {chain_length(entry)} deltas" if chain_length(entry) else "")
+        print(f"{name}: {len(data)} bytes from {entry['commit'][:10]} ({how})")
 
 
 def retire(names: list[str], reason: str) -> None:
@@ -238,6 +349,12 @@ def main() -> None:
     s = sub.add_parser("save", help="land the folder's state files in history (two commits)")
     s.add_argument("src", type=Path)
     s.add_argument("-m", "--message", default="learning curve state")
+    s.add_argument("--budget-mib", type=float, default=DEFAULT_BUDGET_MIB,
+                   help=f"refuse a save that would bring this session's diffs past this (default {DEFAULT_BUDGET_MIB}; "
+                        f"the submission limit is {DIFF_LIMIT_MIB})")
+    s.add_argument("--base", help="the commit this session started from (default: the oldest entry of the reflog)")
+    u = sub.add_parser("budget", help="what this session's commits cost a submission so far (diffs, packed)")
+    u.add_argument("--base", help="the commit this session started from (default: the oldest entry of the reflog)")
     r = sub.add_parser("restore", help="write the manifest's files into a folder")
     r.add_argument("dest", type=Path)
     sub.add_parser("list", help="print the manifest")
@@ -256,7 +373,9 @@ def main() -> None:
     t.add_argument("-m", "--message", required=True, help="why the files are stale")
     args = ap.parse_args()
     if args.cmd == "save":
-        save(args.src, args.message)
+        save(args.src, args.message, args.budget_mib, args.base)
+    elif args.cmd == "budget":
+        budget(args.base)
     elif args.cmd == "restore":
         restore(args.dest)
     elif args.cmd == "subset":

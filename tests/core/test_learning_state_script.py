@@ -5,7 +5,9 @@ Real git, real subprocesses: a scratch repository holds a copy of the script, as
 
 from __future__ import annotations
 
+import hashlib
 import json
+import lzma
 import os
 import shutil
 import subprocess
@@ -108,7 +110,8 @@ def test_retired_files_are_not_restored_and_stay_named_with_their_reason(repo: P
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in (repo / "out").iterdir()) == ["data_core.tar.gz", "records_sft.json"]
     blob = subprocess.run(["git", "show", f"{old['commit']}:{old['path']}"], cwd=repo, capture_output=True).stdout
-    assert blob == (repo / ".learning_state" / "state_seed0.safetensors").read_bytes()  # still in history
+    assert old["encoding"] == "xz"
+    assert lzma.decompress(blob) == (repo / ".learning_state" / "state_seed0.safetensors").read_bytes()  # still in history
     res = run(repo, "retire", "nope.json", "-m", "x")
     assert res.returncode != 0 and "names no ['nope.json']" in res.stderr
 
@@ -211,3 +214,113 @@ def test_rollouts_are_kept_by_take_and_never_carried_by_subset(repo: Path, tmp_p
     (files_at / "rollouts" / "rollouts_seed2_step1.pt").write_bytes(b"x")  # another seed's: refused like its files
     res = run(repo, "take", ".learning_state", str(files_at / "learning_state"), "--seeds", "1")
     assert res.returncode != 0 and "rollouts_seed2_step1.pt" in res.stderr
+
+
+def manifest_files(root: Path) -> dict:
+    return json.loads((root / "gpu-state" / "learning_state.json").read_text())["files"]
+
+
+def nudged(data: bytes, every: int = 97) -> bytes:
+    """``data`` with one byte in ``every`` changed: what a PPO step does to a bf16 actor's bytes, roughly."""
+    out = bytearray(data)
+    for i in range(8, len(out), every):
+        out[i] ^= 1
+    return bytes(out)
+
+
+def test_a_next_version_is_stored_as_a_small_delta_and_a_fresh_clone_rebuilds_the_chain(repo: Path, tmp_path: Path) -> None:
+    state = repo / ".learning_state" / "state_seed0.safetensors"
+    versions = [state.read_bytes()]
+    assert run(repo, "save", ".learning_state", "-m", "step 0").returncode == 0
+    assert manifest_files(repo)["state_seed0.safetensors"]["encoding"] == "xz"
+    for step in (1, 2, 3):
+        versions.append(nudged(versions[-1], 97 + step))
+        state.write_bytes(versions[-1])
+        res = run(repo, "save", ".learning_state", "-m", f"step {step}")
+        assert res.returncode == 0, res.stderr
+        entry = manifest_files(repo)["state_seed0.safetensors"]
+        assert entry["encoding"] == "xor-xz" and entry["base"]["sha256"] == hashlib.sha256(versions[-2]).hexdigest()
+        assert entry["stored_bytes"] < len(versions[-1]) / 5  # random bytes: a full copy would not compress at all
+    assert sh("git", "status", "--porcelain", cwd=repo).stdout == ""
+    assert not [t for t in sh("git", "ls-files", cwd=repo).stdout.split() if t.startswith("gpu-state/learning_state/")]
+
+    clone = tmp_path / "clone"
+    assert sh("git", "clone", "-q", str(repo), str(clone), cwd=tmp_path).returncode == 0
+    res = run(clone, "restore", "out")
+    assert res.returncode == 0, res.stderr
+    assert "3 deltas" in res.stdout
+    assert (clone / "out" / "state_seed0.safetensors").read_bytes() == versions[-1]
+
+
+def test_a_broken_link_of_a_chain_is_named(repo: Path) -> None:
+    state = repo / ".learning_state" / "state_seed0.safetensors"
+    assert run(repo, "save", ".learning_state").returncode == 0
+    state.write_bytes(nudged(state.read_bytes()))
+    assert run(repo, "save", ".learning_state").returncode == 0
+    manifest = repo / "gpu-state" / "learning_state.json"
+    data = json.loads(manifest.read_text())
+    data["files"]["state_seed0.safetensors"]["base"]["sha256"] = "0" * 64  # the base no longer matches
+    manifest.write_text(json.dumps(data))
+    res = run(repo, "restore", "out")
+    assert res.returncode != 0 and "state_seed0.safetensors" in res.stderr and "does not match" in res.stderr
+
+
+def test_a_chain_is_cut_by_a_full_copy_past_its_limit(repo: Path) -> None:
+    state = repo / ".learning_state" / "state_seed0.safetensors"
+    state.write_bytes(os.urandom(20_000))
+    encodings = []
+    for step in range(11):
+        state.write_bytes(nudged(state.read_bytes(), 50 + step))
+        assert run(repo, "save", ".learning_state").returncode == 0
+        encodings.append(manifest_files(repo)["state_seed0.safetensors"]["encoding"])
+    assert encodings[0] == "xz" and encodings[1:9] == ["xor-xz"] * 8 and encodings[9] == "xz"
+    assert encodings[10] == "xor-xz"
+    res = run(repo, "restore", "out")
+    assert res.returncode == 0, res.stderr
+    assert (repo / "out" / "state_seed0.safetensors").read_bytes() == state.read_bytes()
+
+
+def test_entries_saved_raw_before_compression_still_restore(repo: Path) -> None:
+    """The manifest on main holds raw blobs (sessions 23-38): they restore as they are, and a next version is stored
+    as a delta against them."""
+    raw = os.urandom(40_000)
+    stage = repo / "gpu-state" / "learning_state"
+    stage.mkdir(parents=True)
+    (stage / "rl_actor_seed0.safetensors").write_bytes(raw)
+    sh("git", "add", "-f", "gpu-state/learning_state/rl_actor_seed0.safetensors", cwd=repo)
+    sh("git", "commit", "-qm", "old style", cwd=repo)
+    commit = sh("git", "rev-parse", "HEAD", cwd=repo).stdout.strip()
+    sh("git", "rm", "-q", "gpu-state/learning_state/rl_actor_seed0.safetensors", cwd=repo)
+    entry = {"commit": commit, "path": "gpu-state/learning_state/rl_actor_seed0.safetensors",
+             "sha256": hashlib.sha256(raw).hexdigest(), "bytes": len(raw), "note": "old"}
+    (repo / "gpu-state").mkdir(exist_ok=True)
+    (repo / "gpu-state" / "learning_state.json").write_text(json.dumps({"files": {"rl_actor_seed0.safetensors": entry}}))
+    sh("git", "add", "gpu-state/learning_state.json", cwd=repo)
+    sh("git", "commit", "-qm", "old manifest", cwd=repo)
+    res = run(repo, "restore", "out")
+    assert res.returncode == 0, res.stderr
+    assert (repo / "out" / "rl_actor_seed0.safetensors").read_bytes() == raw
+    (repo / ".learning_state" / "rl_actor_seed0.safetensors").write_bytes(nudged(raw))
+    assert run(repo, "save", ".learning_state").returncode == 0
+    entry = manifest_files(repo)["rl_actor_seed0.safetensors"]
+    assert entry["encoding"] == "xor-xz" and "encoding" not in entry["base"]
+    assert run(repo, "restore", "out2").returncode == 0
+    assert (repo / "out2" / "rl_actor_seed0.safetensors").read_bytes() == nudged(raw)
+
+
+def test_save_refuses_what_would_pass_the_submission_budget_and_commits_nothing(repo: Path) -> None:
+    head = sh("git", "rev-parse", "HEAD", cwd=repo).stdout
+    res = run(repo, "save", ".learning_state", "--budget-mib", "0.5")  # 300 kB of random bytes, added then removed
+    assert res.returncode != 0
+    assert "state_seed0.safetensors" in res.stderr and "budget of 0.5 MiB" in res.stderr
+    assert sh("git", "rev-parse", "HEAD", cwd=repo).stdout == head
+    assert sh("git", "status", "--porcelain", cwd=repo).stdout == ""
+    assert not (repo / "gpu-state" / "learning_state").exists()
+    res = run(repo, "save", ".learning_state", "--budget-mib", "1")
+    assert res.returncode == 0, res.stderr
+    res = run(repo, "budget")
+    assert res.returncode == 0, res.stderr
+    # two commits since the repository's first; the 300 kB blob went in and out: about 0.7 MiB of patches
+    assert "2 commits" in res.stdout
+    diffs = float(res.stdout.split("diffs ")[1].split(" MiB")[0])
+    assert 0.6 < diffs < 1.0
