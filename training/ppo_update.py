@@ -37,6 +37,7 @@ from cuda_agent.training.attention import attention_backends
 from cuda_agent.training.buffers import RolloutBatch
 from cuda_agent.training.engines.deepspeed_engine import set_learning_rate
 from cuda_agent.training.settings import PPOSettings
+from cuda_agent.training.trust_region import TrustRegion
 
 
 def linear_warmup(lr: float, steps: int) -> Callable[[int], float]:
@@ -56,7 +57,9 @@ class Learner:
     actor_lr_at: Callable[[int], float] | None = None
     #: Actor optimizer steps taken by this learner.
     actor_steps: int = 0
-    #: The metrics of each minibatch of the last :meth:`ppo_step`, in order (the step's own are their means).
+    #: The metrics of each minibatch of the last :meth:`ppo_step`, in order (the step's own are their means); with
+    #: ``ppo.max_kl`` each stepped one also has the whole batch's ``batch_kl_k3``, ``batch_kl_k1``, ``batch_max_drop``
+    #: after its step, and the one taken back ``trust_rolled_back``.
     last_minibatches: list[dict[str, float]] = field(default_factory=list)
 
     def _device(self) -> torch.device:
@@ -85,16 +88,25 @@ class Learner:
         With ``parts > 1`` the batch is scored in the same interleaved sub-batches the update uses, each
         trimmed to its own longest episode: no forward over padding, and a one-episode part has no mask at all.
         """
+        return self._by_parts(batch, parts, self._score_one)
+
+    @torch.no_grad()
+    def policy_logp(self, batch: RolloutBatch, parts: int = 1) -> Tensor:
+        """The actor's log-probs of the batch's tokens (no gradient), scored in ``parts`` like :meth:`score`."""
+        return self._by_parts(batch, parts, lambda b: {"logp": self._actor_logp(b, self.actor, with_entropy=False)[0]})["logp"]
+
+    @staticmethod
+    def _by_parts(batch: RolloutBatch, parts: int, fn: Callable[[RolloutBatch], dict[str, Tensor]]) -> dict[str, Tensor]:
         B = batch.size
         parts = max(1, min(parts, B))
         if parts == 1:
-            return self._score_one(batch)
+            return fn(batch)
         T = batch.input_ids.shape[1] - 1
         out: dict[str, Tensor] = {}
         for p in range(parts):
             idx = list(range(p, B, parts))
             it = torch.tensor(idx, device=batch.input_ids.device)
-            for k, v in self._score_one(batch.select(idx)).items():
+            for k, v in fn(batch.select(idx)).items():
                 full = out.setdefault(k, torch.zeros(B, T, dtype=v.dtype, device=v.device))
                 full[it, : v.shape[1]] = v
         return out
@@ -149,6 +161,9 @@ class Learner:
             metrics["value_mean"] = float(masked_mean(scored["values"], batch.mask))
         sums: dict[str, list[float]] = {}
         self.last_minibatches = []
+        # ppo.max_kl: each actor step is measured over the whole batch, and the one past the limit taken back
+        trust = TrustRegion(s.max_kl, self.actor, lambda: self.policy_logp(batch, parts), scored["old_logp"],
+                            batch.mask) if s.max_kl is not None else None
         stopped = False
         for _epoch in range(s.ppo_epochs):
             if stopped:
@@ -161,26 +176,32 @@ class Learner:
                 sl = lambda x: x[it, :L] if parts > 1 else x  # noqa: E731
                 m = self._update_minibatch(mb, sl(scored["old_logp"]), sl(adv), sl(ret), s,
                                            sl(scored["ref_logp"]) if "ref_logp" in scored else None,
-                                           sl(scored["values"]) if "values" in scored else None)
+                                           sl(scored["values"]) if "values" in scored else None, trust)
                 self.last_minibatches.append(dict(m))
                 for k, v in m.items():
-                    sums.setdefault(k, []).append(v)
-                if m.get("kl_stopped"):
+                    if not k.startswith(("batch_", "trust_")):  # whole-batch figures: the trust metrics below
+                        sums.setdefault(k, []).append(v)
+                if m.get("kl_stopped") or m.get("trust_rolled_back"):
                     stopped = True
                     break
         metrics.update({k: sum(v) / len(v) for k, v in sums.items()})
         metrics["approx_kl_max"] = max(sums.get("approx_kl", [0.0]))
         metrics["log_ratio_min"] = min(sums.get("log_ratio_min", [0.0]))  # the worst token of any minibatch
         metrics["collapsed_frac_max"] = max(sums.get("collapsed_frac", [0.0]))
-        metrics["update_minibatches"] = float(len(sums.get("approx_kl", [])) - stopped)
-        metrics["kl_stopped"] = float(stopped)
+        # optimizer steps the policy kept: not the one target_kl stopped before, nor the one the trust region took back
+        metrics["update_minibatches"] = float(sum(1 for r in self.last_minibatches
+                                                  if not r.get("kl_stopped") and not r.get("trust_rolled_back")))
+        metrics["kl_stopped"] = float(any(r.get("kl_stopped") for r in self.last_minibatches))
+        if trust is not None:
+            metrics.update(trust.metrics())
         metrics.update(rollout_metrics(batch))
         dt = time.perf_counter() - t0
         metrics["update_s"] = dt
         metrics["tokens_per_s"] = float(batch.attention_mask.sum()) * s.ppo_epochs / max(dt, 1e-9)
         return metrics
 
-    def _update_minibatch(self, mb, old_logp, adv, ret, s: PPOSettings, ref_logp, old_values) -> dict[str, float]:
+    def _update_minibatch(self, mb, old_logp, adv, ret, s: PPOSettings, ref_logp, old_values,
+                          trust: TrustRegion | None = None) -> dict[str, float]:
         mask = mb.mask
         logp, ent = self._actor_logp(mb, self.actor, with_entropy=True)
         rollout = mb.rollout_logp if s.is_cap is not None else None
@@ -196,6 +217,8 @@ class Learner:
         if ref_logp is not None and s.kl_mode == "loss" and s.kl_coef > 0:
             loss = loss + s.kl_coef * aggregate(kl_estimate(logp, ref_logp, s.kl_estimator), mask, s.aggregation)
         self.actor.backward(loss)
+        if trust is not None:
+            trust.before_step(self.actor_steps)
         if self.actor_lr_at is not None:
             set_learning_rate(self.actor, self.actor_lr_at(self.actor_steps))
         self.actor.step()
@@ -204,6 +227,12 @@ class Learner:
         gn = self.actor.get_global_grad_norm() if hasattr(self.actor, "get_global_grad_norm") else None
         if gn is not None and math.isfinite(float(gn)):
             m["grad_norm"] = float(gn)
+        if trust is not None:
+            drift, steps_back = trust.after_step()
+            m.update({"batch_kl_k3": drift["k3"], "batch_kl_k1": drift["k1"], "batch_max_drop": drift["max_drop"]})
+            if steps_back is not None:  # taken back (weights, Adam state, warm-up position): the update ends here,
+                self.actor_steps = steps_back  # before this minibatch's critic step, as target_kl ends it
+                return {**m, "trust_rolled_back": 1.0}
         if self.critic is not None and s.use_critic and old_values is not None:
             values = self._values(mb)
             vl, vm = value_loss(values, old_values, ret, mask, clip=s.value_clip, aggregation=s.aggregation)

@@ -122,6 +122,15 @@ class PPOSettings(BaseModel):
                     "measured before its optimizer step) exceeds this; that minibatch is not stepped. None: every "
                     "epoch and minibatch runs.",
     )
+    max_kl: float | None = Field(
+        None, gt=0,
+        description="Whole-batch trust region: after each optimizer step of the actor, the mean k3 of the updated "
+                    "policy against the rollout batch's old log-probs over every policy token of the batch; the step "
+                    "that takes it past this is taken back (weights, master weights, Adam moments and step counts, "
+                    "and the warm-up position) and ends the update, so the step keeps its minibatches before that "
+                    "one. Costs a snapshot of the actor (~14 bytes a parameter with bf16 and fp32 masters) and one "
+                    "no-gradient forward over the batch per optimizer step (training/trust_region.py). None: off.",
+    )
     negative_scale: float = Field(
         1.0, ge=0, le=1,
         description="Weight of negative advantages, applied after the baseline and whitening: 1 is plain PPO; 0 "
