@@ -252,6 +252,10 @@ def _train_metrics(work: Path, seeds: list[int], folder: str = "rl_seed{s}") -> 
                 # the update's size and recipe: a step's trust region, and 'groups' when the group baseline ran
                 "approx_kl", "approx_kl_max", "collapsed_frac_max", "log_ratio_min", "update_minibatches", "kl_stopped",
                 "groups", "rollout_episodes",
+                # ppo.max_kl's whole-batch trust region: the kept policy's k3/k1/worst fall, and whether (and from
+                # which k3) a step was taken back
+                "trust_kl_k3", "trust_kl_k1", "trust_max_drop", "trust_rolled_back", "trust_minibatches_kept",
+                "trust_rejected_kl_k3", "trust_rejected_max_drop",
                 # whether the step's AdamW continued the previous run's (moments carried) or started afresh
                 "actor_moments_carried", "actor_steps_carried")
         out[str(s)] = [{k: r[k] for k in keep if k in r} for r in rows]

@@ -67,7 +67,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "h200": dict(backend="cuda", seeds=3, heldout=64, train_tasks=1500, per_task=2, vocab=2048,
                  model=dict(hidden=256, layers=6, heads=4, intermediate=768), sft_epochs=8, sft_batch=16, sft_lr=2e-3,
                  rl_steps=16, episodes_per_step=96, vp_episodes=16, actor_lr=1e-4, critic_lr=2e-4, ppo_epochs=1,
-                 target_kl=0.02, samples_per_task=4, baseline="group", batching="continuous",
+                 target_kl=0.02, max_kl=0.1, samples_per_task=4, baseline="group", batching="continuous",
                  negative_scale=0.0, actor_warmup_steps=4, minibatches=6, train_max_turns=4,
                  concurrency=16, build_workers=5, device_steps=4, max_turns=8, max_new_tokens=1100, dtype="bf16",
                  budget_s=560, drain_s=180, ppo_min_s=420, steps_per_run=1, ppo_step_s=280,
@@ -120,6 +120,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: step-1 evaluations (87 of 376 episodes) came at turn 2-4, the failures ran all 8 turns, and with
 #: ``negative_scale`` 0 a failure teaches nothing but its group's baseline: training episodes stop after 4 turns
 #: (the paper, too, trained with fewer turns than it evaluated: 150 against 200), the held-out evaluations keep 8.
+#: Since session 40: ``max_kl`` 0.1, the whole-batch trust region (training/trust_region.py). Session 39's step 4
+#: (96 episodes, 6 minibatches at 1e-4) left it on seeds 1 and 2: whole-batch k3 10.0 and 4.35 after the update, a
+#: few tokens 11-12 nats down, while ``target_kl`` (a minibatch's own k3 before its step: 0.0004, 0.0047, then 8.97
+#: on seed 1's CPU replay) stopped it one optimizer step too late. The step that takes the batch's k3 past 0.1 is
+#: now taken back (weights, Adam state, warm-up position) and ends the update. A recipe key like the others: the
+#: carried actors and moments resume under it unchanged (``--set max_kl=null`` runs the step without it).
 #: What ``--set`` may change: every preset's keys, and the optional ones read with a default.
 SETTABLE = frozenset().union(*PRESETS.values(), {"device_gib", "device_steps", "drain_s", "save_reserve_s",
                                                  "sft_eval_every", "sft_evaluate", "runners_ahead",
@@ -240,7 +246,8 @@ def rl_stages(p: dict[str, Any], data: Path, steps: int | None = None,
            "ppo": {"ppo_epochs": p["ppo_epochs"], "minibatches": p.get("minibatches", DEFAULT_MINIBATCHES),
                    "gamma": 1.0, "lam": 1.0, "kl_coef": 0.0,
                    "entropy_coef": 0.0, "aggregation": "seq_mean_token_mean", "target_kl": p.get("target_kl"),
-                   "baseline": p.get("baseline", "critic"), "negative_scale": p.get("negative_scale", 1.0)}}
+                   "max_kl": p.get("max_kl"), "baseline": p.get("baseline", "critic"),
+                   "negative_scale": p.get("negative_scale", 1.0)}}
     return [{"name": "value_pretrain", "config": vp}, {"name": "ppo_agentic", "config": ppo}]
 
 
@@ -256,7 +263,7 @@ def step_stage(p: dict[str, Any], data: Path, done: int, n: int, admit_until: fl
 
 
 #: The preset keys that make a PPO step's recipe: kept with each step's training metrics and with a restart.
-RECIPE_KEYS = ("actor_lr", "target_kl", "ppo_epochs", "minibatches", "episodes_per_step", "samples_per_task",
+RECIPE_KEYS = ("actor_lr", "target_kl", "max_kl", "ppo_epochs", "minibatches", "episodes_per_step", "samples_per_task",
                "negative_scale", "actor_warmup_steps", "baseline", "train_max_turns")
 
 

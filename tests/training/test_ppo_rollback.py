@@ -191,3 +191,33 @@ def test_snapshots_refuse_an_engine_without_optimizer_and_the_limit_must_be_posi
     with pytest.raises(ValueError, match="max_kl"):
         PPOSettings(max_kl=0)
     assert PPOSettings().max_kl is None  # off unless set: existing configs step as before
+
+
+def test_the_learning_curves_h200_recipe_takes_the_trust_region_and_records_it(tmp_path):
+    """The h200 preset steps with max_kl 0.1 (a recipe key, kept on each PPO row; ``--set max_kl=null`` turns it
+    off; cpu_tiny has none), and a run's trust-region figures reach records_rl.json."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from cuda_agent.training.settings import PPOStageConfig
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import learning_curve as lc
+    from _learning_curve_report import collect_rl_step, merge_rl_step
+
+    def max_kl(p):
+        return PPOStageConfig.model_validate(lc.rl_stages(p, tmp_path)[1]["config"]).ppo.max_kl
+
+    assert max_kl(dict(lc.PRESETS["h200"])) == 0.1 and lc.ppo_recipe(lc.PRESETS["h200"])["max_kl"] == 0.1
+    assert max_kl(lc.apply_sets(dict(lc.PRESETS["h200"]), ["max_kl=null"])) is None
+    assert max_kl(dict(lc.PRESETS["cpu_tiny"])) is None and lc.ppo_recipe(lc.PRESETS["cpu_tiny"])["max_kl"] is None
+    run = tmp_path / "rl_seed0"
+    run.mkdir()
+    row = {"stage": "ppo_agentic", "step": 1, "trust_kl_k3": 0.018, "trust_rolled_back": 1.0,
+           "trust_minibatches_kept": 2.0, "trust_rejected_kl_k3": 8.97, "trust_max_drop": 3.1}
+    (run / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    merged = merge_rl_step({}, collect_rl_step(tmp_path, {0: 1}), {0: 1}, lc.ppo_recipe(lc.PRESETS["h200"]))
+    kept = merged["train_metrics"]["0"][0]
+    assert {k: kept[k] for k in row if k.startswith("trust_")} == {k: v for k, v in row.items() if k.startswith("trust_")}
+    assert kept["recipe"]["max_kl"] == 0.1
