@@ -46,6 +46,18 @@ tokens and raises passing first turns on unseen episodes is one that should rais
 
 ``--actor-state FILE`` with ``--state``: the actor is that bf16 state file (e.g. a step's actor) over the seed's
 model folder, instead of the carried SFT actor.
+
+``--moments FILE`` starts the actor's AdamW from a carried moments file (``rl_actor_moments_seed<s>.safetensors``, the
+one that belongs to ``--actor-state``), and the warm-up from its ``actor_steps`` (``--actor-steps N`` overrides it),
+so the update is the one the device run took. ``--max-kl`` is the PPO settings' ``max_kl`` (training/trust_region.py):
+after every optimizer step the whole batch's k3 is measured (``batch_kl_k3`` per minibatch), and the step that takes
+it past the limit is taken back and ends the update; the report's ``trust`` holds the step's trust-region metrics
+and ``after`` describes the policy the update kept. A step of the learning curve replayed with and without it:
+
+    python benchmarks/ppo_trust_region.py --state .learning_state --seed 1 --actor-state step3_actor_seed1.safetensors \
+        --moments rl_actor_moments_seed1.safetensors --episodes rollouts_seed1_step4.pt --keep-rewards --n 96 \
+        --baseline group --negative-scale 0 --epochs 1 --minibatches 6 --warmup 4 --target-kl 0.02 --lr 1e-4 \
+        --max-kl 0.1 --out trust_seed1.json
 """
 
 from __future__ import annotations
@@ -236,21 +248,29 @@ def advantage_summary(learner: Any, batch: Any, old: torch.Tensor, s: Any) -> di
 
 
 def one_rate(actor_dir: Path, batch: Any, lr: float, args: argparse.Namespace, probe: Any = None) -> dict[str, Any]:
-    """One PPO update of a fresh engine at ``lr``: per-minibatch metrics, the distribution after it, and (``probe``:
-    a batch of unseen episodes) :func:`probe_report` of it."""
+    """One PPO update of a fresh engine at ``lr`` (its AdamW from ``--moments`` where given): per-minibatch metrics,
+    the distribution after it, and (``probe``: a batch of unseen episodes) :func:`probe_report` of it."""
     from cuda_agent.training.engines.deepspeed_engine import build_train_engine
     from cuda_agent.training.engines.models import load_causal_lm
+    from cuda_agent.training.engines.moments import load_moments
     from cuda_agent.training.ppo_update import Learner, linear_warmup
     from cuda_agent.training.settings import EngineSettings, PPOSettings
 
     torch.manual_seed(0)
     engine = build_train_engine(load_causal_lm(actor_dir), lr, EngineSettings(zero_stage=0, dtype="fp32"))
     learner = Learner(engine)
+    if args.moments is not None:
+        meta = load_moments(engine, args.moments)
+        learner.actor_steps = int(meta.get("actor_steps", 0))
+    if args.actor_steps is not None:
+        learner.actor_steps = args.actor_steps
+    actor_steps_start = learner.actor_steps
     if args.warmup:
         learner.actor_lr_at = linear_warmup(lr, args.warmup)
     s = PPOSettings(ppo_epochs=args.epochs, minibatches=args.minibatches, gamma=1.0, lam=1.0, kl_coef=0.0,
                     entropy_coef=0.0, aggregation=args.aggregation, use_critic=False,
-                    baseline="group" if args.baseline == "group" else "critic", target_kl=args.target_kl)
+                    baseline="group" if args.baseline == "group" else "critic", target_kl=args.target_kl,
+                    max_kl=args.max_kl, negative_scale=args.negative_scale)
     parts = max(1, min(s.minibatches, batch.size))
     probe_parts = max(1, probe.size // 4) if probe is not None else 1
     with torch.no_grad():
@@ -263,16 +283,21 @@ def one_rate(actor_dir: Path, batch: Any, lr: float, args: argparse.Namespace, p
     rows = []
     for i, m in enumerate(learner.last_minibatches):
         rows.append({"epoch": i // parts, "minibatch": i % parts, "stepped": not m.get("kl_stopped"),
-                     **{k: m[k] for k in ("approx_kl", "clip_frac", "collapsed_frac", "log_ratio_min", "entropy")
-                        if k in m}})
+                     "taken_back": bool(m.get("trust_rolled_back")),
+                     **{k: m[k] for k in ("approx_kl", "clip_frac", "collapsed_frac", "log_ratio_min", "entropy",
+                                          "batch_kl_k3", "batch_kl_k1", "batch_max_drop") if k in m}})
+        batch_k3 = f" | batch k3 after {m['batch_kl_k3']:.3g} worst fall {m['batch_max_drop']:.2f}" if "batch_kl_k3" in m else ""
         print(f"  lr {lr:g} epoch {i // parts} minibatch {i % parts}: approx_kl {m['approx_kl']:.3g} "
               f"clip {m['clip_frac']:.4f} collapsed {m['collapsed_frac']:.5f} "
-              f"min log-ratio {m['log_ratio_min']:.2f}{' -> target_kl: stopped' if m.get('kl_stopped') else ''}",
-              flush=True)
+              f"min log-ratio {m['log_ratio_min']:.2f}{batch_k3}{' -> target_kl: stopped' if m.get('kl_stopped') else ''}"
+              f"{' -> max_kl: taken back' if m.get('trust_rolled_back') else ''}", flush=True)
     update_s = time.perf_counter() - t0
     with torch.no_grad():
         new = learner.score(batch, parts)["old_logp"]
-        out = {"lr": lr, "warmup_steps": args.warmup, "target_kl": args.target_kl, "update_s": round(update_s, 1),
+        out = {"lr": lr, "warmup_steps": args.warmup, "target_kl": args.target_kl, "max_kl": args.max_kl,
+               "moments": str(args.moments) if args.moments else None, "actor_steps_start": actor_steps_start,
+               "actor_steps_end": learner.actor_steps,
+               "trust": {k: v for k, v in step.items() if k.startswith("trust_")}, "update_s": round(update_s, 1),
                "minibatches_stepped": int(step["update_minibatches"]),
                "minibatches_planned": s.ppo_epochs * parts, "kl_stopped": bool(step["kl_stopped"]),
                "minibatches": rows, "after": after_update(old, new, batch.mask), "advantages": advantages}
@@ -280,6 +305,15 @@ def one_rate(actor_dir: Path, batch: Any, lr: float, args: argparse.Namespace, p
             out["probe"] = probe_report(probe_old, learner.score(probe, probe_parts)["old_logp"], probe)
             print("  " + probe_line(out["probe"]), flush=True)
     return out
+
+
+def trust_note(trust: dict[str, float]) -> str:
+    """The summary line's words on ``--max-kl`` (empty without it)."""
+    if not trust:
+        return ""
+    back = (f"the next step taken back (batch k3 {trust['trust_rejected_kl_k3']:.3g}, worst fall "
+            f"{trust['trust_rejected_max_drop']:.2f} nats)" if trust["trust_rolled_back"] else "none taken back")
+    return f" (max_kl: {int(trust['trust_minibatches_kept'])} kept, {back})"
 
 
 def from_state(state: Path, seed: int, work: Path, actor_state: Path | None = None,
@@ -331,6 +365,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                          "meta['group'], then whitened)")
     ap.add_argument("--target-kl", type=float, default=None,
                     help="the PPO settings' target_kl: stop the update at the first minibatch whose k3 mean passes it")
+    ap.add_argument("--max-kl", type=float, default=None,
+                    help="the PPO settings' max_kl: take back the optimizer step that takes the whole batch's k3 past it")
+    ap.add_argument("--negative-scale", type=float, default=1.0,
+                    help="the PPO settings' negative_scale (weight of negative advantages; the h200 preset's is 0)")
+    ap.add_argument("--moments", type=Path, default=None,
+                    help="an Adam moments file (a PPO run's actor_moments) the actor's AdamW starts from")
+    ap.add_argument("--actor-steps", type=int, default=None,
+                    help="the warm-up position the update starts at (default: the --moments file's actor_steps, else 0)")
     ap.add_argument("--probe", default="", help="comma list of rollout files of other seeds, scored before and "
                                                 "after the update (see probe_report)")
     ap.add_argument("--out", type=Path, required=True, help="JSON results")
@@ -339,6 +381,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit("--actor-state needs --state (its data core and the seed's model folder)")
     if args.target_kl is not None and args.target_kl <= 0:
         raise SystemExit(f"--target-kl {args.target_kl}: give a positive k3 bound, or leave it out")
+    if args.max_kl is not None and args.max_kl <= 0:
+        raise SystemExit(f"--max-kl {args.max_kl}: give a positive whole-batch k3 bound, or leave it out")
+    if args.moments is not None and not args.moments.is_file():
+        raise SystemExit(f"--moments {args.moments}: no such file (a PPO run's actor_moments safetensors file)")
+    if args.actor_steps is not None and args.actor_steps < 0:
+        raise SystemExit(f"--actor-steps {args.actor_steps}: give the optimizer steps already taken (>= 0)")
     if args.state is not None:  # its SFT actor (or --actor-state), and its expert episodes unless --episodes
         actor, experts = from_state(args.state, args.seed, args.work, args.actor_state, experts=args.episodes is None)
         episodes = args.episodes or experts
@@ -357,13 +405,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                            grouped=args.baseline == "group")
         r = one_rate(actor, batch, lr, args, probe)
         a = r["after"]
-        print(f"lr {lr:g}: {r['minibatches_stepped']}/{r['minibatches_planned']} minibatches | k1 {a['k1_mean']:.2g} "
+        print(f"lr {lr:g}: {r['minibatches_stepped']}/{r['minibatches_planned']} minibatches{trust_note(r['trust'])} | "
+              f"k1 {a['k1_mean']:.2g} "
               f"k3 {a['k3_mean']:.3g} | fell >2 nats {a['fell_over_2_nats']} >5 {a['fell_over_5_nats']} of "
               f"{a['policy_tokens']} | min log-ratio {a['log_ratio_min']:.2f} | update {r['update_s']} s", flush=True)
         results.append(r)
     out = {"actor": str(actor), "episodes": str(episodes), "n": args.n,
            "pass_share": None if args.keep_rewards else args.pass_share, "keep_rewards": args.keep_rewards,
-           "baseline": args.baseline, "target_kl": args.target_kl, "probe": [str(f) for f in probe_files],
+           "baseline": args.baseline, "target_kl": args.target_kl, "max_kl": args.max_kl,
+           "negative_scale": args.negative_scale, "moments": str(args.moments) if args.moments else None,
+           "probe": [str(f) for f in probe_files],
            "epochs": args.epochs, "minibatches": args.minibatches, "aggregation": args.aggregation, "rates": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))

@@ -68,3 +68,33 @@ def test_saved_rollouts_keep_their_rewards_with_keep_rewards(tmp_path):
     assert sorted(kept.rewards.tolist()) == [-1.0, 1.0, 2.0, 3.0]
     stand_in = ppo_trust_region.load_batch(f, 4, 0.25, seed=1)
     assert sorted(stand_in.rewards.tolist())[:3] == [-1.0, -1.0, -1.0]  # one of four keeps its reward
+
+
+def test_max_kl_keeps_the_update_within_the_whole_batch_limit_from_carried_moments(actor_and_episodes, tmp_path):
+    """``--max-kl``: the replayed update stops at the optimizer step that took the whole batch past the limit and
+    takes it back, so the policy it reports after the update is within it, where the same update without the limit
+    is not. ``--moments`` starts AdamW and the warm-up position from a carried moments file."""
+    from cuda_agent.training.engines.deepspeed_engine import build_train_engine
+    from cuda_agent.training.engines.moments import save_moments
+    from cuda_agent.training.settings import EngineSettings
+
+    actor, episodes = actor_and_episodes
+    engine = build_train_engine(load_causal_lm(TINY, seed=0), 1e-3, EngineSettings(zero_stage=0))
+    ids = torch.randint(0, 32, (2, 8), generator=torch.Generator().manual_seed(1))
+    logits = engine(input_ids=ids).logits[:, :-1]
+    engine.backward(torch.nn.functional.cross_entropy(logits.reshape(-1, 32), ids[:, 1:].reshape(-1)))
+    engine.step()
+    moments = save_moments(engine, tmp_path / "m.safetensors", {"actor_steps": "3"})
+    common = ["--actor", str(actor), "--episodes", str(episodes), "--lr", "3e-2", "--n", "8", "--pass-share", "0.5",
+              "--epochs", "2", "--minibatches", "2", "--warmup", "8", "--moments", str(moments)]
+    free = ppo_trust_region.main([*common, "--out", str(tmp_path / "free.json")])["rates"][0]
+    limit = free["after"]["k3_mean"] / 10
+    kept = ppo_trust_region.main([*common, "--max-kl", str(limit), "--out", str(tmp_path / "kept.json")])["rates"][0]
+    assert free["actor_steps_start"] == kept["actor_steps_start"] == 3 and free["actor_steps_end"] == 3 + 4
+    assert free["trust"] == {} and kept["trust"]["trust_rolled_back"] == 1.0
+    assert kept["minibatches"][-1]["taken_back"] and "batch_kl_k3" in kept["minibatches"][0]
+    assert kept["actor_steps_end"] == 3 + kept["minibatches_stepped"] < free["actor_steps_end"]
+    assert kept["after"]["k3_mean"] == pytest.approx(kept["trust"]["trust_kl_k3"], rel=1e-4)
+    assert kept["after"]["k3_mean"] <= limit < free["after"]["k3_mean"]
+    with pytest.raises(SystemExit, match="--max-kl"):
+        ppo_trust_region.main([*common, "--max-kl", "0", "--out", str(tmp_path / "x.json")])
