@@ -221,3 +221,39 @@ def test_the_learning_curves_h200_recipe_takes_the_trust_region_and_records_it(t
     kept = merged["train_metrics"]["0"][0]
     assert {k: kept[k] for k in row if k.startswith("trust_")} == {k: v for k, v in row.items() if k.startswith("trust_")}
     assert kept["recipe"]["max_kl"] == 0.1
+
+
+def test_a_ppo_stage_whose_steps_are_all_taken_back_carries_the_moments_it_started_from(tmp_path):
+    """End to end through the PPO stage (toy env, ZeRO-1): run 1 saves its actor and moments; run 2 continues from
+    them with a limit every step passes at once. Its actor is run 1's bit for bit, and the moments it saves are the
+    ones it loaded (optimizer-step count and warm-up position included), not those of the steps it took back."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from cuda_agent.config import load_config
+    from cuda_agent.training.config import TrainConfig
+    from cuda_agent.training.runner import run_training
+
+    configs = Path(__file__).resolve().parents[2] / "configs" / "train"
+    block = ("{{name: ppo_agentic, config: {{env: toy_two_turn, steps: {steps}, episodes_per_step: 8, actor_lr: 3.0e-3, "
+             "critic_lr: 3.0e-3, actor_warmup_steps: 3, save_actor_moments: true, ppo: {{minibatches: 2{ppo}}}{extra}}}}}")
+
+    def run(name: str, *overrides: str) -> dict:
+        return run_training(load_config(TrainConfig, [configs / "ci_toy_chain.yaml"],
+                                        [f"run_dir={tmp_path / name}", "engine.zero_stage=1", *overrides]))
+
+    first = run("r1", f"stages=[{block.format(steps=2, ppo='', extra='')}]")
+    carried = f", init_actor_moments: '{first['actor_moments']}'"
+    second = run("r2", f"model={first['actor']}", f"stages=[{block.format(steps=2, ppo=', max_kl: 1.0e-9', extra=carried)}]")
+    rows = [json.loads(line) for line in (tmp_path / "r2" / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "trust_rolled_back" in r]
+    assert len(rows) == 2 and all(r["trust_rolled_back"] == 1.0 and r["update_minibatches"] == 0.0 for r in rows)
+    w1, w2 = (load_file(str(Path(o["actor"]) / "model.safetensors")) for o in (first, second))
+    assert w1.keys() == w2.keys() and all(torch.equal(w1[k], w2[k]) for k in w1)
+    (m1, meta1), (m2, meta2) = (read_moments_file(Path(o["actor_moments"])) for o in (first, second))
+    assert meta2["actor_steps"] == meta1["actor_steps"] and m2.steps == m1.steps
+    for name in m1.exp_avg:  # the loaded (unpacked) moments packed again: the same codes up to float rounding
+        assert torch.allclose(m2.exp_avg[name], m1.exp_avg[name], rtol=1e-3, atol=1e-12)
+        assert torch.allclose(m2.exp_avg_sq[name], m1.exp_avg_sq[name], rtol=1e-3, atol=1e-20)
