@@ -67,7 +67,9 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
        r"hasattr|module_\s*::\s*import|module\s*::\s*import|reinterpret_\w+|dict|cpp_function|capsule|str|bytes|"
        r"cast|import|isinstance|type)\b",
        "pybind11 objects/imports/attribute access are not allowed; register plain C++ functions"),
-    _p("T1.cpp.python_api", r"(\.|->)\s*attr\s*\(", "pybind11 `.attr(...)` reaches Python objects; not allowed"),
+    # `m.attr("NAME") = value` (a set, the name a literal) is judged by cpp_pybind: allowed on the registration's module
+    _p("T1.cpp.python_api", r'(\.|->)\s*attr\s*\((?!\s*""\s*\)\s*=(?!=))',
+       "pybind11 `.attr(...)` reaches Python objects; not allowed"),
     _p("T1.cpp.python_api", r"\b(py|pybind11)\s*::\s*(?!(arg|arg_v|module_?|return_value_policy|call_guard|"
        r"gil_scoped_release|overload_cast|none|kw_only|pos_only|doc|const_)\b)\w+",
        "only the registration part of pybind11 may be used (py::module, m.def, py::arg, py::arg_v, py::none, "

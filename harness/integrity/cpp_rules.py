@@ -16,7 +16,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from cuda_agent.harness.integrity.cpp_patterns import CODE_PATTERNS, INCLUDE_PATTERNS, STRING_PATTERNS
+from cuda_agent.harness.integrity.cpp_pybind import check_module_handles, registration_names
 from cuda_agent.harness.integrity.cpp_source import expand_macros, macro_definitions, strip_code
+from cuda_agent.harness.integrity.cpp_vectorized import VecScope
 from cuda_agent.harness.integrity.violation import Violation, dedupe
 
 #: File suffixes treated as C/C++/CUDA source.
@@ -211,13 +213,14 @@ def _namespace_scope_state(lines: list[str], filename: str) -> list[Violation]:
 
 
 def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str] = (),
-                   extra_defines: str = "") -> list[Violation]:
+                   extra_defines: str = "", registrations: Iterable[str] = ()) -> list[Violation]:
     """Violations of the C++/CUDA source rules in one file's ``text``.
 
     :param text: file contents.
     :param filename: workspace-relative name used in violations.
     :param allowed_libraries: vendor libraries the skill allows (keys of ``VENDOR_LIBRARIES``).
     :param extra_defines: ``#define`` lines from the workspace's other files (so their macros expand here too).
+    :param registrations: pybind11 registration functions declared in the workspace's other files.
     """
     stripped = strip_code(text)
     found: list[Violation] = []
@@ -225,7 +228,12 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
     vendor = [(lib, re.compile(p)) for lib, pats in VENDOR_LIBRARIES.items() if lib not in set(allowed_libraries)
               for p in pats]
 
-    def scan(lines: Iterable[tuple[int, str]], suffix: str) -> None:
+    text_lines = text.split("\n")
+    local_headers = any(re.match(r'\s*#\s*include\s*"', text_lines[n - 1]) and not inc.endswith("binding_registry.h")
+                        for n, inc in stripped.includes if n <= len(text_lines))
+
+    def scan(lines: list[tuple[int, str]], suffix: str) -> None:
+        vec = VecScope("\n".join(ln for _, ln in lines), local_headers=local_headers)
         for lineno, ln in lines:
             for pat in CODE_PATTERNS:
                 m = pat.regex.search(ln)
@@ -244,12 +252,17 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
                 if verdict:
                     found.append(Violation(rule=verdict[0], message=verdict[1] + suffix, file=filename, line=lineno))
             for m in _METHOD_RE.finditer(ln):
-                if m.group(1) in ATEN_COMPUTE_METHODS:
+                if m.group(1) in ATEN_COMPUTE_METHODS and not (ln[m.start()] == "." and
+                                                                vec.is_vec_receiver(ln, m.start())):
                     found.append(Violation(rule="T1.cpp.aten_method",
-                                           message=f"`.{m.group(1)}(...)` is a tensor compute method; write the kernel"
-                                                   + suffix, file=filename, line=lineno))
+                                           message=f"`.{m.group(1)}(...)` is a tensor compute method; write the kernel "
+                                                   "(on an at::vec::Vectorized value it is allowed when the receiver "
+                                                   "is declared with that type, an alias of it, or `auto` from "
+                                                   "Vectorized<...>::loadu(...) and the like)" + suffix,
+                                           file=filename, line=lineno))
 
-    scan(enumerate(raw_lines, start=1), "")
+    scan(list(enumerate(raw_lines, start=1)), "")
+    found.extend(check_module_handles(list(enumerate(raw_lines, start=1)), filename, "", registrations))
     found.extend(_namespace_scope_state(raw_lines, filename))
     for lineno, inc in stripped.includes:
         if not re.match(r"\s*#\s*include", raw_lines[lineno - 1] if lineno - 1 < len(raw_lines) else ""):
@@ -274,6 +287,7 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
         expanded = expand_macros(stripped.code, filename, extra_defines)
         if expanded.ok:
             scan(expanded.lines, " (after macro expansion)")
+            found.extend(check_module_handles(expanded.lines, filename, " (after macro expansion)", registrations))
         else:
             found.append(Violation(rule="T1.cpp.unparseable_macros",
                                    message=f"the preprocessor failed on this file's macros: {expanded.error}",
@@ -300,8 +314,10 @@ def check_cpp_sources(workspace_root: Path, *, allowed_libraries: Iterable[str] 
     texts = {p: p.read_text(errors="replace") for p in files}
     headers = [p for p in files if p.suffix in {".h", ".hpp", ".cuh", ".hh", ".inl", ".inc"}]
     out: list[Violation] = []
+    registrations = set().union(*(registration_names(strip_code(t).code) for t in texts.values()))
     for path, text in texts.items():
         extra = "\n".join(macro_definitions(strip_code(texts[h]).code) for h in headers if h != path)
         rel = str(path.relative_to(workspace_root))
-        out.extend(check_cpp_text(text, rel, allowed_libraries=allowed_libraries, extra_defines=extra))
+        out.extend(check_cpp_text(text, rel, allowed_libraries=allowed_libraries, extra_defines=extra,
+                                  registrations=registrations))
     return out

@@ -42,6 +42,9 @@ RULES: dict[str, str] = {
     "T1.cpp.dispatch_guard": "C++ manipulates dispatch keys or modes (ExcludeDispatchKeyGuard, tls_set_dispatch_key_*), "
     "which would hide ops from the runtime audit",
     "T1.cpp.python_api": "C++ calls into Python (Python.h, PyImport_*, PyObject_Call*, PyRun_*, py::module_::import, py::eval)",
+    "T1.cpp.module_handle": "C++ uses a pybind11 module handle beyond registration: a module parameter of a bound "
+    "function or lambda, the registration's module kept, copied or used other than m.def/m.doc()/m.attr(NAME) = v, "
+    "a registration function bound as a value (each reaches Python at call time)",
     "T1.cpp.unparseable_macros": "the preprocessor could not expand the file's macros, so the macro-expanded check cannot run",
     "T1.binary.aten_op": "the built module calls an ATen compute operator (undefined symbol at::_ops::<op>::call)",
     "T1.binary.aten_kernel": "the built module calls ATen kernels directly (at::native::*, at::cpu::*, at::cuda::*, at::meta::*)",
