@@ -19,4 +19,4 @@ HOOKSPEC_VERSION = "1.1"
 #: Version of the frozen record interfaces (task manifest, CandidateResult,
 #: trajectory line, tokenization contract). Bumped on any incompatible change;
 #: see docs/interfaces.md for the change log.
-INTERFACES_VERSION = "3.6"
+INTERFACES_VERSION = "3.7"

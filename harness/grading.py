@@ -4,7 +4,8 @@ Fresh seeds drawn here (never the ones the agent's verify/profile used), a fresh
 integrity block (or a stricter one the config asked for), re-verification on N input sets, then timing of the
 candidate ALTERNATING with the baselines (candidate, eager, compile, candidate, ...) so slow drift of the machine
 hits all of them alike; the speedup is t_baseline / t_candidate on medians of all rounds. Baselines are measured
-here, not read from the cache (the fastest of many noisy cached measurements would bias the ratio). A strategy over
+here, not read from the cache (the fastest of many noisy cached measurements would bias the ratio). With the
+precision stop on (``standard_fast``), the rounds end once the speedups are decided (:mod:`~cuda_agent.harness.grade_stop`). A strategy over
 a session, like ``verify`` and ``profile`` (:mod:`cuda_agent.harness.phases`), using only public methods.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cuda_agent.harness.fresh_sets import fresh_count
+from cuda_agent.harness.grade_stop import stop_check, stop_reason
 from cuda_agent.harness.phases import apply_speedups
 from cuda_agent.harness.timed_run import settle_fresh_sets, time_candidate
 from cuda_agent.harness.timing_stats import summarize
@@ -58,9 +60,8 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
                 return
         ks = sess.timing_sets()
         per_round, rounds = protocol.grade_calls(), protocol.grade_rounds
-        cand: list[float] = []
-        eager: list[float] = []
-        compiled: list[float] = []
+        # Per variant, each round's per-call times (a fresh-set confirmation round included).
+        timed: dict[str, list[list[float]]] = {"candidate": [], "eager": [], "compile": []}
         wall = 0.0
         sess.reference.baseline_host_stats(take=True)  # this grade's baseline work only, from here
         if timing_settings.compile_baseline:  # compile (CPU work) before the timing lock is taken
@@ -69,13 +70,20 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             sess.reference.prepare_baseline("compile", ks[0], compile_mode)
             sess.tick("prepare_baseline", t)
         cap = protocol.grade_spot_checks
+        # The fresh-set calls and the spot-check cap over the rounds sure to run (all of them with the stop off):
+        # a pass the precision stop ends early has made every fresh call and check a full one makes.
+        spread = protocol.grade_spread_rounds()
         fresh_total = fresh_count(sess.ctx.integrity.fresh_set_calls, sess.sets.input_bytes())  # over all rounds
 
         def run_round(r: int, fresh: int) -> list[float]:
             """Round ``r``: the candidate's calls (``fresh`` of them on fresh sets), then each baseline's."""
             nonlocal wall
-            # The cap spread over the rounds (the first rounds take the remainder).
-            checks = None if cap is None else cap // rounds + (r < cap % rounds)
+            # The cap spread over the rounds sure to run (the first ones take the remainder); a round past them
+            # (the stop on) is checked at the cap's rate over the most rounds, never unchecked.
+            if cap is None:
+                checks = None
+            else:
+                checks = cap // spread + (r < cap % spread) if r < spread else max(1, cap // rounds)
             samples, wall_ms = time_candidate(sess, ks, calls=per_round, max_checks=checks, fresh_calls=fresh,
                                               budget_s=protocol.grade_round_budget_s)
             if sess.failed:
@@ -85,22 +93,34 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             t = time.perf_counter()
             bks = sess.sets.held_for_baselines(ks)  # the sets the reference holds now (memory-aware sessions)
             with sess.ctx.lock:
-                eager.extend(sess.reference.time_baseline("eager", bks, per_round, warm, compile_mode))
+                timed["eager"].append(sess.reference.time_baseline("eager", bks, per_round, warm, compile_mode))
                 if timing_settings.compile_baseline:
-                    compiled.extend(sess.reference.time_baseline("compile", bks, per_round, warm + (2 if r == 0 else 0),
-                                                                 compile_mode))
+                    timed["compile"].append(sess.reference.time_baseline(
+                        "compile", bks, per_round, warm + (2 if r == 0 else 0), compile_mode))
             sess.tick("baselines", t)
+            timed["candidate"].append(samples)
             return samples
 
+        check = None
         for r in range(rounds):
-            cand += run_round(r, fresh_total // rounds + (r < fresh_total % rounds))
+            run_round(r, fresh_total // spread + (r < fresh_total % spread) if r < spread else 0)
             if sess.failed:
                 return
+            if protocol.grade_stop():
+                check = stop_check(timed["candidate"], {k: timed[k] for k in ("eager", "compile")},
+                                   min_rounds=protocol.grade_min_rounds, target_rel_ci=protocol.grade_target_rel_ci or 0.0,
+                                   thresholds=protocol.grade_stop_thresholds)
+                if check.stop:
+                    break
+        ran = len(timed["candidate"])
         # A gap on the fresh sets is looked at again in one more round with all of them; when that round shows
         # none, its samples are the candidate's (against the baselines of every round, this one's included).
-        cand = settle_fresh_sets(sess, cand, lambda: run_round(rounds, fresh_total))
+        cand = settle_fresh_sets(sess, [x for s in timed["candidate"] for x in s],
+                                 lambda: run_round(ran, fresh_total))
         if sess.failed:
             return
+        eager = [x for s in timed["eager"] for x in s]
+        compiled = [x for s in timed["compile"] for x in s]
         method = protocol.method_id(sess.ctx.kind)
         result.timing = summarize(cand, method, wall_ms=wall)
         result.baselines = Baselines(
@@ -116,6 +136,9 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             if result.baselines.compile is not None:
                 result.baselines.compile.raw_ms = list(compiled)
         sess.diagnostics.grade_rounds = rounds
+        sess.diagnostics.grade_rounds_run = ran
+        sess.diagnostics.grade_stop_reason = stop_reason(check)
+        sess.diagnostics.grade_round_calls = {k: [len(s) for s in v] for k, v in timed.items() if v}
         sess.diagnostics.baseline_host = sess.reference.baseline_host_stats(take=True)
         apply_speedups(sess, result, evaluator.provenance().device)
 

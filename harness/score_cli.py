@@ -51,6 +51,7 @@ _SOLUTION_PARTS = ("model_new.py", "kernels")
 def register_command(subparsers: Any) -> None:
     """Add the ``score`` parser."""
     from cuda_agent.cli import add_config_options
+    from cuda_agent.harness.timing_protocol import PRESETS
 
     p = subparsers.add_parser(
         "score",
@@ -67,6 +68,10 @@ def register_command(subparsers: Any) -> None:
     p.add_argument("--sanitizer", choices=["off", "memcheck", "memcheck+racecheck"], default=None,
                    help="Run compute-sanitizer on one input set of every solution that grades correct (integrity."
                         "grade_sanitizer of the backend's harness block); a finding fails it. Default: the config's.")
+    p.add_argument("--timing-preset", choices=PRESETS, default=None,
+                   help="Timing preset of the backend's harness block (timing.preset); 'standard_fast' stops each "
+                        "grading pass once its speedups are decided (docs/sandbox-and-evaluator.md). Default: the "
+                        "config's.")
     add_config_options(p)
     p.set_defaults(func=handle)
 
@@ -79,8 +84,11 @@ def handle(args: argparse.Namespace) -> int:
 
     overrides = list(args.override) + ([f"backend={args.backend}"] if args.backend else [])
     config = load_config(RunConfig, args.config, overrides)
-    if args.sanitizer is not None:  # the backend's block: plugins.<backend>.harness.integrity.grade_sanitizer
-        overrides.append(f"plugins.{config.backend}.harness.integrity.grade_sanitizer={args.sanitizer}")
+    harness = f"plugins.{config.backend}.harness"  # the backend's block
+    extra = ([f"{harness}.integrity.grade_sanitizer={args.sanitizer}"] if args.sanitizer is not None else []) + (
+        [f"{harness}.timing.preset={args.timing_preset}"] if args.timing_preset is not None else [])
+    if extra:
+        overrides += extra
         config = load_config(RunConfig, args.config, overrides)
     pm = make_plugin_manager(args, config)
     try:

@@ -118,6 +118,10 @@ class CheckRow(BaseModel):
     started_at: float | None = Field(
         None, description="Unix time this task's check started (probe included): with 'seconds', the rows of one "
         "run lay out its timeline (how many tasks were on the host and the device at once).")
+    grade_rounds: dict[str, Any] = Field(
+        default_factory=dict, description="The graded pass's rounds (Diagnostics, interfaces 3.7): 'run', 'max', "
+        "'stop' (grade_stop_reason) and 'calls' (per variant, each round's timed calls: the split of samples_ms into "
+        "rounds, for benchmarks/grading_stop_replay.py).")
     device_steps: int | None = Field(
         None, description="eval.device_steps of the run that checked this task: graded parts on the device at once "
         "(1: their 'device' seconds add up to the suite's critical path; more: they overlap).")
@@ -140,6 +144,9 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
                                            if "alloc_retries" in v})
     row.device = (result.provenance.device or None) if result.provenance is not None else None
     row.device_lock = {k: round(v, 3) for k, v in d.device_lock.items()}
+    if d.grade_rounds_run is not None:
+        row.grade_rounds = {"run": d.grade_rounds_run, "max": d.grade_rounds, "stop": d.grade_stop_reason,
+                            "calls": dict(d.grade_round_calls)}
     row.baseline_host = {kind: {k: round(float(v[k]), 3) for k in HOST_KEYS if k in v}
                          for kind, v in d.baseline_host.items()}
     compiled = d.baseline_host.get("compile", {})

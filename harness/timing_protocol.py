@@ -13,6 +13,11 @@ Presets:
   target). CUDA: medians to +-0.3% (95% CI) with up to 600 calls, a 200 us pre-roll spin so sub-100 us tasks time
   device work rather than launch latency, two retakes of a baseline call whose host side outlasted the spin, 33
   calls per variant and grading round. CPU (host-timed, noisier): a wider fresh-set slack.
+- ``standard_fast``: ``standard`` with the grading pass's precision-targeted stop on (:mod:`cuda_agent.harness.grade_stop`):
+  rounds of 11 calls, at least 3 and at most 9 (the standard pass's 33 and 99 calls); after the third, the pass stops
+  once both speedups are known to +-1% and neither interval holds 0.95 or 1.05 (the self-check's +-5% band, the
+  paper's milestone), so it never stops with a milestone or band verdict undecided (the 1.0 line of faster-than
+  rates is not guarded: grade agents' kernels for a report with ``standard``). For the suite self-check (issue 21); replayed on recorded rows by ``benchmarks/grading_stop_replay.py``.
 - ``quick``: few calls and one grading round (smoke runs, CI); the integrity checks are unchanged.
 - ``release``: the CUDA-Agent release's profiler-sum method, for comparison only.
 """
@@ -21,11 +26,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cuda_agent.harness.messages import TimerSpec
 
-PRESETS = ("standard", "quick", "release")
+PRESETS = ("standard", "standard_fast", "quick", "release")
 
 
 class TimingProtocol(BaseModel):
@@ -44,7 +49,24 @@ class TimingProtocol(BaseModel):
     rotation_sets: int = Field(4, ge=1, description="Input sets beyond the verify sets rotated through timed calls.")
     spot_check_every: int = Field(4, ge=1, description="Compare the output of every k-th timed call (T12/T13).")
     spot_check_max: int | None = Field(3, ge=1, description="Most spot checks of one profile (None: no cap).")
-    grade_rounds: int = Field(3, ge=1, description="Interleaved rounds (candidate, eager, compile) of grading.")
+    grade_rounds: int = Field(
+        3, ge=1, description="Interleaved rounds (candidate, eager, compile) of grading: all of them, or with the "
+        "precision stop on (grade_target_rel_ci), the most that run.")
+    grade_min_rounds: int = Field(
+        2, ge=2, description="With the precision stop on, rounds that always run before it may stop: at least 2, so "
+        "one noisy round cannot decide (KernelBench level3/7_GoogleNet read 0.55 in its first round, 1.02 in the next "
+        "two). The pass's fresh-set calls and its spot-check cap are spread over these rounds (a later round is "
+        "checked at the cap's rate over grade_rounds, at least once). Unused with the stop off.")
+    grade_target_rel_ci: float | None = Field(
+        None, gt=0, description="The precision stop: after grade_min_rounds, grading stops at the end of the "
+        "first round where every speedup's 95% interval (its medians' per-call intervals, widened to cover each "
+        "round's own speedup) has a relative half-width within this and holds no line of grade_stop_thresholds. "
+        "None = off: every one of grade_rounds runs.")
+    grade_stop_thresholds: list[float] = Field(
+        default_factory=lambda: [1.0, 1.05], description="Speedup lines the precision stop guards: "
+        "while a speedup's interval (vs eager or vs compile) holds one, grading goes on, so the pass never stops with "
+        "the verdict at that line undecided (1.0: faster-than rates; 1.05: the paper's milestones; 0.95 and 1.05: "
+        "the suite self-check's +-5% band).")
     grade_calls_per_round: int | None = Field(
         None, ge=1, description="Timed calls per variant and round; None = max(min_calls, max_calls // rounds).")
     grade_spot_checks: int | None = Field(12, ge=1, description="Random spot checks over a grading pass.")
@@ -60,6 +82,28 @@ class TimingProtocol(BaseModel):
     baseline_clone_inputs: bool = Field(False, description="Time baselines on a clone of the inputs per call.")
     timer: TimerSpec = Field(default_factory=lambda: TimerSpec(warm_input_pages=True),
                              description="The per-process part, sent to the runner and the reference process.")
+
+    @model_validator(mode="after")
+    def _stop_fits_rounds(self) -> TimingProtocol:
+        if self.grade_target_rel_ci is not None and self.grade_min_rounds > self.grade_rounds:
+            raise ValueError(
+                f"timing protocol: grade_min_rounds {self.grade_min_rounds} is more than grade_rounds "
+                f"{self.grade_rounds} with the precision stop on (grade_target_rel_ci {self.grade_target_rel_ci}); "
+                "valid: 2 <= grade_min_rounds <= grade_rounds (grade_rounds is the most that run), or "
+                "grade_target_rel_ci None (the stop off)")
+        bad = [t for t in self.grade_stop_thresholds if not t > 0]
+        if bad:
+            raise ValueError(f"timing protocol: grade_stop_thresholds {bad} are not speedups; valid: positive "
+                             "numbers such as [1.0, 1.05]")
+        return self
+
+    def grade_stop(self) -> bool:
+        """The grading pass's precision stop is on."""
+        return self.grade_target_rel_ci is not None
+
+    def grade_spread_rounds(self) -> int:
+        """Rounds the grading pass's fresh-set calls and spot-check cap are spread over: the rounds sure to run."""
+        return self.grade_min_rounds if self.grade_stop() else self.grade_rounds
 
     def grade_calls(self) -> int:
         """Timed calls per variant and round of the grading pass."""
@@ -91,6 +135,12 @@ _PRESET_FIELDS: dict[str, dict[str, dict[str, Any]]] = {
                 "rotation_sets": 2, "grade_rounds": 1, "fresh_set_slack": 0.25},
     },
 }
+#: The precision stop of ``standard_fast`` (measured: benchmarks/grading_stop_replay.py, docs/timing-experiments.md).
+#: Rounds of 11 calls, 3 to 9 of them: the minimum is the standard pass's 33 calls in three batches (its fresh-set
+#: calls and spot checks spread over them as the standard pass spreads them over its three rounds), the maximum its 99.
+_FAST_STOP: dict[str, Any] = {"grade_calls_per_round": 11, "grade_rounds": 9, "grade_min_rounds": 3,
+                              "grade_target_rel_ci": 0.01, "grade_stop_thresholds": [0.95, 1.05]}
+_PRESET_FIELDS["standard_fast"] = {kind: {**fields, **_FAST_STOP} for kind, fields in _PRESET_FIELDS["standard"].items()}
 _PRESET_FIELDS["release"] = {kind: {**fields, "method": "profiler_sum"}
                              for kind, fields in _PRESET_FIELDS["standard"].items()}
 

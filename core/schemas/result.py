@@ -241,6 +241,18 @@ class Diagnostics(BaseModel):
     baselines_cached: bool | None = Field(None, description="Every baseline came from the cache (profile).")
     speed_of_light_ms: float | None = Field(None, description="The physical floor the time was capped at (T22).")
     grade_rounds: int | None = Field(None, description="Interleaved rounds of the grading pass.")
+    grade_rounds_run: int | None = Field(
+        None, description="Rounds the grading pass ran (3.7): grade_rounds, or fewer where the precision stop "
+        "(timing preset 'standard_fast') ended it; a fresh-set confirmation round is not counted.")
+    grade_stop_reason: str | None = Field(
+        None, description="Why the grading pass's rounds ended (3.7): 'all_rounds' (the precision stop off), "
+        "'precise: ...' (stopped: each speedup and its 95% interval, within the target and clear of every "
+        "threshold line), 'max_rounds: ...' (the stop on, never met: what held it at the last round).")
+    grade_round_calls: dict[str, list[int]] = Field(
+        default_factory=dict, description="Per variant ('candidate', 'eager', 'compile'), the timed calls of each "
+        "grading round in order (3.7), a fresh-set confirmation round included: with Timing.raw_ms (the suite "
+        "self-check) it splits the samples into rounds, for replays of the stop (benchmarks/grading_stop_replay.py). "
+        "The candidate's raw_ms are the rounds' samples unless the fresh-set rule replaced them (their count differs).")
     baseline_host: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description="Per baseline kind ('eager', 'compile'), the reference process's timed batches of a grading "

@@ -233,5 +233,5 @@ def test_presets_resolve_per_device_and_overrides_change_single_fields():
     assert tuned.min_calls == 7 and tuned.timer.preroll_us == 0.0 and tuned.timer.preroll_retakes == 2
     assert TimingProtocol(max_calls=30, min_calls=5).grade_calls() == 10
     assert TimingProtocol(max_calls=30, grade_calls_per_round=7).grade_calls() == 7
-    with pytest.raises(ValueError, match="valid are standard, quick, release"):
+    with pytest.raises(ValueError, match="valid are standard, standard_fast, quick, release"):
         resolve_protocol("ours", "cpu")

@@ -30,7 +30,7 @@ def test_a_version_1_result_maps_its_extra_onto_the_typed_diagnostics() -> None:
     dumped = result.model_dump(mode="json")
     assert "extra" not in dumped and dumped["diagnostics"]["grade_rounds"] == 3
     assert CandidateResult.model_validate(dumped) == result  # and it reads back as 2.0 data
-    assert INTERFACES_VERSION == "3.6" and CandidateResult(task_id="t", phase="verify", status="correct").schema_version == "3.6"
+    assert INTERFACES_VERSION == "3.7" and CandidateResult(task_id="t", phase="verify", status="correct").schema_version == "3.7"
 
 
 def test_keys_no_field_knows_are_kept_aside_and_a_bad_value_does_not_stop_the_record() -> None:
