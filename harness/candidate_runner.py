@@ -278,7 +278,9 @@ class _Runner:
         t5 = clock()
         work = {"copy_inputs": t1 - t0, "poison": t2 - t1, "timed": t3 - t2, "outputs": t4 - t3,
                 "input_fingerprints": t5 - t4}
-        return m.Called(ms=ms, host_ms=host_ms, outputs=metas, input_fingerprints=prints,
+        timer = self.timer
+        return m.Called(ms=ms, host_ms=host_ms, enqueue_ms=timer.last_enqueue_ms, spin_us=timer.last_spin_us,
+                        spin_blocked=timer.last_spin_blocked, outputs=metas, input_fingerprints=prints,
                         ops=[str(o) for o in ops][:200], violations=[_violation(v) for v in violations],
                         threads=_native_threads(), work_ms={k: round(v * 1e3, 3) for k, v in work.items()},
                         state=state)
@@ -408,9 +410,11 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the evaluation as a harness error
         runner.send(Failure(error=f"runner start failed: {type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-3000:]))
         return 1
+    from cuda_agent.harness.timing_env import process_timing_state
+
     runner.send(m.Ready(pid=os.getpid(), threads=runner.torch.get_num_threads(), spin=runner.timer.spin_calibration(),
                         start_phases=clock.phases, start_cpu_s=round(time.process_time(), 4),
-                        ready_clock=time.monotonic()))
+                        ready_clock=time.monotonic(), timing_state=process_timing_state(runner.torch)))
     while True:
         try:
             line = reader.read_line(3600.0 * 24)

@@ -116,6 +116,9 @@ class Ready(Reply):
                                           "('interpreter', when the setup said when) to ready.")
     start_cpu_s: float | None = Field(None, description="Its CPU seconds when ready (time.process_time), interpreter "
                                                         "start and imports before main() included.")
+    timing_state: dict[str, Any] = Field(
+        default_factory=dict, description="Its timing state when ready, after the op audit's warm-up and before any "
+        "candidate code (harness/timing_env.py process_timing_state): what the reference process's must match.")
 
 
 class Setup(Request):
@@ -198,6 +201,10 @@ class Called(Reply):
 
     ms: float
     host_ms: float
+    enqueue_ms: float | None = Field(None, description="CUDA: host ms from the spin's launch to the end event.")
+    spin_us: float | None = Field(None, description="CUDA: the spin the call was timed behind, microseconds.")
+    spin_blocked: bool = Field(False, description="Timed behind the base spin as a call whose host waits for the "
+                               "device (harness/spin_policy.py).")
     outputs: list[OutputMeta]
     input_fingerprints: list[str | None]
     ops: list[str] = Field(default_factory=list)

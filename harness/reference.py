@@ -292,7 +292,9 @@ class ReferenceServer:
 
     def threads(self, req: m.Threads) -> m.ThreadCount:
         """torch's intra-op thread count here (the baselines run with it)."""
-        return m.ThreadCount(threads=int(self.torch.get_num_threads()))
+        from cuda_agent.harness.timing_env import process_timing_state
+
+        return m.ThreadCount(threads=int(self.torch.get_num_threads()), timing_state=process_timing_state(self.torch))
 
     def handle(self, req: m.Request) -> Reply:
         """Run one request (by its ``op``)."""

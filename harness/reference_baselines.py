@@ -43,6 +43,9 @@ class Baselines:
         #: Per baseline kind, over every :meth:`time` call (warm-ups included): timed calls, those whose host enqueue
         #: outlasted the pre-roll spin, retakes, the longest enqueue (ms).
         self.host_stats: dict[str, dict[str, float]] = {}
+        #: Per baseline kind, whether its calls wait for the device (harness/spin_policy.py: timed behind the base
+        #: spin once its enqueue is seen growing with its spin), as the runner's timer decides for the candidate.
+        self.spin_policies: dict[str, Any] = {}
 
     def fn(self, which: str, compile_mode: str) -> Any:
         """The eager model, or its ``torch.compile`` wrapper (made once per process)."""
@@ -113,6 +116,9 @@ class Baselines:
 
     def time(self, which: str, sets: list[int], n_calls: int, warmup: int, compile_mode: str) -> list[float]:
         """Per-call ms of a baseline over rotated sets, same protocol as the candidate (the caller holds the lock)."""
+        import gc
+
+        from cuda_agent.harness.spin_policy import SpinPolicy
         from cuda_agent.harness.timing import add_host_stats, empty_host_stats
         from cuda_agent.harness.timing_stats import calibrated_overhead, net_of_overhead
 
@@ -121,6 +127,7 @@ class Baselines:
         if self.net_overhead and timer.overhead_ms is None:
             calibrated_overhead(timer)
         fn = self.fn(which, compile_mode)
+        policy = self.spin_policies.setdefault(which, SpinPolicy())
         clone = self.clone_inputs or self._mutates_inputs(which, fn, sets[0])
         samples: list[float] = []
         timer.take_host_stats()
@@ -129,7 +136,14 @@ class Baselines:
             for j in range(warmup + n_calls):
                 inputs = self.sets[sets[j % len(sets)]].inputs
                 args = [x.clone() if clone and isinstance(x, torch.Tensor) else x for x in inputs]
-                _, ms, _ = timer.time_call(lambda: fn(*args), warm=args)
+                # The cyclic collector is off during the call, as in the candidate's runner (harness/timing_env.py).
+                gc_was_on = gc.isenabled()
+                gc.disable()
+                try:
+                    _, ms, _ = timer.time_call(lambda: fn(*args), warm=args, policy=policy)
+                finally:
+                    if gc_was_on:
+                        gc.enable()
                 if j >= warmup:
                     samples.append(net_of_overhead(ms, timer.overhead_ms) if self.net_overhead else ms)
         if not clone and which not in self._verified_direct:

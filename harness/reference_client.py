@@ -21,6 +21,7 @@ from cuda_agent.harness import _spawner
 from cuda_agent.harness import reference_messages as m
 from cuda_agent.harness.reference import CHANNEL_ENV
 from cuda_agent.harness.reference_sets import ReferenceError_
+from cuda_agent.harness.timing_env import timing_env
 from cuda_agent.harness.wire import Failure, LineReader, Reply, Request, WireError, decode_reply, encode, write_all
 
 #: Seconds a process that acknowledged a stop request may take to exit (CUDA context teardown; more under load).
@@ -78,6 +79,7 @@ class ReferenceClient:
         # Descriptors (memory files, device allocations) travel beside the messages over this socket.
         self._fd_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = dict(os.environ)
+        env.update(timing_env(os.environ))  # as the candidate's runner gets it (harness/timing_env.py)
         env[CHANNEL_ENV] = f"{to_child_r},{from_child_w},{child_sock.fileno()}"
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
@@ -232,6 +234,10 @@ class ReferenceClient:
     def threads(self) -> int:
         """The child's intra-op thread count."""
         return self.request(m.Threads()).threads
+
+    def timing_state(self) -> dict[str, Any]:
+        """The child's timing state now (harness/timing_env.py ``process_timing_state``)."""
+        return dict(self.request(m.Threads()).timing_state)
 
     # ------------------------------------------------------------------ ending
     def request_stop(self) -> None:

@@ -260,9 +260,11 @@ class ProfilerSum(Request):
 
 
 class ThreadCount(Reply):
-    """torch's intra-op threads in the process."""
+    """torch's intra-op threads in the process, and its timing state (what the runner's must match)."""
 
     threads: int
+    timing_state: dict[str, Any] = Field(default_factory=dict, description="harness/timing_env.py "
+                                         "process_timing_state: environment, profiler, collector, threads.")
 
 
 class Threads(Request):

@@ -103,6 +103,9 @@ def _candidate_env(device: str, fds: tuple[int, int], threads: int, fd_socket: i
         CUDA_AGENT_RUNNER_FDS=f"{fds[0]},{fds[1]}",
         OMP_NUM_THREADS=str(threads),  # the reference process uses the same count (sandbox.cpu_threads)
     )
+    from cuda_agent.harness.timing_env import timing_env
+
+    env.update(timing_env(os.environ))  # as the reference process times its baselines (CUPTI torn down, allocator)
     from cuda_agent.harness._vmm import FD_SOCKET_ENV
 
     env[FD_SOCKET_ENV] = str(fd_socket)

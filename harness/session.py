@@ -22,6 +22,7 @@ from cuda_agent.harness.module_state import state_carried
 from cuda_agent.harness.output_checks import check_call
 from cuda_agent.harness.runner_client import RunnerClient
 from cuda_agent.harness.settings import HarnessSettings, IntegritySettings
+from cuda_agent.harness.timing import add_call_host
 from cuda_agent.harness.timing_protocol import TimingProtocol
 from cuda_agent.harness.timing_stats import TimingLock, net_of_overhead
 from cuda_agent.harness.transport import Transport
@@ -257,6 +258,7 @@ class Session:
         for part, ms in called.work_ms.items():
             work[part] = work.get(part, 0.0) + ms / 1e3
         work["round_trip"] = work.get("round_trip", 0.0) + max(0.0, wall_ms - sum(called.work_ms.values())) / 1e3
+        add_call_host(self.diagnostics.candidate_host, called.enqueue_ms, called.spin_us, called.spin_blocked)
         check_call(self, k, called, wall_ms, check=check)
         return net_of_overhead(called.ms, self.overhead_ms) if self.ctx.net_overhead else called.ms
 

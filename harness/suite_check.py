@@ -110,8 +110,12 @@ class CheckRow(BaseModel):
     baseline_host: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="Per baseline kind, the reference's timed calls (Diagnostics."
         "baseline_host): 'calls', 'over_spin' (the host's enqueue outlasted the pre-roll spin), 'retakes' (calls "
-        "taken again behind a longer spin: each one runs the model again inside the device's exclusive hold) and "
-        "'max_enqueue_ms'.")
+        "taken again behind a longer spin: each one runs the model again inside the device's exclusive hold), "
+        "'spin_blocked' (calls timed behind the base spin: their host waits for the device) and 'max_enqueue_ms'.")
+    candidate_host: dict[str, float] = Field(
+        default_factory=dict, description="The candidate's timed calls (Diagnostics.candidate_host): 'calls', "
+        "'over_spin', 'spin_blocked', 'max_enqueue_ms'; a self-check's blocked model shows 'spin_blocked' on "
+        "both sides.")
     device: str | None = Field(
         None, description="The device the graded pass ran on (Provenance.device, e.g. 'NVIDIA H100 80GB HBM3'): a "
         "suite resumed on another machine mixes rows of several, and the report counts them.")
@@ -129,7 +133,7 @@ class CheckRow(BaseModel):
 
 
 #: The baseline's timed-call counts a row keeps (:attr:`CheckRow.baseline_host`).
-HOST_KEYS = ("calls", "over_spin", "retakes", "max_enqueue_ms")
+HOST_KEYS = ("calls", "over_spin", "retakes", "spin_blocked", "max_enqueue_ms")
 
 
 def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float) -> CheckRow:
@@ -149,6 +153,7 @@ def row_from_result(task: TaskManifest, result: CandidateResult, seconds: float)
                             "calls": dict(d.grade_round_calls)}
     row.baseline_host = {kind: {k: round(float(v[k]), 3) for k in HOST_KEYS if k in v}
                          for kind, v in d.baseline_host.items()}
+    row.candidate_host = {k: round(float(v), 3) for k, v in d.candidate_host.items()}
     compiled = d.baseline_host.get("compile", {})
     if "prepare_s" in compiled:
         row.baseline_prepare = {"seconds": round(compiled["prepare_s"], 3),

@@ -18,6 +18,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+# The spin's sizing rules live with the rule for blocked calls; imported here for the timer's callers.
+from cuda_agent.harness.spin_policy import (SPIN_MARGIN, SpinPolicy, adaptive_spin_us,  # noqa: F401
+                                            next_spin_us, timed_takes)
+
 #: The longest spin (us) a retake or an adaptive spin may use when nothing else says. It covers the longest host
 #: enqueue seen on KernelBench level 3 (LSTMBidirectional's eager call, 71 ms on a loaded H100 host) with room: under a
 #: 5 ms cap (before session 37) every call of the launch-bound RNNs outlasted its spin on both sides, so their times
@@ -79,42 +83,32 @@ def warm_input_pages(tensors: Sequence[Any]) -> None:
             raw[nbytes - 1:].sum()
 
 
-#: A spin sized to cover a host enqueue lasts this many times it (the same host path again, a little slower, is
-#: still covered): a baseline's retake (:func:`next_spin_us`), a candidate's adaptive spin (:func:`adaptive_spin_us`).
-SPIN_MARGIN = 1.5
-
-
-def next_spin_us(spin_us: float, enqueue_ms: float, max_us: float) -> float:
-    """The spin of a retake after a take whose host enqueue (``enqueue_ms``) outlasted its ``spin_us``: twice the
-    spin, or 1.5 times the enqueue if that is longer (a host path that long again is then covered), at most
-    ``max_us``."""
-    return min(max_us, max(2.0 * spin_us, SPIN_MARGIN * enqueue_ms * 1e3))
-
-
-def adaptive_spin_us(base_us: float, recent_enqueue_ms: Iterable[float], max_us: float) -> float:
-    """The spin of a candidate's next call: 1.5 times the longest host enqueue of its recent calls, at least the
-    protocol's ``base_us`` and at most ``max_us``. A baseline's call whose host side outlasts its spin is retaken
-    behind a longer spin (:func:`next_spin_us`); a candidate's never is (it would run again on the same data), so
-    its spin follows its own host path from call to call instead, and both are timed as device work. A call whose
-    host side outlasts even this spin keeps that host time in its time (it can only lower the candidate's speedup)."""
-    longest = max(recent_enqueue_ms, default=0.0)
-    return min(max_us, max(base_us, SPIN_MARGIN * longest * 1e3))
-
-
 def empty_host_stats() -> dict[str, float]:
     """:attr:`DeviceTimer.host_stats` with nothing counted yet."""
-    return {"calls": 0, "over_spin": 0, "retakes": 0, "max_enqueue_ms": 0.0}
+    return {"calls": 0, "over_spin": 0, "retakes": 0, "spin_blocked": 0, "max_enqueue_ms": 0.0}
 
 
 def add_host_stats(total: dict[str, float], part: dict[str, float]) -> None:
     """Add the host statistics ``part`` into ``total`` (counts summed, the longest enqueue kept; the allocator's
     counts of a baseline's batch, where ``part`` has them, summed too)."""
-    for k in ("calls", "over_spin", "retakes"):
+    for k in ("calls", "over_spin", "retakes", "spin_blocked"):
         total[k] = total.get(k, 0) + part.get(k, 0)
     for k in ("alloc_retries", "ooms"):
         if k in part:
             total[k] = total.get(k, 0) + part[k]
     total["max_enqueue_ms"] = max(total["max_enqueue_ms"], part["max_enqueue_ms"])
+
+
+def add_call_host(total: dict[str, float], enqueue_ms: float | None, spin_us: float | None, blocked: bool) -> None:
+    """Count one of a runner's timed calls into ``total`` (Diagnostics.candidate_host) from what its reply says:
+    its host enqueue, the spin it was timed behind and whether it was timed as spin-blocked (CUDA; nothing on CPU,
+    where the reply has no spin)."""
+    if enqueue_ms is None or not spin_us:
+        return
+    total["calls"] = total.get("calls", 0) + 1
+    total["over_spin"] = total.get("over_spin", 0) + int(enqueue_ms * 1e3 > spin_us)
+    total["spin_blocked"] = total.get("spin_blocked", 0) + int(blocked)
+    total["max_enqueue_ms"] = max(total.get("max_enqueue_ms", 0.0), round(enqueue_ms, 3))
 
 
 def timer_state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -165,6 +159,10 @@ class DeviceTimer:
         fixed and a launch-bound model's host time stays in its time); a baseline's timer retakes only the calls
         that outlast even this spin (0: every call of a launch-bound model starts at the fixed spin and is retaken,
         twice the device time).
+
+    Calls whose host waits for the device (their enqueue grows with their spin) are timed behind ``preroll_us``
+    and never retaken once :attr:`spin_policy` (or the policy :meth:`time_call` is given) marks them blocked
+    (:mod:`cuda_agent.harness.spin_policy`).
     """
 
     def __init__(self, device: str, flush_bytes: int | None = None, preroll_us: float = 0.0,
@@ -196,6 +194,11 @@ class DeviceTimer:
         self.preroll_retakes = int(preroll_retakes)  # used with a spin only (without one, launch overhead is timed)
         self.preroll_max_us = max(float(preroll_max_us), self.preroll_us)
         self.spin_window = int(spin_window)
+        #: The rule for calls whose host waits for the device, for calls :meth:`time_call` is given no policy for.
+        self.spin_policy = SpinPolicy()
+        #: CUDA: the spin (us) of the last timed call's last take, and whether that call was timed as spin-blocked.
+        self.last_spin_us: float | None = None
+        self.last_spin_blocked = False
         #: Host enqueue ms of the last :attr:`spin_window` timed calls (the adaptive spin's input).
         self.recent_enqueue_ms: deque[float] = deque(maxlen=max(1, self.spin_window))
         #: CUDA with a spin: the events-timed ms of the spin calibration's probes (:meth:`spin_calibration`).
@@ -307,14 +310,18 @@ class DeviceTimer:
                 "warm_pages": self.warm_pages, "is_cuda": self.is_cuda, "cycles_per_us": self._cycles_per_us,
                 "preroll_retakes": self.preroll_retakes, "preroll_max_us": self.preroll_max_us,
                 "spin_window": self.spin_window,
-                "recent_enqueue": [id(self.recent_enqueue_ms), self.recent_enqueue_ms.maxlen]}
+                "recent_enqueue": [id(self.recent_enqueue_ms), self.recent_enqueue_ms.maxlen],
+                "spin_policy": [id(self.spin_policy), type(self.spin_policy).__qualname__]}
 
-    def _note_enqueue(self, ms: float, spin_us: float, retakes: int = 0) -> None:
+    def _note_enqueue(self, ms: float, spin_us: float, retakes: int = 0, blocked: bool = False) -> None:
         """Count one timed call whose (last) take's host side took ``ms`` against a spin of ``spin_us`` (CUDA: spin
-        launch to end event; CPU: the call), after ``retakes`` takes that outlasted their spins."""
+        launch to end event; CPU: the call), after ``retakes`` takes that outlasted their spins; ``blocked``: it was
+        timed behind the base spin as a spin-blocked call."""
         self.last_enqueue_ms = ms
+        self.last_spin_us, self.last_spin_blocked = spin_us, blocked
         self.host_stats["calls"] += 1
         self.host_stats["retakes"] += retakes
+        self.host_stats["spin_blocked"] += int(blocked)
         self.host_stats["max_enqueue_ms"] = max(self.host_stats["max_enqueue_ms"], ms)
         if self.is_cuda and ms > spin_us / 1e3:  # on CPU the host is the device: nothing to outlast
             self.host_stats["over_spin"] += 1
@@ -328,9 +335,11 @@ class DeviceTimer:
         """Device-wide synchronize (every stream of the device), no-op on CPU."""
         self._sync(self.device)
 
-    def time_call(self, fn: Callable[[], Any], *, flush: bool = True, warm: Sequence[Any] = ()) -> tuple[Any, float, float]:
+    def time_call(self, fn: Callable[[], Any], *, flush: bool = True, warm: Sequence[Any] = (),
+                  policy: SpinPolicy | None = None) -> tuple[Any, float, float]:
         """Run ``fn`` once under the protocol; returns (result, ms, host_ms). ``warm``: the call's input tensors,
-        whose pages are touched after the flush when :attr:`warm_pages` is on (outside the timed region).
+        whose pages are touched after the flush when :attr:`warm_pages` is on (outside the timed region);
+        ``policy``: ``fn``'s :class:`SpinPolicy` (default :attr:`spin_policy`; a baseline keeps one per kind).
 
         CUDA with a spin: when the host took longer to enqueue the call than the spin lasted, the device idled
         inside the events waiting for the host, and the time holds host latency (a compiled model's guards and
@@ -346,20 +355,17 @@ class DeviceTimer:
             host_ms = (self._perf() - t0) * 1e3
             self._note_enqueue(host_ms, 0.0)
             return out, host_ms, host_ms
-        spin_us, cycles = self.preroll_us, self._preroll_cycles
-        if self.spin_window and cycles:
-            spin_us = adaptive_spin_us(self.preroll_us, self.recent_enqueue_ms, self.preroll_max_us)
-            cycles = self._cycles_for(spin_us)
-        for take in range(self.preroll_retakes + 1):
-            out, ms, host_ms, enqueue_ms = self._take(fn, flush, warm, cycles)
-            if (take == self.preroll_retakes or not cycles or enqueue_ms <= spin_us / 1e3
-                    or spin_us >= self.preroll_max_us):
-                break
-            spin_us = next_spin_us(spin_us, enqueue_ms, self.preroll_max_us)
-            cycles = self._cycles_for(spin_us)
-        self._note_enqueue(enqueue_ms, spin_us, take)
-        self.recent_enqueue_ms.append(enqueue_ms)
-        return out, ms, host_ms
+        def take(spin_us: float) -> tuple[tuple[Any, float, float], float]:
+            out, ms, host_ms, enqueue_ms = self._take(fn, flush, warm, self._cycles_for(spin_us))
+            return (out, ms, host_ms), enqueue_ms
+
+        done = timed_takes(take, self.spin_policy if policy is None else policy,
+                           base_us=self.preroll_us if self._preroll_cycles else 0.0,
+                           recent_enqueue_ms=self.recent_enqueue_ms, max_us=self.preroll_max_us,
+                           window=self.spin_window, retakes=self.preroll_retakes)
+        self._note_enqueue(done.enqueue_ms, done.spin_us, done.retakes, done.blocked)
+        self.recent_enqueue_ms.append(done.enqueue_ms)
+        return done.result
 
     def _take(self, fn: Callable[[], Any], flush: bool, warm: Sequence[Any], cycles: int) -> tuple[Any, float, float, float]:
         """One CUDA take of ``fn`` behind a spin of ``cycles``: (result, ms, host_ms, enqueue_ms)."""

@@ -261,13 +261,20 @@ class Diagnostics(BaseModel):
         "blocks: too little free device memory, so the baseline paid for allocations inside its timed calls and "
         "every speed-up against it reads too large) and 'ooms'; for the kind the grade compiled before its batches, "
         "'prepare_s' and 'prepare_compiles' (frames TorchDynamo compiled then: above 0 after a warm-up that "
-        "compiled is a recompile the grade paid for).")
+        "compiled is a recompile the grade paid for); 'spin_blocked' (3.7): calls timed behind the base spin because "
+        "their host waits for the device (harness/spin_policy.py).")
     device_lock: dict[str, float] = Field(
         default_factory=dict,
         description="The session's use of the device's timing lock (3.4): 'exclusive_s' (seconds its timed batches "
         "held the device to themselves: the part of a run that no concurrency overlaps, so the floor of a suite's "
         "time), 'exclusive_wait_s' (seconds it waited for that: other tasks' timed batches, untimed work "
         "finishing), 'exclusive_takes' and 'shared_wait_s' (waits for the shared mode of untimed device work).")
+    candidate_host: dict[str, float] = Field(
+        default_factory=dict,
+        description="The candidate's timed calls of the session as its runner reported them (3.7; CUDA): 'calls', "
+        "'over_spin' (the host's enqueue outlasted the spin), 'spin_blocked' (timed behind the base spin because "
+        "the host waits for the device inside the call: harness/spin_policy.py, the rule the baselines' timer "
+        "follows too) and 'max_enqueue_ms'. Reported from the candidate's process: for people, never a verdict.")
     runner_spin: SpinCalibration | None = Field(None, description="How the runner sized its spin at its start.")
     runner_start_s: float | None = Field(
         None, description="Seconds the session's runner took from its spawn to ready (torch import, device "

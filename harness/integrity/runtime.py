@@ -43,7 +43,10 @@ TIMER_FUNCTIONS: tuple[str, ...] = (
     "cuda_agent.harness.timing.DeviceTimer.time_call", "cuda_agent.harness.timing.DeviceTimer.flush",
     "cuda_agent.harness.timing.DeviceTimer.sync", "cuda_agent.harness.timing.warm_input_pages",
     "cuda_agent.harness.timing.DeviceTimer._take", "cuda_agent.harness.timing.DeviceTimer._cycles_for",
-    "cuda_agent.harness.timing.next_spin_us", "torch.cuda._sleep",
+    "cuda_agent.harness.timing.next_spin_us", "torch.cuda._sleep", "cuda_agent.harness.spin_policy.next_spin_us",
+    "cuda_agent.harness.spin_policy.adaptive_spin_us", "cuda_agent.harness.spin_policy.SpinPolicy.observe",
+    "cuda_agent.harness.spin_policy.SpinPolicy.first_spin_us",
+    "cuda_agent.harness.spin_policy.SpinPolicy.retake_spin_us", "cuda_agent.harness.spin_policy.timed_takes",
 )
 
 #: Dotted names of checking functions and torch entry points the harness relies on (T7).

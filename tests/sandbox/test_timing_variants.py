@@ -105,7 +105,8 @@ def test_the_timer_counts_its_calls_and_their_host_time_until_taken() -> None:
     assert stats["calls"] == 3 and stats["over_spin"] == 0  # CPU: no spin to outlast
     assert stats["max_enqueue_ms"] >= 2.0 and timer.last_enqueue_ms >= 2.0
     assert stats["retakes"] == 0  # CPU: nothing to retake
-    assert timer.take_host_stats() == {"calls": 0, "over_spin": 0, "retakes": 0, "max_enqueue_ms": 0.0}
+    assert timer.take_host_stats() == {"calls": 0, "over_spin": 0, "retakes": 0, "spin_blocked": 0,
+                                       "max_enqueue_ms": 0.0}
 
 
 def test_a_model_that_writes_to_some_inputs_only_is_caught_after_its_first_batch() -> None:

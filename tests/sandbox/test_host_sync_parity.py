@@ -1,0 +1,95 @@
+"""The candidate runner and the reference process time eager calls in the same conditions (real processes).
+
+The KernelBench self-check's LSTMs and GRU read 0.67-0.81 on the GPU: the runner timed the same eager code slower
+than the reference process did. The runner's op audit starts a Kineto profiler (at its start, on audited calls),
+and Kineto keeps CUPTI attached after it stops unless ``TEARDOWN_CUPTI=1`` was in the environment; the reference
+process inherits the parent's whole environment while the runner's is built from a short list. Both now start with
+the same timing environment (harness/timing_env.py), and the runner reports its state after the audit's warm-up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.harness.candidate_pool import CandidatePool
+from cuda_agent.harness.reference_client import ReferenceClient
+from cuda_agent.harness.sandbox import RunnerOptions
+from cuda_agent.harness.settings import HarnessSettings
+from cuda_agent.harness.timing_env import FORCED, PASSED, timing_env, timing_state_differences
+
+TASK = """import gc
+import torch
+import torch.nn as nn
+
+LOG = {log!r}
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        with open(LOG, "a") as f:  # whether the cyclic collector was on during this call
+            f.write("on\\n" if gc.isenabled() else "off\\n")
+        return x * 2.0
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+#: What the parent's environment says, each different from what the children must run with or worth passing on.
+PARENT = {"TEARDOWN_CUPTI": "0", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUDA_MODULE_LOADING": "EAGER",
+          "CUDA_DEVICE_MAX_CONNECTIONS": "8"}
+
+
+@pytest.mark.slow
+def test_runner_and_reference_report_the_same_timing_state_after_the_audit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in PARENT.items():
+        monkeypatch.setenv(k, v)
+    threads = HarnessSettings().sandbox.cpu_threads
+    pool = CandidatePool(RunnerOptions(device="cpu", cpu_threads=threads, scratch_dir=tmp_path / "runner"), 0)
+    proc = pool.acquire()
+    try:
+        runner = proc.wait_ready().timing_state  # after its op audit's warm-up, before any candidate code
+    finally:
+        pool.release(proc)
+        pool.close()
+    ref = ReferenceClient("cpu", threads=threads)
+    try:
+        ref.start(TASK.format(log=str(tmp_path / "calls.log")))
+        reference = ref.timing_state()
+    finally:
+        ref.close()
+    assert runner and reference
+    assert timing_state_differences(runner, reference) == []
+    assert runner["env.TEARDOWN_CUPTI"] == "1"  # whatever the parent said: set before any profiler starts
+    for k in ("PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS"):
+        assert runner[f"env.{k}"] == PARENT[k]
+    assert runner["profiler_enabled"] is False  # the audit's profiler stopped
+
+
+@pytest.mark.slow
+def test_the_baselines_timed_calls_run_with_the_collector_off_as_the_runners_do(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    ref = ReferenceClient("cpu", threads=1)
+    try:
+        ref.start(TASK.format(log=str(log)))
+        ref.make_set(0, 123, None, "host", False)
+        ref.time_baseline("eager", [0], 2, 1)  # the first batch also checks, untimed, whether inputs are written
+        log.write_text("")
+        ref.time_baseline("eager", [0], 5, 1)
+    finally:
+        ref.close()
+    assert log.read_text().split() == ["off"] * 6
+
+
+def test_the_timing_environment_forces_the_teardown_and_passes_the_allocators_settings() -> None:
+    env = timing_env({"TEARDOWN_CUPTI": "0", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "HOME": "/x"})
+    assert env == {"TEARDOWN_CUPTI": "1", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert set(FORCED).isdisjoint(PASSED)
+    assert timing_state_differences({"a": 1, "b": 2}, {"a": 1}) == ["b: runner 2, reference None"]
