@@ -84,9 +84,8 @@ class EngineSnapshot:
         with torch.no_grad():
             if not self._saved:
                 self._saved = [p.detach().clone() for p in self.params]
-            else:
-                for dest, p in zip(self._saved, self.params):
-                    dest.copy_(p.detach())
+            else:  # one multi-tensor copy: a 1.5B model has ~340 parameter tensors
+                torch._foreach_copy_(self._saved, [p.detach() for p in self.params])
             states: list[dict[str, Any] | None] = []
             for i, key in enumerate(self.keys):
                 live = self.optimizer.state.get(key)
@@ -117,8 +116,7 @@ class EngineSnapshot:
     def restore(self) -> None:
         """Put the captured state back in place: weights, optimizer state (or its absence), settings, counters."""
         with torch.no_grad():
-            for p, saved in zip(self.params, self._saved):
-                p.data.copy_(saved)
+            torch._foreach_copy_([p.data for p in self.params], self._saved)
             for key, saved in zip(self.keys, self._states):
                 if saved is None:
                     self.optimizer.state.pop(key, None)  # a fresh AdamW: the next step creates it as a first step
