@@ -253,8 +253,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"  stopped early: {summary['stopped_early']}; rounds run: {summary['rounds_run']}")
     print(f"  timed calls saved: {summary['calls_saved_share']:.1%}; timed seconds saved: {summary['timed_s_saved']} "
           f"of {summary['timed_s_full']}")
-    print(f"  device hold (timed ms + {per_call_s * 1e3:.2f} ms a call, the median of {len(held)} rows recording "
-          f"it): {summary['hold_s_saved_est']} of {summary['hold_s_full_est']} s saved "
+    basis = (f"timed ms + {per_call_s * 1e3:.2f} ms a call, the median of {len(held)} rows recording it" if held
+             else "timed ms only: no row recorded its hold")
+    print(f"  device hold ({basis}): {summary['hold_s_saved_est']} of {summary['hold_s_full_est']} s saved "
           f"({summary['hold_s_saved_est'] / max(summary['hold_s_full_est'], 1e-9):.1%})")
     print(f"  speedup error vs the full pass: median {summary['error_median']:.3%}, p95 {summary['error_p95']:.3%}, "
           f"max {summary['error_max']:.3%}")

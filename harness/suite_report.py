@@ -54,6 +54,8 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         # ... or compiled it for the first time: the process warmed for the grade was gone (closed, retired)
         "compiled_cold_in_grade": [r.task_id for r in rows if r.baseline_prepare.get("cold")],
         "seconds": round(sum(r.seconds for r in rows), 1),
+        # the grading passes' rounds: how many ran, and how many passes the precision stop ended ('standard_fast')
+        "grade_rounds": _grade_rounds(rows),
         # where the suite's time goes (its whole run must fit two 10-minute device runs): per evaluator phase, and
         # the forward calls' part of it split into the runner's work and the round trip
         "phase_s": _totals(r.phase_s for r in rows),
@@ -63,6 +65,17 @@ def summarize(rows: list[CheckRow], planned: int) -> dict[str, Any]:
         # the runs laid out in time, the device floor (timed batches alone on the device) and the rest's estimate
         "timeline": timeline(rows, unchecked=max(0, planned - len(rows))),
     }
+
+
+def _grade_rounds(rows: list[CheckRow]) -> dict[str, Any]:
+    """Rows recording their grading pass's rounds (interfaces 3.7): 'rows', 'stopped_early' (the precision stop
+    ended the pass before its most rounds) and 'rounds_run' (rows per count); empty when no row records them."""
+    recorded = [r.grade_rounds for r in rows if r.grade_rounds.get("run") is not None]
+    if not recorded:
+        return {}
+    return {"rows": len(recorded),
+            "stopped_early": sum(g["run"] < (g.get("max") or g["run"]) for g in recorded),
+            "rounds_run": dict(sorted(Counter(str(g["run"]) for g in recorded).items(), key=lambda kv: int(kv[0])))}
 
 
 def _critical_path_note(held: float | None, steps: list[int]) -> str:
@@ -111,6 +124,10 @@ def markdown(report: dict[str, Any], rows: list[CheckRow]) -> str:
         lines.append("- rows per device: " + ", ".join(f"{k} {v}" for k, v in s["devices"].items())
                      + (" (the self-speedups compare within a device; statuses across them)" if len(s["devices"]) > 1
                         else ""))
+    if s.get("grade_rounds"):
+        g = s["grade_rounds"]
+        lines.append(f"- grading passes the precision stop ended early: {g['stopped_early']} of {g['rows']}; rows by "
+                     "rounds run: " + ", ".join(f"{k}: {v}" for k, v in g["rounds_run"].items()))
     if s.get("phase_s"):
         top = list(s["phase_s"].items())[:6]
         lines.append("- seconds per phase, summed over tasks (largest): " + ", ".join(f"{k} {v}" for k, v in top))

@@ -30,6 +30,10 @@ def test_tasks_check_with_standard_fast_records_its_rounds_and_replays(tmp_path:
                                                                        or rounds["run"] == 9), rounds
     assert rounds["calls"]["eager"] == [11] * rounds["run"]  # rounds of 11 calls; no compile baseline here
     assert sum(rounds["calls"]["eager"]) == len(row["samples_ms"]["eager"])
+    summary = json.loads((out / "report.json").read_text())["summary"]["grade_rounds"]
+    assert summary["rows"] == 1 and summary["rounds_run"] == {str(rounds["run"]): 1}
+    assert summary["stopped_early"] == int(rounds["run"] < 9)
+    assert "grading passes the precision stop ended early" in (out / "report.md").read_text()
     capsys.readouterr()
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
