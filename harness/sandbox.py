@@ -114,6 +114,17 @@ def _candidate_env(device: str, fds: tuple[int, int], threads: int, fd_socket: i
     return env
 
 
+def runner_environment(device: str, threads: int) -> dict[str, str]:
+    """The environment a runner for ``device`` with ``threads`` intra-op threads starts with, less the descriptors
+    of its pipes (benchmarks/host_sync_parity.py starts processes with it)."""
+    from cuda_agent.harness._vmm import FD_SOCKET_ENV
+
+    env = _candidate_env(device, (0, 0), threads, 0)
+    env.pop("CUDA_AGENT_RUNNER_FDS", None)
+    env.pop(FD_SOCKET_ENV, None)
+    return env
+
+
 class CandidateProcess:
     """One pre-started sandboxed runner, used for one evaluation, then killed.
 

@@ -70,6 +70,10 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     check_probe) part "$s" "check_path_probe$tag" "${CHECK_PROBE_CAP_S:-120}" python3 benchmarks/check_path_probe.py ${CHECK_PROBE_ARGS:-} --out "$RES/check_path_probe.json" ;;
     hand_over)   part "$s" "fresh_hand_over$tag" "${HAND_OVER_CAP_S:-240}" python3 benchmarks/fresh_hand_over.py --backend cuda ${HAND_OVER_ARGS:-} --out "$RES/fresh_hand_over.json" ;;
     spread_probe) part "$s" "timing_spread_probe$tag" 200 python3 benchmarks/timing_spread_probe.py ${SPREAD_PROBE_ARGS:-} --out "$RES/timing_spread_probe.json" ;;
+    host_sync)   # the RNNs' timing band (issue 21): an eager LSTM timed as each side, one difference at a time, then
+                 # its forward waiting for the device (the spin rule's case); HOST_SYNC_ARGS adds e.g. --harness
+                 part "$s" "host_sync_parity$tag" "${HOST_SYNC_CAP_S:-150}" python3 benchmarks/host_sync_parity.py --calls 60 ${HOST_SYNC_ARGS:-} --out "$RES/host_sync_parity.json"
+                 part "$s" "host_sync_blocked$tag" "${HOST_SYNC_CAP_S:-150}" python3 benchmarks/host_sync_parity.py --calls 40 --h0-on-host --variants reference,runner,reference_no_spin_rule,runner_no_spin_rule ${HOST_SYNC_ARGS:-} --out "$RES/host_sync_blocked.json" ;;
     compile_probe[A-Z]|compile_probe) # compile_probe, compile_probeA ...: args from COMPILE_PROBE_ARGS, COMPILE_PROBE_ARGS_A ...
                  local csfx=${what#compile_probe} cvar=COMPILE_PROBE_ARGS; [ -n "$csfx" ] && cvar="COMPILE_PROBE_ARGS_$csfx"
                  part "$s" "compile_baseline_probe$csfx$tag" 200 python3 benchmarks/compile_baseline_probe.py ${!cvar:-} --out "$RES/compile_baseline_probe$csfx.json" ;;

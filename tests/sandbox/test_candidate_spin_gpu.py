@@ -47,6 +47,7 @@ def test_the_candidates_adaptive_spin_times_a_launch_bound_call_as_the_baseline_
     assert f > 1.3 * b  # the fixed spin keeps the host's time in the candidate's: what the self-check showed
     assert a == pytest.approx(b, rel=0.1)
     assert adaptive.host_stats["calls"] == 45 and adaptive.host_stats["retakes"] == 0  # never a call taken twice
+    assert not adaptive.spin_policy.blocked and not baseline.spin_policy.blocked  # launch-bound, never waiting
 
 
 def test_a_call_whose_host_side_outlasts_the_old_5_ms_cap_is_timed_as_device_work_on_both_sides() -> None:
@@ -72,6 +73,32 @@ def test_a_call_whose_host_side_outlasts_the_old_5_ms_cap_is_timed_as_device_wor
     assert c == pytest.approx(b, rel=0.05)
     assert old > 1.3 * c  # under the old cap the host's time stayed in the time
     assert baseline.host_stats["retakes"] <= 0.2 * baseline.host_stats["calls"]
+    assert not candidate.spin_policy.blocked and not baseline.spin_policy.blocked  # its host never waits
+
+
+def test_a_call_whose_host_waits_for_the_device_is_timed_behind_the_base_spin_on_both_sides() -> None:
+    """A forward that copies a CPU tensor to the device first (``h0.to(device)``, as KernelBench's LSTMs once did)
+    waits for the spin before its host-bound part: its enqueue is the spin plus its own, so a spin sized to the
+    enqueue never covers it and climbed to the cap on both sides (session 38's LSTM rows: every call over the spin,
+    enqueues of cap + 20-60 ms). The spin rule (harness/spin_policy.py) sees the enqueue grow with the spin, marks
+    the call spin_blocked on each side from its own takes, and times it behind the base spin: the same time as
+    before on both sides (what follows the wait is enqueued after the spin whatever its length), without spinning
+    the device for up to 500 ms a call."""
+    x = torch.randn(256, device="cuda")
+    h = torch.randn(256)  # on the host: the copy synchronises with the stream, i.e. waits for the spin
+    call = lambda: _host_bound(x + h.to(x.device), 100, 50e-6)  # noqa: E731
+    baseline = DeviceTimer.from_spec("cuda:0", _spec(), retakes=True)
+    candidate = DeviceTimer.from_spec("cuda:0", _spec(), retakes=False)
+    b, c = (_median_call_ms(t, call, x) for t in (baseline, candidate))
+    own = statistics.median(candidate.recent_enqueue_ms)
+    print(f"baseline {b:.3f} ms, candidate {c:.3f} ms, enqueue now {own:.3f} ms, blocked calls "
+          f"{baseline.host_stats['spin_blocked']} and {candidate.host_stats['spin_blocked']} of 24, evidence "
+          f"{candidate.spin_policy.evidence}")
+    assert baseline.spin_policy.blocked and candidate.spin_policy.blocked
+    assert candidate.host_stats["spin_blocked"] >= 21 and baseline.host_stats["spin_blocked"] >= 23
+    assert own < 0.2 + 1.5 * c + 2.0, "the spin still grows with the enqueue"  # base spin + own host path
+    assert c == pytest.approx(b, rel=0.05)
+    assert baseline.host_stats["retakes"] <= 2  # only while it learnt: a longer spin hides nothing here
 
 
 def _spec(**fields):  # type: ignore[no-untyped-def]

@@ -93,3 +93,26 @@ def test_the_timing_environment_forces_the_teardown_and_passes_the_allocators_se
     assert env == {"TEARDOWN_CUPTI": "1", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
     assert set(FORCED).isdisjoint(PASSED)
     assert timing_state_differences({"a": 1, "b": 2}, {"a": 1}) == ["b: runner 2, reference None"]
+
+
+@pytest.mark.slow
+def test_the_parity_benchmark_times_each_side_on_the_cpu_backend(tmp_path: Path) -> None:
+    """benchmarks/host_sync_parity.py (run on the GPU by scripts/gpu_session.sh's host_sync part) on the CPU:
+    every variant's process starts with its side's environment and reports its timing state."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "parity.json"
+    proc = subprocess.run([sys.executable, str(root / "benchmarks" / "host_sync_parity.py"), "--device", "cpu",
+                           "--size", "small", "--calls", "3", "--warmup", "1", "--h0-on-host",
+                           "--variants", "reference,runner,runner_cupti_kept", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    variants = json.loads(out.read_text())["variants"]
+    assert variants["reference"]["ratio_to_reference"] == 1.0
+    assert all(len(v["samples_ms"]) == 3 and v["median_ms"] > 0 for v in variants.values())
+    assert variants["runner"]["state"]["env.TEARDOWN_CUPTI"] == "1"
+    assert variants["reference"]["state"]["env.TEARDOWN_CUPTI"] == "1"
+    assert variants["runner_cupti_kept"]["state"]["env.TEARDOWN_CUPTI"] is None  # the switch reached the process
