@@ -109,9 +109,9 @@ def test_a_real_grade_stops_after_min_rounds_on_a_stable_case(make_evaluator, ta
 
 
 def test_a_real_grade_never_stops_while_the_interval_holds_a_line(make_evaluator, tasks) -> None:  # type: ignore[no-untyped-def]
-    """Lines every 0.01% from 0.5 to 2: whatever a self-check's speedup reads, its interval holds one, so every
-    round runs, and the reason says which line held it."""
-    lines = [round(0.5 + i * 1e-4, 4) for i in range(15001)]
+    """Lines 0.02% apart from 0.05 to 20: whatever a self-check's speedup reads on a busy host, its interval holds
+    one, so every round runs, and the reason says which line held it."""
+    lines = [0.05 * 1.0002 ** i for i in range(29960)]
     protocol = {"grade_rounds": 3, "grade_min_rounds": 2, "grade_calls_per_round": 6,
                 "grade_target_rel_ci": 100.0, "grade_stop_thresholds": lines}
     with make_evaluator(protocol=protocol) as ev:
