@@ -9,6 +9,8 @@ the same timing environment (harness/timing_env.py), and the runner reports its 
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -99,7 +101,6 @@ def test_the_timing_environment_forces_the_teardown_and_passes_the_allocators_se
 def test_the_parity_benchmark_times_each_side_on_the_cpu_backend(tmp_path: Path) -> None:
     """benchmarks/host_sync_parity.py (run on the GPU by scripts/gpu_session.sh's host_sync part) on the CPU:
     every variant's process starts with its side's environment and reports its timing state."""
-    import json
     import subprocess
     import sys
 
@@ -116,3 +117,30 @@ def test_the_parity_benchmark_times_each_side_on_the_cpu_backend(tmp_path: Path)
     assert variants["runner"]["state"]["env.TEARDOWN_CUPTI"] == "1"
     assert variants["reference"]["state"]["env.TEARDOWN_CUPTI"] == "1"
     assert variants["runner_cupti_kept"]["state"]["env.TEARDOWN_CUPTI"] is None  # the switch reached the process
+
+
+AUDIT_TWICE = """
+import torch
+from cuda_agent.harness.integrity import runtime
+x = torch.randn(1024, device="cuda")
+seen = []
+for _ in range(3):  # the audit's warm-up, then audited calls: CUPTI is torn down after each and set up again
+    with runtime.audit_ops() as log:
+        (x * 2.0).sum()
+    seen.append(len(log.kernels))
+print(seen)
+"""
+
+
+@pytest.mark.gpu
+def test_the_op_audit_still_sees_kernels_after_cupti_was_torn_down() -> None:
+    """With TEARDOWN_CUPTI=1 Kineto detaches CUPTI after each audit and attaches it again at the next (lazy
+    re-initialisation): every audit must still list the kernels it ran (the kernel-origin rule reads them)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, **timing_env(os.environ)}
+    proc = subprocess.run([sys.executable, "-c", AUDIT_TWICE], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(counts) == 3 and all(n >= 2 for n in counts), counts
