@@ -47,6 +47,7 @@ TIMER_FUNCTIONS: tuple[str, ...] = (
     "cuda_agent.harness.spin_policy.adaptive_spin_us", "cuda_agent.harness.spin_policy.SpinPolicy.observe",
     "cuda_agent.harness.spin_policy.SpinPolicy.first_spin_us",
     "cuda_agent.harness.spin_policy.SpinPolicy.retake_spin_us", "cuda_agent.harness.spin_policy.timed_takes",
+    "cuda_agent.harness.timing.timed_takes",
 )
 
 #: Dotted names of checking functions and torch entry points the harness relies on (T7).

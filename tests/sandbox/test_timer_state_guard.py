@@ -42,6 +42,7 @@ PATCHES = {
     "page warm-up switched on": "obj.warm_pages = True",
     "retakes switched on": "obj.preroll_retakes = 5",
     "adaptive spin switched off": "obj.spin_window = 0",
+    "spin rule swapped": "obj.spin_policy = type(obj.spin_policy)()",
 }
 
 
