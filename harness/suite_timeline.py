@@ -67,7 +67,7 @@ def timeline(rows: Sequence[Any], unchecked: int = 0) -> dict[str, Any]:
     retakes: dict[str, dict[str, float]] = {}
     for r in rows:
         for kind, host in r.baseline_host.items():
-            total = retakes.setdefault(kind, {"calls": 0, "over_spin": 0, "retakes": 0})
+            total = retakes.setdefault(kind, {"calls": 0, "over_spin": 0, "retakes": 0, "spin_blocked": 0})
             for k in total:
                 total[k] += host.get(k, 0)
     per_task = floor / len(locked) if locked else None
@@ -113,5 +113,7 @@ def markdown_lines(t: dict[str, Any]) -> list[str]:
     for kind, v in t["baseline_retakes"].items():
         if v["calls"]:
             lines.append(f"- {kind} baseline: {int(v['retakes'])} retakes and {int(v['over_spin'])} calls over the "
-                         f"spin in {int(v['calls'])} timed calls")
+                         f"spin in {int(v['calls'])} timed calls"
+                         + (f", {int(v['spin_blocked'])} timed behind the base spin (host waits for the device)"
+                            if v.get("spin_blocked") else ""))
     return lines + [""]

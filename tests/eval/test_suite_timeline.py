@@ -29,16 +29,18 @@ def test_rows_split_into_runs_where_nothing_ran_for_a_while_and_each_run_is_laid
 def test_the_floor_the_retakes_and_the_estimate_for_the_tasks_left() -> None:
     t0 = 1_780_000_000.0
     rows = [row("a", t0, 10, 4, baseline_host={"eager": {"calls": 99, "over_spin": 3, "retakes": 2},
-                                                 "compile": {"calls": 99, "over_spin": 40, "retakes": 60}}),
+                                                 "compile": {"calls": 99, "over_spin": 40, "retakes": 60,
+                                                             "spin_blocked": 97}}),
             row("b", t0 + 5, 15, 2, baseline_host={"eager": {"calls": 99, "over_spin": 0, "retakes": 0}})]
     t = timeline(rows, unchecked=10)
     assert t["exclusive_s"] == 6.0 and t["exclusive_per_task_s"] == 3.0 and t["rows_with_lock_record"] == 2
-    assert t["baseline_retakes"]["eager"] == {"calls": 198, "over_spin": 3, "retakes": 2}
+    assert t["baseline_retakes"]["eager"] == {"calls": 198, "over_spin": 3, "retakes": 2, "spin_blocked": 0}
     assert t["baseline_retakes"]["compile"]["retakes"] == 60
     assert t["unchecked_at_last_pace_s"] == 100 and t["unchecked_floor_s"] == 30  # span 20 s over 2 tasks
     text = "\n".join(markdown_lines(t))
     assert "| 2 | 20.0 | 10.0 |" in text and "10 tasks unchecked: about 100 s" in text and "at least 30 s" in text
-    assert "compile baseline: 60 retakes and 40 calls over the spin in 99 timed calls" in text
+    assert ("compile baseline: 60 retakes and 40 calls over the spin in 99 timed calls, 97 timed behind the base "
+            "spin") in text
     # Rows from before start times were recorded: no section, no estimate.
     old = [CheckRow(task_id="x", status="correct", seconds=3)]
     assert markdown_lines(timeline(old, unchecked=5)) == [] and "unchecked" not in timeline(old, unchecked=5)
