@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.harness.settings import TimingSettings
+from cuda_agent.harness.spin_policy import SPIN_RULE_VERSION
 from cuda_agent.harness.timing_protocol import TimingProtocol
 from cuda_agent.harness.timing_stats import TimingLock, summarize, timing_done
 from cuda_agent.schemas.result import Baselines, Timing
@@ -38,7 +39,8 @@ def baseline_key(
     per-process cost; ``timing_cpus``: where the timing process ran; ``flush_multiple``: the L2 flush's size;
     ``warm_pages``: inputs' pages warmed after the flush; ``clone_inputs``: a clone per call; ``preroll_retakes`` /
     ``preroll_max_us``: retakes of calls whose host side outlasted the spin; ``spin_window``: the first take's spin
-    follows the recent host enqueue). The protocol's fields are in
+    follows the recent host enqueue; with a spin, the version of the rule for calls whose host waits for the device,
+    :data:`~cuda_agent.harness.spin_policy.SPIN_RULE_VERSION`). The protocol's fields are in
     :class:`~cuda_agent.harness.timing_protocol.TimingProtocol`."""
     material: list[Any] = [code_hash, device_name, torch_version, which, preset, compile_mode if which == "compile" else "", threads]
     if preroll_us:
@@ -57,6 +59,8 @@ def baseline_key(
         material.append(f"retakes={int(preroll_retakes)}/{float(preroll_max_us)}")
     if spin_window and preroll_us:  # keys of runs without an adaptive spin are unchanged
         material.append(f"spin_window={int(spin_window)}")
+    if preroll_us:  # a spin-blocked model is timed behind the base spin since this rule (harness/spin_policy.py)
+        material.append(f"spin_rule={SPIN_RULE_VERSION}")
     blob = json.dumps(material)
     return f"{which}-" + hashlib.sha256(blob.encode()).hexdigest()[:20]
 

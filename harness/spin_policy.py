@@ -35,6 +35,9 @@ MIN_SPIN_RATIO = 1.25
 #: An over-spin take confirms blocking when its enqueue moved by at least this share of its spin's change from the
 #: previous over-spin take (a blocked call's enqueue moves by all of it; a host path that does not wait, by none).
 BLOCKED_SLOPE = 0.5
+#: Part of every CUDA baseline's cache key (harness/baselines.py): a baseline timed before the rule (or under another
+#: version of it) is never reused.
+SPIN_RULE_VERSION = 1
 #: Confirming steps in a row that mark a call ``spin_blocked``: two, so that one jump of a busy host (a descheduled
 #: process) is not enough; a blocked call confirms in its first three over-spin takes.
 CONFIRMATIONS = 2

@@ -134,3 +134,13 @@ def test_without_a_spin_there_is_one_take_and_nothing_is_learnt() -> None:
                        max_us=MAX_US, window=4, retakes=2)
     assert seen == [0.0] and done.retakes == 0 and not done.blocked and policy.evidence == []
 
+
+
+def test_a_baseline_timed_before_the_rule_is_never_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cuda_agent.harness import baselines
+
+    args = ("hash", "NVIDIA H200", "2.13", "eager", "ours", "default", 1)
+    with_spin, without = baselines.baseline_key(*args, 200.0), baselines.baseline_key(*args)
+    monkeypatch.setattr(baselines, "SPIN_RULE_VERSION", 0)  # what a key made before the rule stands for
+    assert baselines.baseline_key(*args, 200.0) != with_spin
+    assert baselines.baseline_key(*args) == without  # no spin, nothing to block: CPU keys are unchanged
