@@ -144,3 +144,33 @@ def test_a_baseline_timed_before_the_rule_is_never_reused(monkeypatch: pytest.Mo
     monkeypatch.setattr(baselines, "SPIN_RULE_VERSION", 0)  # what a key made before the rule stands for
     assert baselines.baseline_key(*args, 200.0) != with_spin
     assert baselines.baseline_key(*args) == without  # no spin, nothing to block: CPU keys are unchanged
+
+
+def test_a_check_row_keeps_both_sides_spin_blocked_counts() -> None:
+    """``tasks check`` rows carry what each side's timer did with a blocked model (Diagnostics, interfaces 3.7)."""
+    from cuda_agent.harness.suite_check import row_from_result
+    from cuda_agent.schemas.result import CandidateResult, Diagnostics, Status
+    from cuda_agent.schemas.task import TaskManifest
+
+    task = TaskManifest.from_code("tests/blocked", "class Model: pass\n")
+    diagnostics = Diagnostics(
+        baseline_host={"eager": {"calls": 104, "over_spin": 104, "retakes": 2, "spin_blocked": 103,
+                                 "max_enqueue_ms": 23.1}},
+        candidate_host={"calls": 103, "over_spin": 103, "spin_blocked": 100, "max_enqueue_ms": 143.2})
+    row = row_from_result(task, CandidateResult(task_id=task.id, phase="grade", status=Status.correct,
+                                                diagnostics=diagnostics), 1.0)
+    assert row.baseline_host["eager"]["spin_blocked"] == 103
+    assert row.candidate_host == {"calls": 103, "over_spin": 103, "spin_blocked": 100, "max_enqueue_ms": 143.2}
+
+
+def test_the_sessions_count_of_the_runners_calls() -> None:
+    """Diagnostics.candidate_host, summed by the session from each call's reply (harness/timing.py add_call_host)."""
+    from cuda_agent.harness.timing import add_call_host
+
+    total: dict[str, float] = {}
+    add_call_host(total, 0.5, 0.0, False)  # CPU: no spin, nothing to count
+    assert total == {}
+    for enqueue_ms, spin_us, blocked in [(23.0, 200.0, False), (57.0, 34_800.0, False), (23.4, 200.0, True),
+                                         (0.1, 200.0, False)]:
+        add_call_host(total, enqueue_ms, spin_us, blocked)
+    assert total == {"calls": 4, "over_spin": 3, "spin_blocked": 1, "max_enqueue_ms": 57.0}
