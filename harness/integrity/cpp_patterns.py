@@ -80,6 +80,14 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T1.cpp.python_api", r"(?<![\w.>:~])(getattr|hasattr|setattr|delattr|eval_file|globals|reinterpret_borrow|"
        r"reinterpret_steal|isinstance)\s*(<[^;()]*>)?\s*\(",
        "pybind11 free functions (found by argument-dependent lookup) reach Python objects; not allowed"),
+    # A pybind11 object's raw PyObject* and the interpreter's type slots reach any Python attribute or call with no
+    # Py* name (`o.ptr()->ob_type->tp_getattro(...)`, `->tp_call(...)`): nothing an honest binding needs
+    _p("T1.cpp.python_api", r"(\.|->)\s*ptr\s*\(\s*\)|\b(ob_type|ob_refcnt|ob_base|ob_item|tp_(call|getattro|getattr|"
+       r"setattro|setattr|dict|base|bases|mro|new|init|alloc|free|dealloc|repr|str|as_number|as_sequence|as_mapping|"
+       r"iter|iternext|descr_get|descr_set|methods|members|getset|vectorcall\w*|richcompare|subclasses)|"
+       r"mp_subscript|mp_ass_subscript|sq_item|sq_ass_item|ma_values|ma_keys)\b",
+       "raw Python objects (`.ptr()`, PyObject/PyTypeObject fields such as ob_type, tp_getattro, tp_call) reach "
+       "Python from C++; not allowed"),
     _p("T1.cpp.python_api", r"\bmodule_?\s*::\s*import\b|(\.|->)\s*(import|reload)\s*\(",
        "importing Python modules from C++ is not allowed"),
     _p("T9.cpp.stream", r"\b(cudaStreamCreate\w*|cuStreamCreate\w*|getStreamFromPool|getStreamFromExternal|"

@@ -34,6 +34,8 @@ MODULE_TYPE = re.compile(rf"(?<![\w:]){_MODULE}(?!\s*::)")
 REGISTRATION = re.compile(rf"\bvoid\s+(\w+)\s*\(\s*{_MODULE}\s*&\s*(\w+)\s*\)\s*(\{{|;)")
 #: ``PYBIND11_MODULE(name, p) {`` (a single file's own registration).
 PYBIND11_MODULE = re.compile(r"\bPYBIND11_MODULE\s*\(\s*\w+\s*,\s*(\w+)\s*\)\s*\{")
+#: pybind11 helpers that make Python objects (arguments' default values): only in `.def(...)` arguments.
+_VALUE_HELPERS = re.compile(r"\b(?:py|pybind11)\s*::\s*(arg_v|arg|none|kw_only|pos_only|doc|call_guard)\b")
 _ATTR_SET = re.compile(r'(\.|->)\s*attr\s*\(\s*""\s*\)\s*=(?!=)')
 _HINT = ("register with `void register_x(pybind11::module& m) { m.def(\"name\", &fn); }` and take tensors and "
          "numbers in the bound functions")
@@ -50,6 +52,17 @@ def _close(code: str, i: int) -> int:
     for j in range(i, len(code)):
         depth += code[j] == "{"
         depth -= code[j] == "}"
+        if depth == 0:
+            return j + 1
+    return len(code)
+
+
+def _close_paren(code: str, i: int) -> int:
+    """Index after the parenthesis group opening at ``code[i]`` (the end of ``code`` when unbalanced)."""
+    depth = 0
+    for j in range(i, len(code)):
+        depth += code[j] == "("
+        depth -= code[j] == ")"
         if depth == 0:
             return j + 1
     return len(code)
@@ -132,6 +145,29 @@ def check_module_handles(lines: list[tuple[int, str]], filename: str, suffix: st
     for m in _ATTR_SET.finditer(code):
         if m.start() not in attr_sets_ok:
             flag(m.start(), "`.attr(...) = ...` sets attributes of the registration's own module only", "T1.cpp.python_api")
+    # The registration's `m.def(...)` may only be followed by `;` or a chained `.def(...)`: its result is the module.
+    for m in re.finditer(r"(?<![\w.:>])(\w+)\s*\.\s*def\s*\(", code):
+        if not any(m.group(1) == param and s <= m.start() < e for param, s, e in bodies):
+            continue
+        j = _close_paren(code, m.end() - 1)
+        while True:
+            chained = re.match(r"\s*\.\s*def\s*\(", code[j:])
+            if not chained:
+                break
+            j = _close_paren(code, j + chained.end() - 1)
+        if not re.match(r"\s*;", code[j:]):
+            flag(j, "the result of `m.def(...)` is the module: only `;` or another `.def(...)` may follow")
+    # Python values made from C++ ones (py::arg_v's value, py::none()) are objects with Python operators and calls:
+    # the registration helpers belong in the arguments of `.def(...)`, outside its lambdas' bodies.
+    defs = [(m.end() - 1, _close_paren(code, m.end() - 1)) for m in re.finditer(r"(\.|->)\s*def\s*\(", code)]
+    all_lambdas = _lambdas(code, 0, len(code))
+    for m in _VALUE_HELPERS.finditer(code):
+        inside_def = any(s < m.start() < e for s, e in defs)
+        in_lambda = any(s <= m.start() < e for s, e in all_lambdas)
+        if not inside_def or in_lambda:
+            flag(m.start(), f"`{m.group(0).strip()}` makes a Python object; pybind11's registration helpers "
+                 "(py::arg, py::arg_v, py::none(), py::kw_only ...) belong in the arguments of m.def(...), outside "
+                 "lambda bodies", "T1.cpp.python_api")
     for name in names:
         for m in re.finditer(rf"(?<![\w.:>]){re.escape(name)}\b", code):
             at = m.start()

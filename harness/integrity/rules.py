@@ -41,7 +41,8 @@ RULES: dict[str, str] = {
     "T1.cpp.dispatcher": "C++ looks up operators through the dispatcher (c10::Dispatcher, findSchema, callBoxed, OperatorHandle)",
     "T1.cpp.dispatch_guard": "C++ manipulates dispatch keys or modes (ExcludeDispatchKeyGuard, tls_set_dispatch_key_*), "
     "which would hide ops from the runtime audit",
-    "T1.cpp.python_api": "C++ calls into Python (Python.h, PyImport_*, PyObject_Call*, PyRun_*, py::module_::import, py::eval)",
+    "T1.cpp.python_api": "C++ calls into Python (Python.h, PyImport_*, PyObject_Call*, PyRun_*, py::module_::import, "
+    "py::eval, .ptr() and PyObject/type fields, py::arg_v/py::none() values outside m.def(...) arguments)",
     "T1.cpp.module_handle": "C++ uses a pybind11 module handle beyond registration: a module parameter of a bound "
     "function or lambda, the registration's module kept, copied or used other than m.def/m.doc()/m.attr(NAME) = v, "
     "a registration function bound as a value (each reaches Python at call time)",
