@@ -1,6 +1,7 @@
 // expect: T1.cpp.module_handle
-// A bound function taking a module: called as ext.patch(x, torch) it replaces torch.allclose (no import, no .attr,
-// no py::object: every name here passed the python_api patterns before session 40).
+// A bound function taking a module: given one it defines into it, and `t.def("allclose", ...)` replaces a function
+// that is not pybind11's own (torch.allclose, were torch handed in: the Python allowlist refuses passing torch, not
+// the extension module itself). No import, no .attr, no py::object: every name here passed before session 40.
 #include <torch/extension.h>
 
 torch::Tensor patch(torch::Tensor x, pybind11::module_ t) {

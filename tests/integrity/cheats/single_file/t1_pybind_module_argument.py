@@ -1,6 +1,6 @@
 # expect: T1.cpp.module_handle
 # The extension hands itself to its own function (`ext.relu_forward(x, ext)` passes the Python allowlist): the C++
-# side redefines relu_forward into an identity after the first, verified call.
+# side holds a module handle at call time and defines into it (a second overload here).
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
