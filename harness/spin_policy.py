@@ -6,8 +6,9 @@ around the call time device work only. A spin sized to the host's enqueue covers
 call's first take, :func:`next_spin_us` for a baseline's retake).
 
 That only works while the host does not wait for the device inside the call. A call that synchronises (a
-``.item()``, a copy to or from pageable host memory, a ``cudaStreamSynchronize`` in a library) holds its host until
-the spin has run, so its enqueue is the spin plus its own host path: the adaptive spin (1.5 times the enqueue) grows
+``.item()``, a copy to or from pageable host memory, a ``cudaStreamSynchronize`` in a library), or one that launches
+more kernels than the device's launch queue holds (thousands: the queue fills while the device spins, and each
+further launch waits for room), holds its host until the spin has run, so its enqueue is the spin plus its own host path: the adaptive spin (1.5 times the enqueue) grows
 call after call up to ``preroll_max_us`` and never covers it. KernelBench's level-3 LSTMs show that signature in
 session 38's H200 rows: every eager call over its spin on both sides, enqueues of 143-186 ms against a 120 ms cap
 (the cap plus 20-60 ms, their eager time); which call inside cuDNN's RNN path waits is for a GPU trace to say
