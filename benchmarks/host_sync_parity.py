@@ -21,6 +21,9 @@ forward, as KernelBench's LSTMs once did), the case the spin rule is for: with t
 ``spin_blocked`` and spin no longer; without it the enqueue grows to the cap. On the CPU backend there is no spin,
 no CUPTI and no events (host-timed calls): the variants still run, so the benchmark is tested there.
 
+``--launches N`` times N tiny back-to-back launches instead (nothing synchronises): with N above the launch
+queue's depth the host waits for room while the device spins, the other way a call's enqueue grows with its spin.
+
 ``--harness`` also runs the real self-check (harness/evaluator.py ``self_check``: a real runner and reference
 process) of the same model, with the timing environment as it is and with ``TEARDOWN_CUPTI`` left out.
 
@@ -107,6 +110,11 @@ def child(cfg: dict[str, Any]) -> dict[str, Any]:
         h0, c0 = h0.to(device), c0.to(device)
 
     def forward() -> Any:
+        if cfg["launches"]:  # tiny back-to-back launches, nothing that synchronises: does a full queue wait?
+            y = x
+            for _ in range(cfg["launches"]):
+                y = y + 1.0
+            return y
         return lstm(x, (h0.to(device), c0.to(device)))[1][0]  # .to: a no-op for device tensors, a copy otherwise
 
     spec = TimerSpec(preroll_us=200.0 if device != "cpu" else 0.0, preroll_retakes=2, warm_input_pages=True)
@@ -150,7 +158,7 @@ def side_env(side: str, switches: dict[str, Any], device: str, threads: int) -> 
 def run_variant(name: str, args: argparse.Namespace) -> dict[str, Any]:
     side, switches = VARIANTS[name]
     cfg = {"device": args.device, "size": args.size, "calls": args.calls, "warmup": args.warmup,
-           "threads": args.threads, "h0_on_host": args.h0_on_host, "side": side,
+           "threads": args.threads, "h0_on_host": args.h0_on_host, "launches": args.launches, "side": side,
            "audit": switches.get("audit", side == "runner"), "gc_off": switches.get("gc_off", True),
            "spin_rule": switches.get("spin_rule", True)}
     t0 = time.perf_counter()
@@ -196,6 +204,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads of every process (sandbox.cpu_threads)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: " + ", ".join(VARIANTS))
     ap.add_argument("--h0-on-host", action="store_true", help="the forward copies its initial state from the host")
+    ap.add_argument("--launches", type=int, default=0, help="time N tiny launches instead of the LSTM (N above the "
+                    "launch queue's depth: does a full queue make the call wait for the spin?)")
     ap.add_argument("--harness", action="store_true", help="also the real self-check, CUPTI torn down and kept")
     ap.add_argument("--variant-timeout-s", type=float, default=300.0)
     ap.add_argument("--out", type=Path, default=None)

@@ -73,7 +73,8 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
     host_sync)   # the RNNs' timing band (issue 21): an eager LSTM timed as each side, one difference at a time, then
                  # its forward waiting for the device (the spin rule's case); HOST_SYNC_ARGS adds e.g. --harness
                  part "$s" "host_sync_parity$tag" "${HOST_SYNC_CAP_S:-150}" python3 benchmarks/host_sync_parity.py --calls 60 ${HOST_SYNC_ARGS:-} --out "$RES/host_sync_parity.json"
-                 part "$s" "host_sync_blocked$tag" "${HOST_SYNC_CAP_S:-150}" python3 benchmarks/host_sync_parity.py --calls 40 --h0-on-host --variants reference,runner,reference_no_spin_rule,runner_no_spin_rule ${HOST_SYNC_ARGS:-} --out "$RES/host_sync_blocked.json" ;;
+                 part "$s" "host_sync_blocked$tag" "${HOST_SYNC_CAP_S:-150}" python3 benchmarks/host_sync_parity.py --calls 40 --h0-on-host --variants reference,runner,reference_no_spin_rule,runner_no_spin_rule ${HOST_SYNC_ARGS:-} --out "$RES/host_sync_blocked.json"
+                 part "$s" "host_sync_queue$tag" "${HOST_SYNC_CAP_S:-150}" python3 benchmarks/host_sync_parity.py --calls 30 --launches 4096 --variants reference,runner,runner_no_spin_rule --out "$RES/host_sync_queue.json" ;;
     compile_probe[A-Z]|compile_probe) # compile_probe, compile_probeA ...: args from COMPILE_PROBE_ARGS, COMPILE_PROBE_ARGS_A ...
                  local csfx=${what#compile_probe} cvar=COMPILE_PROBE_ARGS; [ -n "$csfx" ] && cvar="COMPILE_PROBE_ARGS_$csfx"
                  part "$s" "compile_baseline_probe$csfx$tag" 200 python3 benchmarks/compile_baseline_probe.py ${!cvar:-} --out "$RES/compile_baseline_probe$csfx.json" ;;
