@@ -213,7 +213,8 @@ def _namespace_scope_state(lines: list[str], filename: str) -> list[Violation]:
 
 
 def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str] = (),
-                   extra_defines: str = "", registrations: Iterable[str] = ()) -> list[Violation]:
+                   extra_defines: str = "", registrations: Iterable[str] = (),
+                   headers: str | None = None) -> list[Violation]:
     """Violations of the C++/CUDA source rules in one file's ``text``.
 
     :param text: file contents.
@@ -221,6 +222,9 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
     :param allowed_libraries: vendor libraries the skill allows (keys of ``VENDOR_LIBRARIES``).
     :param extra_defines: ``#define`` lines from the workspace's other files (so their macros expand here too).
     :param registrations: pybind11 registration functions declared in the workspace's other files.
+    :param headers: the stripped text of the workspace's headers (their declarations count when proving a receiver is
+        an at::vec::Vectorized); None when unknown, and then arithmetic on Vectorized values in a file that includes a
+        local header is not proven Vectorized.
     """
     stripped = strip_code(text)
     found: list[Violation] = []
@@ -229,11 +233,12 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
               for p in pats]
 
     text_lines = text.split("\n")
-    local_headers = any(re.match(r'\s*#\s*include\s*"', text_lines[n - 1]) and not inc.endswith("binding_registry.h")
-                        for n, inc in stripped.includes if n <= len(text_lines))
+    local_headers = headers is None and any(re.match(r'\s*#\s*include\s*"', text_lines[n - 1])
+                                            and not inc.endswith("binding_registry.h")
+                                            for n, inc in stripped.includes if n <= len(text_lines))
 
     def scan(lines: list[tuple[int, str]], suffix: str) -> None:
-        vec = VecScope("\n".join(ln for _, ln in lines), local_headers=local_headers)
+        vec = VecScope("\n".join(ln for _, ln in lines) + "\n" + (headers or ""), local_headers=local_headers)
         for lineno, ln in lines:
             for pat in CODE_PATTERNS:
                 m = pat.regex.search(ln)
@@ -318,6 +323,7 @@ def check_cpp_sources(workspace_root: Path, *, allowed_libraries: Iterable[str] 
     for path, text in texts.items():
         extra = "\n".join(macro_definitions(strip_code(texts[h]).code) for h in headers if h != path)
         rel = str(path.relative_to(workspace_root))
+        context = "\n".join(strip_code(texts[h]).code for h in headers if h != path)
         out.extend(check_cpp_text(text, rel, allowed_libraries=allowed_libraries, extra_defines=extra,
-                                  registrations=registrations))
+                                  registrations=registrations, headers=context))
     return out
