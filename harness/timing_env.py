@@ -9,7 +9,8 @@ call with thousands of small launches (docs/timing-experiments.md "The RNNs' tim
    Kineto keeps CUPTI subscribed to the CUDA runtime and driver unless ``TEARDOWN_CUPTI=1`` is in the environment,
    and every later launch pays CUPTI's callback. The reference process never profiles before its batches. Fixed:
    :data:`FORCED` sets it in both processes at their start (Kineto reads it with ``getenv`` when a profiler stops;
-   torch itself sets it to "0" only for a CUDA-graph ``torch.compile`` or trace on CUDA < 12.6).
+   torch itself sets it to "0" only for a CUDA-graph ``torch.compile`` or trace, on CUDA < 12.6 or where CUPTI's lazy
+   re-initialisation is not allowed with CUDA graphs).
 2. The spin on calls whose host waits for the device: fixed by :mod:`cuda_agent.harness.spin_policy`, the same
    rule on both sides.
 3. Environment variables that change how torch allocates and launches (the caching allocator's configuration,
