@@ -31,7 +31,7 @@ _MODULE = r"(?:::\s*)?(?:pybind11|py)\s*::\s*module_?\b"
 #: A module type (``py::module_::import`` is the python_api rule's: a static member, not a handle).
 MODULE_TYPE = re.compile(rf"(?<![\w:]){_MODULE}(?!\s*::)")
 #: ``void NAME(pybind11::module& p)`` followed by its body or ``;``.
-REGISTRATION = re.compile(rf"\bvoid\s+(\w+)\s*\(\s*{_MODULE}\s*&\s*(\w+)\s*\)\s*(\{{|;)")
+REGISTRATION = re.compile(rf"\bvoid\s+(?:\w+\s*::\s*)*(\w+)\s*\(\s*{_MODULE}\s*&\s*(\w+)\s*\)\s*(\{{|;)")
 #: ``PYBIND11_MODULE(name, p) {`` (a single file's own registration).
 PYBIND11_MODULE = re.compile(r"\bPYBIND11_MODULE\s*\(\s*\w+\s*,\s*(\w+)\s*\)\s*\{")
 #: pybind11 helpers that make Python objects (arguments' default values): only in `.def(...)` arguments.
@@ -169,11 +169,11 @@ def check_module_handles(lines: list[tuple[int, str]], filename: str, suffix: st
                  "(py::arg, py::arg_v, py::none(), py::kw_only ...) belong in the arguments of m.def(...), outside "
                  "lambda bodies", "T1.cpp.python_api")
     for name in names:
-        for m in re.finditer(rf"(?<![\w.:>]){re.escape(name)}\b", code):
+        for m in re.finditer(rf"(?<![\w.>]){re.escape(name)}\b", code):  # `ns::name` is checked too
             at = m.start()
             if any(r.start() <= at < r.end() for r in regs if r.group(1) == name):
                 continue
-            if re.search(rf"\bREGISTER_BINDING\s*\(\s*\w+\s*,\s*$", code[max(0, at - 80):at]) and \
+            if re.search(r"\bREGISTER_BINDING\s*\(\s*\w+\s*,\s*(?:(?:::\s*)?\w+\s*::\s*)*$", code[max(0, at - 120):at]) and \
                     re.match(r"\s*\)", code[m.end():]):
                 continue
             if re.match(r"\s*\(\s*\w+\s*\)", code[m.end():]) and any(s <= at < e for _, s, e in bodies):

@@ -69,3 +69,12 @@ def test_the_message_says_what_the_registration_module_may_do() -> None:
     (v,) = check_cpp_text(src, "kernels/x_binding.cpp")
     assert (v.rule, v.line) == ("T1.cpp.module_handle", 3)
     assert "m.def(...)" in v.message and "m.doc() = ..." in v.message and "register_other(m)" in v.message
+
+
+def test_a_registration_in_a_namespace_is_judged_by_its_qualified_uses() -> None:
+    head = "#include <torch/extension.h>\nnamespace ops {\nvoid install(pybind11::module& t) { t.def(\"x\", &f); }\n}\n"
+    bound = head + "void register_f(pybind11::module& m) { m.def(\"install\", &ops::install); }\n"
+    assert [(v.rule, v.line) for v in check_cpp_text(bound, "kernels/f_binding.cpp")] == [("T1.cpp.module_handle", 5)]
+    registered = head + ("void register_f(pybind11::module& m) { ops::install(m); }\n"
+                         "void ops::install2(pybind11::module& m);\nREGISTER_BINDING(f, ops::install);\n")
+    assert check_cpp_text(registered, "kernels/f_binding.cpp") == []
