@@ -210,6 +210,11 @@ def main() -> int:
     ap.add_argument("--variant-timeout-s", type=float, default=300.0)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    # The teardown is what this benchmark measures: on unless the caller's environment says otherwise (the harness
+    # keeps it off by default until it has run on a GPU, harness/timing_env.py TEARDOWN_SWITCH).
+    from cuda_agent.harness.timing_env import TEARDOWN_SWITCH
+
+    os.environ.setdefault(TEARDOWN_SWITCH, "1")
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return 0

@@ -7,8 +7,9 @@ call with thousands of small launches (docs/timing-experiments.md "The RNNs' tim
 
 1. CUPTI attached. The runner's op audit runs a Kineto profiler (at its start, and on audited calls); when it stops,
    Kineto keeps CUPTI subscribed to the CUDA runtime and driver unless ``TEARDOWN_CUPTI=1`` is in the environment,
-   and every later launch pays CUPTI's callback. The reference process never profiles before its batches. Fixed:
-   :data:`FORCED` sets it in both processes at their start (Kineto reads it with ``getenv`` when a profiler stops;
+   and every later launch pays CUPTI's callback. The reference process never profiles before its batches. Fixed
+   behind a switch (off by default until it runs on a GPU, :data:`TEARDOWN_SWITCH`): :data:`FORCED` sets it in both
+   processes at their start (Kineto reads it with ``getenv`` when a profiler stops;
    torch itself sets it to "0" only for a CUDA-graph ``torch.compile`` or trace, on CUDA < 12.6 or where CUPTI's lazy
    re-initialisation is not allowed with CUDA graphs).
 2. The spin on calls whose host waits for the device: fixed by :mod:`cuda_agent.harness.spin_policy`, the same
@@ -32,11 +33,19 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-#: Set in both timing processes' environments whatever the parent's says. ``TEARDOWN_CUPTI=1``: Kineto detaches
-#: CUPTI (``cuptiFinalize``, from a later runtime callback) when a profiler stops, so launches after the op audit
-#: cost what they cost in a process that never profiled. It must be in the environment before the profiler stops
-#: (Kineto's ``getenv`` at teardown); set at spawn, it is there before anything runs.
-FORCED: dict[str, str] = {"TEARDOWN_CUPTI": "1"}
+#: Set in both timing processes' environments whatever the parent's own ``TEARDOWN_CUPTI`` says, so the two always
+#: agree. ``TEARDOWN_CUPTI=1``: Kineto detaches CUPTI (``cuptiFinalize``, from a later runtime callback) when a
+#: profiler stops, so launches after the op audit cost what they cost in a process that never profiled. It must be in
+#: the environment before the profiler stops (Kineto's ``getenv`` at teardown); set at spawn, it is there before
+#: anything runs. The value is ``"1"`` only where the parent's environment has :data:`TEARDOWN_SWITCH` ``=1``, else
+#: ``"0"`` (CUPTI stays attached after the audit, as before session 39); an empty dict (the parity benchmark's
+#: "CUPTI kept" variant) sets nothing.
+FORCED: dict[str, str] = {"TEARDOWN_CUPTI": "0"}
+#: Off by default until it has run on a GPU: after a teardown, the next audit sets CUPTI up again, and a CUPTI thread
+#: started inside an audited call that the guard cannot place would reject every honest candidate
+#: (T10.runtime.thread_started); the gate is tests/sandbox/test_host_sync_parity.py's GPU test, then the RNN rows of
+#: a kb_check (scripts/gpu_session.sh exports it for the ``host_sync`` part).
+TEARDOWN_SWITCH = "CUDA_AGENT_TEARDOWN_CUPTI"
 #: Variables of the parent's environment both processes run with where the parent has them: they change how torch
 #: allocates device memory, loads modules and launches kernels. The reference process inherits the parent's whole
 #: environment; the runner's is built from a short list (harness/sandbox.py), so these are added to it.
@@ -53,7 +62,7 @@ def timing_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The timing part of a child's environment from its parent's ``environ``: :data:`PASSED` where set, then
     :data:`FORCED`."""
     env = {k: environ[k] for k in PASSED if k in environ}
-    env.update(FORCED)
+    env.update({k: ("1" if environ.get(TEARDOWN_SWITCH) == "1" else "0") for k in FORCED})
     return env
 
 

@@ -19,7 +19,7 @@ from cuda_agent.harness.candidate_pool import CandidatePool
 from cuda_agent.harness.reference_client import ReferenceClient
 from cuda_agent.harness.sandbox import RunnerOptions
 from cuda_agent.harness.settings import HarnessSettings
-from cuda_agent.harness.timing_env import FORCED, PASSED, timing_env, timing_state_differences
+from cuda_agent.harness.timing_env import FORCED, PASSED, TEARDOWN_SWITCH, timing_env, timing_state_differences
 
 TASK = """import gc
 import torch
@@ -44,7 +44,7 @@ def get_init_inputs():
 """
 
 #: What the parent's environment says, each different from what the children must run with or worth passing on.
-PARENT = {"TEARDOWN_CUPTI": "0", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUDA_MODULE_LOADING": "EAGER",
+PARENT = {"TEARDOWN_CUPTI": "0", TEARDOWN_SWITCH: "1", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "CUDA_MODULE_LOADING": "EAGER",
           "CUDA_DEVICE_MAX_CONNECTIONS": "8"}
 
 
@@ -91,8 +91,13 @@ def test_the_baselines_timed_calls_run_with_the_collector_off_as_the_runners_do(
 
 
 def test_the_timing_environment_forces_the_teardown_and_passes_the_allocators_settings() -> None:
-    env = timing_env({"TEARDOWN_CUPTI": "0", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "HOME": "/x"})
+    env = timing_env({"TEARDOWN_CUPTI": "0", TEARDOWN_SWITCH: "1", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+                      "HOME": "/x"})
     assert env == {"TEARDOWN_CUPTI": "1", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    # off by default (until it has run on a GPU): both processes then get "0", whatever the parent's own value says,
+    # so the runner (a filtered environment) and the reference process (the parent's) still agree
+    assert timing_env({"TEARDOWN_CUPTI": "1"}) == {"TEARDOWN_CUPTI": "0"}
+    assert timing_env({TEARDOWN_SWITCH: "yes"}) == {"TEARDOWN_CUPTI": "0"}
     assert set(FORCED).isdisjoint(PASSED)
     assert timing_state_differences({"a": 1, "b": 2}, {"a": 1}) == ["b: runner 2, reference None"]
 
@@ -146,7 +151,7 @@ def test_the_op_audit_still_sees_kernels_after_cupti_was_torn_down() -> None:
     import subprocess
     import sys
 
-    env = {**os.environ, **timing_env(os.environ)}
+    env = {**os.environ, **timing_env({**os.environ, TEARDOWN_SWITCH: "1"})}
     proc = subprocess.run([sys.executable, "-c", AUDIT_TWICE], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     counts, unaccounted = json.loads(proc.stdout.strip().splitlines()[-1])
