@@ -115,6 +115,11 @@ class VecScope:
         return frozenset(n for n in found if self._declared_types.get(n) == 1 and n != "Vectorized")
 
     @cached_property
+    def _scalars(self) -> frozenset[str]:
+        """Names declared somewhere with an arithmetic type (``float s``): ``s * v`` beside them is an expression."""
+        return frozenset(re.findall(rf"\b{_ARITHMETIC}\s+(?:const\s+)?(\w+)\s*[=;,)]", self.code))
+
+    @cached_property
     def unqualified_ok(self) -> bool:
         """``Vectorized<...>`` unqualified names ATen's: ``using at::vec::Vectorized;`` and no other Vectorized."""
         imported = re.search(r"\busing\s+(::\s*)?at\s*::\s*vec\s*::\s*Vectorized\s*;", self.code)
@@ -227,7 +232,7 @@ class VecScope:
         vec_at = {j for j, init in decls if init is True or self._expression(init, names)}
         if len(vec_at) < len(decls) or self._declared_types.get(name):
             return False
-        scalars = set(re.findall(rf"\b{_ARITHMETIC}\s+(?:const\s+)?(\w+)\s*[=;,)]", self.code))
+        scalars = self._scalars
         for j, tok in enumerate(toks):
             if tok != name or j in vec_at or j == 0:
                 continue

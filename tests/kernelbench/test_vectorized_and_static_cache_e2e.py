@@ -18,10 +18,12 @@ the project's own ``REGISTER_BINDING`` workspaces, whose bindings compile in sec
                                       inputs' addresses kept as ``uintptr_t``       set is copied into the same staging
                                                                                     buffers, so the key stays, the data
                                                                                     change
-  12_Gemm_Multiply_LeakyReLU          no compute when the output lands at the       the NaN poison: before each call
-                                      address of the previous one (kept as an       the runner fills and frees memory
-                                      integer) for the same input address           of the output's size, so memory
-                                                                                    "still holding" an answer reads NaN
+  12_Gemm_Multiply_LeakyReLU          no compute when the output lands at the       what the memory holds is NaN (the
+                                      address of the previous one (kept as an       runner fills and frees memory of
+                                      integer) for the same input address           the output's size before each
+                                                                                    call) or the previous set's answer
+                                                                                    (the input buffer is reused): which
+                                                                                    one depends on the allocator
   ==================================  ============================================  ==================================
 
   A cache keyed by the whole content is right on every call and is met by the fresh-set timing instead
@@ -154,5 +156,7 @@ def test_static_array_caches_are_graded_incorrect(tmp_path: Path, score) -> None
     # The address keys go stale on the second verification set (same staging buffers, other data).
     mm = rows["1_Square_matrix_multiplication_"]["message"]
     assert mm.startswith("outputs differ from the reference on input set(s) [1]:") and "widened" not in mm, mm[:300]
-    # Output memory is poisoned (NaN-filled) before each call: skipping the compute returns NaN.
-    assert "NaN never passes" in rows["12_Gemm_Multiply_LeakyReLU"]["message"], summary["12_Gemm_Multiply_LeakyReLU"]
+    # Skipping the compute returns what the memory holds: NaN where the runner's poison (memory of the output's size
+    # filled with NaN and freed before each call) landed on that block, else the answer of the set called before.
+    gemm = rows["12_Gemm_Multiply_LeakyReLU"]["message"]
+    assert "NaN never passes" in gemm or "outside atol" in gemm, summary["12_Gemm_Multiply_LeakyReLU"]
