@@ -71,7 +71,8 @@ class CallChecks:
         if tag == "extfn":
             self.ext_called = True
             for a, k in zip(list(node.args) + [kw.value for kw in node.keywords], arg_kinds, strict=True):
-                if k[0] in CALLABLE_TAGS:
+                # the extension itself too: a C++ function given its own module holds a Python object at call time
+                if k[0] in CALLABLE_TAGS or k[0] == "ext":
                     self.flag("T1.python.submodule_call", a,
                               "passing modules or functions to the extension is not allowed; pass tensors and numbers")
             return make_kind(T)
