@@ -2,7 +2,7 @@
 the policy has moved over every policy token of the rollout batch, and take back the step that went past the limit.
 
 Why whole-batch: ``ppo.target_kl`` measures a minibatch's own k3 before its step, so it sees what the earlier steps
-did to that minibatch only. On the learning curve's step 4 (session 39, H200, 96 episodes, 6 minibatches) seed 1's
+did to that minibatch only. On the learning curve's step 4 (session 39, H100, 96 episodes, 6 minibatches) seed 1's
 minibatch k3 went 0.0004, 0.0047, then 8.97: a few tokens of the batch fell 11-12 nats inside one update, and the
 target stopped it one step too late. Measured over the whole batch after every step, the step that does it is seen
 as it happens, and it is the one taken back.
