@@ -18,6 +18,9 @@ def _p(rule: str, pattern: str, message: str) -> _Pattern:
     return _Pattern(rule, re.compile(pattern), message)
 
 
+#: A numeric literal (``1``, ``-2.5f``, ``1e-5``, ``0x1F``, ``3u``).
+_LITERAL = r"[-+]?(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)[fFlLuU]*"
+
 #: Token patterns over stripped (and macro-expanded) code.
 CODE_PATTERNS: tuple[_Pattern, ...] = (
     _p("T1.cpp.namespace_import", r"\busing\s+namespace\s+(::\s*)?(at|torch|c10|aten|pybind11|py)\b",
@@ -130,7 +133,10 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
        r"omp_set_nested|kmp_set_\w+|set_num_threads|set_num_interop_threads)\b",
        "setting thread counts is not allowed: kernels run with the sandbox's thread budget (OMP_NUM_THREADS), as "
        "the baselines do; write `#pragma omp parallel for` without num_threads"),
-    _p("T12.cpp.static_cache", r"\b(static|thread_local)\b(?!\s+constexpr\b)[^;(){}=]*\b(std\s*::\s*(unordered_map|map|vector|"
+    # `static const std::array<float, 3> kC = {1.f, 2.f, 3.f};` is a table of literals, not a cache (session 41)
+    _p("T12.cpp.static_cache", r"\b(static|thread_local)\b(?!\s+constexpr\b)(?!\s+const\s+std\s*::\s*array\s*<[^;(){}]*>\s*"
+       r"\w+\s*=?\s*\{\s*(" + _LITERAL + r")(\s*,\s*(" + _LITERAL + r"))*\s*,?\s*\}\s*;)"
+       r"[^;(){}=]*\b(std\s*::\s*(unordered_map|map|vector|"
        r"unordered_set|set|deque|list|array|shared_ptr|unique_ptr|optional|pair|tuple)|at\s*::\s*Tensor|"
        r"torch\s*::\s*Tensor|Tensor)\b\s*(<[^;(){}]*>)?[\s*&]*\w+\s*(=|;|\{|\[)",
        "static/thread_local containers or tensors keep results across calls"),

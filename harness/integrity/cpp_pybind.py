@@ -173,8 +173,9 @@ def check_module_handles(lines: list[tuple[int, str]], filename: str, suffix: st
             at = m.start()
             if any(r.start() <= at < r.end() for r in regs if r.group(1) == name):
                 continue
-            if re.search(r"\bREGISTER_BINDING\s*\(\s*\w+\s*,\s*(?:(?:::\s*)?\w+\s*::\s*)*$", code[max(0, at - 120):at]) and \
-                    re.match(r"\s*\)", code[m.end():]):
+            # REGISTER_BINDING(name, fn), REGISTER_BINDING(name, &fn), REGISTER_BINDING_DOC(name, fn, "doc") (session 41)
+            if re.search(r"\bREGISTER_BINDING(_DOC)?\s*\(\s*\w+\s*,\s*&?\s*(?:(?:::\s*)?\w+\s*::\s*)*$",
+                         code[max(0, at - 120):at]) and re.match(r'\s*(,\s*""\s*)?\)', code[m.end():]):
                 continue
             if re.match(r"\s*\(\s*\w+\s*\)", code[m.end():]) and any(s <= at < e for _, s, e in bodies):
                 continue  # other_registration(m): its use of m was judged above

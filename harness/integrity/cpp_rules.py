@@ -18,6 +18,7 @@ from pathlib import Path
 from cuda_agent.harness.integrity.cpp_patterns import CODE_PATTERNS, INCLUDE_PATTERNS, STRING_PATTERNS
 from cuda_agent.harness.integrity.cpp_pybind import check_module_handles, registration_names
 from cuda_agent.harness.integrity.cpp_source import expand_macros, macro_definitions, strip_code
+from cuda_agent.harness.integrity.cpp_user_types import UserTypeScope
 from cuda_agent.harness.integrity.cpp_vectorized import VecScope
 from cuda_agent.harness.integrity.violation import Violation, dedupe
 
@@ -53,6 +54,8 @@ ALLOWED_QUALIFIED: frozenset[str] = frozenset(
         "GenericPackedTensorAccessor", "RestrictPtrTraits", "DefaultPtrTraits", "ArrayRef", "optional", "nullopt",
         "SmallVector", "string_view", "ScalarTypeToCPPType", "CppTypeToScalarType", "kCUDA", "kCPU", "NoGradGuard",
         "InferenceMode", "AutoGradMode", "get_num_threads", "parallel_for", "in_parallel_region", "Error",
+        # ATen/Parallel.h's threading helpers and ATen/NumericUtils.h's limits: header-only, no operator behind them
+        "parallel_reduce", "get_thread_num", "numeric_limits",
         "ValueError", "IndexError", "TypeError", "str", "detail", "cuda", "util", "convert", "from_blob",
         # CUDA context (the current stream is honest; making or switching streams is not)
         "CUDAGuard", "OptionalCUDAGuard", "getCurrentCUDAStream", "getDefaultCUDAStream",
@@ -117,7 +120,13 @@ def head_is_vec(parts: list[str]) -> bool:
     return parts[0] == "vec" and len(parts) <= 2 and all(p not in {"_ops", "native", "detail"} for p in parts)
 
 
-def _qualified_violation(prefix: str, chain: str, called: bool) -> tuple[str, str] | None:
+#: The vendor library each ``at::cuda::getCurrentCUDA*Handle`` hands out (allowed where the skill allows it).
+_HANDLE_LIBRARIES = {"getCurrentCUDABlasHandle": "cublas", "getCurrentCUDABlasLtHandle": "cublas",
+                     "getCurrentCUDASparseHandle": "cusparse", "getCurrentCUDASolverDnHandle": "cusolver"}
+
+
+def _qualified_violation(prefix: str, chain: str, called: bool,
+                         allowed_libraries: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """Rule and message for a qualified name like ``at::native::add`` (None = allowed)."""
     parts = [p.strip() for p in chain.split("::") if p.strip()]
     name = ".".join(parts)
@@ -135,6 +144,8 @@ def _qualified_violation(prefix: str, chain: str, called: bool) -> tuple[str, st
         return "T9.cpp.stream", f"`{full}` makes or switches streams"
     if parts[0] == "cuda" and len(parts) > 1 and parts[1] not in ALLOWED_QUALIFIED:
         if parts[1].startswith("getCurrentCUDA") and parts[1].endswith("Handle"):
+            if _HANDLE_LIBRARIES.get(parts[1]) in allowed_libraries:
+                return None  # the skill allows that library (session 41: cuBLAS was refused even when allowed)
             return "T1.cpp.vendor_library", f"`{full}` hands out a vendor library handle"
         return ("T1.cpp.aten_call", f"`{full}` is not on the allowlist of at::cuda helpers") if called else None
     if prefix == "c10":
@@ -145,6 +156,8 @@ def _qualified_violation(prefix: str, chain: str, called: bool) -> tuple[str, st
         # at::vec::Vectorized<float>, at::vec::maximum, at::vec::map: the header-only SIMD wrappers of
         # ATen/cpu/vec (intrinsics and Sleef, no operator behind them; none of its headers includes an op)
         return None
+    if parts == ["internal", "GRAIN_SIZE"] and not called:
+        return None  # at::parallel_for's default grain, a constant (ATen/Parallel.h)
     if "globalContext" in parts:
         return "T1.cpp.aten_call", f"`{full}` reaches global ATen state (flags, BLAS handles)"
     head = parts[0]
@@ -173,12 +186,19 @@ _CONST_POINTER_RE = re.compile(r"^\s*(?:static\s+)?const\s+(?!char\b|wchar_t\b)[
 _CONST_VARIABLE_RE = re.compile(r"\bconst\s+[A-Za-z_]\w*\s*(\[[^\]]*\]\s*)*(=|;|\{)")
 
 
-def _statement_pieces(lines: list[str]) -> list[tuple[int, str]]:
+def _statement_pieces(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """``(line number, text)`` per line, with a line that opens a namespace and declares on it (``namespace {
     float buf[64]; }``) or holds several statements cut after the namespace's brace and after each ``;``: each
-    declaration is then judged on its own (session 36's red team hid a cache in a one-line anonymous namespace)."""
+    declaration is then judged on its own (session 36's red team hid a cache in a one-line anonymous namespace).
+    Preprocessor directives and their continuation lines are no statements: a macro's body is judged where it is
+    expanded (session 41: `#define PROLOGUE \\ int idx = ...;` was a "global" on its continuation line)."""
     out = []
-    for lineno, ln in enumerate(lines, start=1):
+    directive = False
+    for lineno, ln in lines:
+        starts = ln.lstrip().startswith("#")
+        if directive or starts:
+            directive = ln.rstrip().endswith("\\")
+            continue
         m = re.match(r"^(.*?\bnamespace\b[^;{]*\{)(.+)$", ln)
         head, rest = (m.group(1), m.group(2)) if m else ("", ln)
         if head:
@@ -187,19 +207,20 @@ def _statement_pieces(lines: list[str]) -> list[tuple[int, str]]:
     return out
 
 
-def _namespace_scope_state(lines: list[str], filename: str) -> list[Violation]:
-    """Mutable variables at namespace scope (caches, call counters): they outlive a call (T12/T13)."""
+def _namespace_scope_state(lines: list[tuple[int, str]], filename: str, suffix: str = "") -> list[Violation]:
+    """Mutable variables at namespace scope (caches, call counters): they outlive a call (T12/T13). ``lines`` are
+    ``(line number, text)``, as written or macro-expanded (``#define GLOBAL float cache[N];`` then ``GLOBAL``)."""
     out: list[Violation] = []
     stack: list[bool] = []  # True = brace opened by a namespace
     pending_namespace = False
     for lineno, ln in _statement_pieces(lines):
         at_namespace_scope = all(stack)
         text = ln.strip()
-        if at_namespace_scope and text and not text.startswith("#") and (
+        if at_namespace_scope and text and (
                 (_GLOBAL_DECL_RE.match(ln) and not _CONST_VARIABLE_RE.search(ln)) or _CONST_POINTER_RE.match(ln)):
             out.append(Violation(rule="T12.cpp.static_cache", file=filename, line=lineno,
                                  message=f"`{text[:70]}`: mutable global state outlives a call (caches, call counters); "
-                                         "use locals, constexpr constants or __constant__/__device__ memory"))
+                                         f"use locals, constexpr constants or __constant__/__device__ memory{suffix}"))
         for m in re.finditer(r"\bnamespace\b[^;{]*(?=\{)|[{}]", ln):
             tok = m.group(0)
             if tok.startswith("namespace"):
@@ -229,8 +250,8 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
     stripped = strip_code(text)
     found: list[Violation] = []
     raw_lines = stripped.code.split("\n")
-    vendor = [(lib, re.compile(p)) for lib, pats in VENDOR_LIBRARIES.items() if lib not in set(allowed_libraries)
-              for p in pats]
+    allowed = frozenset(allowed_libraries)
+    vendor = [(lib, re.compile(p)) for lib, pats in VENDOR_LIBRARIES.items() if lib not in allowed for p in pats]
 
     text_lines = text.split("\n")
     local_headers = headers is None and any(re.match(r'\s*#\s*include\s*"', text_lines[n - 1])
@@ -239,6 +260,7 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
 
     def scan(lines: list[tuple[int, str]], suffix: str) -> None:
         vec = VecScope("\n".join(ln for _, ln in lines) + "\n" + (headers or ""), local_headers=local_headers)
+        own = UserTypeScope("\n".join(ln for _, ln in lines))
         for lineno, ln in lines:
             for pat in CODE_PATTERNS:
                 m = pat.regex.search(ln)
@@ -250,15 +272,15 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
                 if m:
                     found.append(Violation(rule="T1.cpp.vendor_library",
                                            message=f"`{m.group(0).strip()}`: {lib} is not allowed by the skill "
-                                                   f"(allowed: {', '.join(sorted(allowed_libraries)) or 'none'}){suffix}",
+                                                   f"(allowed: {', '.join(sorted(allowed)) or 'none'}){suffix}",
                                            file=filename, line=lineno))
             for m in _QUALIFIED_RE.finditer(ln):
-                verdict = _qualified_violation(m.group(1), m.group(2), m.group(4) is not None)
+                verdict = _qualified_violation(m.group(1), m.group(2), m.group(4) is not None, allowed)
                 if verdict:
                     found.append(Violation(rule=verdict[0], message=verdict[1] + suffix, file=filename, line=lineno))
             for m in _METHOD_RE.finditer(ln):
-                if m.group(1) in ATEN_COMPUTE_METHODS and not (ln[m.start()] == "." and
-                                                                vec.is_vec_receiver(ln, m.start())):
+                if m.group(1) in ATEN_COMPUTE_METHODS and not (ln[m.start()] == "." and (
+                        vec.is_vec_receiver(ln, m.start()) or own.allows(ln, m.start(), m.group(1)))):
                     found.append(Violation(rule="T1.cpp.aten_method",
                                            message=f"`.{m.group(1)}(...)` is a tensor compute method; write the kernel "
                                                    "(on an at::vec::Vectorized value it is allowed when the receiver "
@@ -268,7 +290,7 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
 
     scan(list(enumerate(raw_lines, start=1)), "")
     found.extend(check_module_handles(list(enumerate(raw_lines, start=1)), filename, "", registrations))
-    found.extend(_namespace_scope_state(raw_lines, filename))
+    found.extend(_namespace_scope_state(list(enumerate(raw_lines, start=1)), filename))
     for lineno, inc in stripped.includes:
         if not re.match(r"\s*#\s*include", raw_lines[lineno - 1] if lineno - 1 < len(raw_lines) else ""):
             continue  # inside a comment
@@ -293,6 +315,7 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
         if expanded.ok:
             scan(expanded.lines, " (after macro expansion)")
             found.extend(check_module_handles(expanded.lines, filename, " (after macro expansion)", registrations))
+            found.extend(_namespace_scope_state(expanded.lines, filename, " (after macro expansion)"))
         else:
             found.append(Violation(rule="T1.cpp.unparseable_macros",
                                    message=f"the preprocessor failed on this file's macros: {expanded.error}",
