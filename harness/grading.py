@@ -54,10 +54,9 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         if sess.failed:
             return
         widened = sess.ctx.integrity.widened_sets
-        if widened:
-            verify_widened(sess, task, widened)
-            if sess.failed:
-                return
+        recalls = verify_widened(sess, task, widened) if widened else []
+        if sess.failed:
+            return
         ks = sess.timing_sets()
         per_round, rounds = protocol.grade_calls(), protocol.grade_rounds
         # Per variant, each round's per-call times (a fresh-set confirmation round included).
@@ -84,8 +83,9 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
                 checks = None
             else:
                 checks = cap // spread + (r < cap % spread) if r < spread else max(1, cap // rounds)
+            # Every round calls each conclusive widened set again at a secret position (checked, time dropped).
             samples, wall_ms = time_candidate(sess, ks, calls=per_round, max_checks=checks, fresh_calls=fresh,
-                                              budget_s=protocol.grade_round_budget_s)
+                                              budget_s=protocol.grade_round_budget_s, widened=recalls)
             if sess.failed:
                 return samples
             wall += wall_ms

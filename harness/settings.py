@@ -140,10 +140,11 @@ class IntegritySettings(_Block):
     wall_clock_slack: float = Field(
         0.98, gt=0, le=1, description="The parent's wall clock must cover this fraction of the reported time (T8).")
     widened_sets: int = Field(
-        7, ge=0, le=16, description="Input sets widened within the inputs' domains that the grading pass checks "
+        8, ge=0, le=16, description="Input sets widened within the inputs' domains that the grading pass checks "
         "besides the ordinary ones, kinds in harness/widening.py's SCHEDULE order (x4 around zero, x1024, shifted, "
-        "x/128, near duplicates of a verify set; T18: a kernel specialised to the task's input distribution fails, "
-        "T12: a cache keyed on sampled elements serves stale results). 0 = off (weaker).")
+        "x/128, near duplicates of a verify set, a few x1024 spikes; T18: a kernel specialised to the task's input "
+        "distribution fails, T12: a cache keyed on sampled elements serves stale results); every one but the near "
+        "duplicates is called again among each grading round's timed calls. 0 = off (weaker).")
     sanitizer: Literal["off", "memcheck", "racecheck", "initcheck"] = Field(
         "off", description="Run one verify pass under compute-sanitizer with this tool (CUDA; slow). A tool that is "
         "not installed is an error.")

@@ -3,7 +3,8 @@
 :func:`time_candidate` runs one timed batch under the device's lock: warm-up calls, then calls rotating over the
 session's sets (the same addresses with different data each call), every k-th spot-checked from a secret offset
 (or, for a fixed number of calls with a cap, a random subset), and, at secret positions, calls on sets made for that
-call alone and handed over just before it (harness/fresh_sets.py). :func:`settle_fresh_sets` applies the fresh-set
+call alone and handed over just before it (harness/fresh_sets.py); in a grading pass also, at secret positions, checked
+calls on its widened sets whose times are dropped (harness/widened_run.py). :func:`settle_fresh_sets` applies the fresh-set
 rule to the samples: a gap between the fresh calls and their rotated neighbours is looked at again in one more
 batch of the same form before it counts.
 """
@@ -26,10 +27,12 @@ from cuda_agent.harness.fresh_sets import (
 )
 from cuda_agent.harness.reference_sets import ReferenceError_
 from cuda_agent.harness.timing_stats import timing_done
+from cuda_agent.harness.widened_run import call_again
 from cuda_agent.schemas.result import FreshSetsInfo
 
 if TYPE_CHECKING:
     from cuda_agent.harness.session import Session
+    from cuda_agent.harness.widened_run import Recall
 
 
 def fitted_calls(calls: int, warm_ms: float, budget_s: float | None) -> int:
@@ -46,7 +49,8 @@ MIN_FITTED_CALLS = 5
 
 
 def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, max_checks: int | None = None,
-                   fresh_calls: int | None = None, budget_s: float | None = None) -> tuple[list[float], float]:
+                   fresh_calls: int | None = None, budget_s: float | None = None,
+                   widened: list[Recall] = ()) -> tuple[list[float], float]:  # type: ignore[assignment]
     """One timed batch rotating over ``ks`` (``calls`` rotated calls, or until the protocol's stopping rule);
     returns (ms samples, wall ms). Fresh-set calls (default :func:`fresh_count`) are samples too; any not reached
     before the batch ends are made at its end. Each fresh call's time and its rotated neighbours' go to
@@ -93,6 +97,9 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
         # (not in the suite self-check: the task's own Model computes with torch there, and the audit's profiler would
         # only add its cost to the timed batch)
         audit_at = -1 if sess.torch_compute_allowed else secrets.randbelow(calls if calls is not None else p.min_calls)
+        recall_at: dict[int, list[Recall]] = {}
+        for w in widened:
+            recall_at.setdefault(secrets.randbelow(calls if calls is not None else p.min_calls), []).append(w)
         j = 0
         while True:
             if calls is not None and j >= calls:
@@ -115,6 +122,12 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
                 sess.call(ks[(j + offset) % len(ks)], check=True, audit=True)
                 if sess.failed:
                     break
+            for w in recall_at.pop(j, ()):
+                call_again(sess, w)
+                if sess.failed:
+                    break
+            if sess.failed:
+                break
             timed(ks[(j + offset) % len(ks)], check, False)
             j += 1
             if sess.failed:
@@ -124,6 +137,10 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
             timed(fk, True, True)
             if not sess.failed:
                 sess.release(fk)
+        for w in [w for ws in recall_at.values() for w in ws]:  # positions past a batch the stopping rule ended
+            if sess.failed:
+                break
+            call_again(sess, w)
     sess.fresh_pairs += fresh_pairs(sequence)
     return samples, wall_ms
 

@@ -4,12 +4,19 @@ A strategy over a :class:`~cuda_agent.harness.session.Session` using its public 
 reference process from a secret seed (a ``dup`` set from the seed of a verify set the candidate was just called on
 again), checked once and released. A set the reference gives up (not finite, or too sensitive to grade on, at every
 widening it tries) is inconclusive, never a failure. What was tried goes to ``diagnostics.widened``.
+
+Every conclusive set of a kind other than ``dup`` is called again, checked, at secret positions among the timed calls
+of every grading round (:func:`call_again`; its time is dropped): session 41's red team counted calls in C++ (a static
+integer) and computed honestly only for the first 24, which covered every verification and widened set, then ran ReLU
+as the identity and softmax without its max shift (right on ``torch.rand`` inputs, so on every timed call and spot
+check): both graded correct.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cuda_agent.harness.widening import DUP_FRACTIONS, can_widen, schedule, widen_plans
@@ -28,14 +35,44 @@ def gate_tolerance(sess: Session, task: TaskManifest) -> list[float]:
     return [float(atol), float(rtol)]
 
 
-def verify_widened(sess: Session, task: TaskManifest, count: int) -> None:
-    """Check ``count`` widened sets, kinds in schedule order; stop at the first failure."""
+@dataclass(frozen=True)
+class Recall:
+    """A conclusive widened set to call again among the timed calls: its index and the line naming its widening."""
+
+    k: int
+    label: str
+
+
+def call_again(sess: Session, recall: Recall) -> None:
+    """One checked call on a widened set among the timed calls (its time is not a sample); mismatches name it."""
+    errors_before = len(sess.errors)
+    sess.call(recall.k, check=True)
+    for e in sess.errors[errors_before:]:
+        e.message = (f"on inputs widened within their domain ({recall.label}), called again among the timed calls: "
+                     f"{e.message}")
+    info = sess.diagnostics.widened
+    if info is not None:  # one line counting them, after the sets' own
+        head = "called again among the timed calls: "
+        done = next((i for i, o in enumerate(info.outcomes) if o.startswith(head)), None)
+        n = 1 + (int(info.outcomes[done][len(head):].split()[0]) if done is not None else 0)
+        line = f"{head}{n} (sets of every kind but dup, at secret positions)"
+        if done is None:
+            info.outcomes.append(line)
+        else:
+            info.outcomes[done] = line
+    sess.release(recall.k)
+
+
+def verify_widened(sess: Session, task: TaskManifest, count: int) -> list[Recall]:
+    """Check ``count`` widened sets, kinds in schedule order; stop at the first failure. Returns the conclusive sets
+    of every kind but ``dup``, to be called again among the timed calls (:func:`call_again`)."""
     from cuda_agent.schemas.result import WidenedInfo
 
     first_plans, first_lines = widen_plans(task)
     info = sess.diagnostics.widened = WidenedInfo(plan=list(first_lines))
+    recalls: list[Recall] = []
     if not can_widen(first_plans):
-        return
+        return recalls
     t = time.perf_counter()
     gate = gate_tolerance(sess, task)
     verify = sess.sets.indices("verify")
@@ -49,8 +86,8 @@ def verify_widened(sess: Session, task: TaskManifest, count: int) -> None:
             origin = verify[secrets.randbelow(len(verify))]
             plans, lines = widen_plans(task, kind="dup", seed=seed, fraction=DUP_FRACTIONS[dups % len(DUP_FRACTIONS)])
             seed, dups = sess.sets[origin].seed, dups + 1
-        else:
-            plans, lines = widen_plans(task, kind=kind)
+        else:  # the seed also places a spike set's spikes
+            plans, lines = widen_plans(task, kind=kind, seed=secrets.randbits(31))
         if not can_widen(plans):
             info.outcomes.append(f"{kind}: no input can take it")
             continue
@@ -74,7 +111,10 @@ def verify_widened(sess: Session, task: TaskManifest, count: int) -> None:
                                                        if made.gate_notes else ""))
         for e in sess.errors[errors_before:]:
             e.message = f"on inputs widened within their domain ({kind}{at}: {'; '.join(lines)}): {e.message}"
+        if origin is None:
+            recalls.append(Recall(k, f"{kind}{at}: {'; '.join(lines)}"))
         sess.release(k)
         if sess.failed:
             break
     sess.tick("widened_sets", t)
+    return recalls

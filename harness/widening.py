@@ -27,6 +27,10 @@ Kinds (:data:`KINDS`, checked in :data:`SCHEDULE` order; each one within the inp
 - ``shrink``: x/128: kernels that skip or flush small values.
 - ``dup``: a set the candidate has already been called on with a few elements replaced by other elements of the
   same tensor (the task's own distribution): a result cache keyed on sampled elements hits and serves stale rows.
+- ``spike``: a set from a fresh seed with 1/4096 of its elements (at least 4) replaced by ±1024 max|x| (only towards
+  the side the domain leaves open), backed off x4 at a time to x16: a kernel that samples a few elements to decide
+  that the data is in the drawn range (ReLU as the identity when its sample has no negative, softmax without the max
+  shift when its sample is small; session 41) sees the drawn range and is wrong on the rows the spikes are in.
 
 Every kind but ``dup`` is also gated (:mod:`~cuda_agent.harness.widening_gate`): a set whose reference output moves by
 more than a quarter of the tolerance when its inputs move by 2**-22 relative is too sensitive for any float32 kernel
@@ -50,20 +54,26 @@ SHRINK_FACTOR = 1.0 / 128.0
 SHIFT_FACTOR = 2.0
 #: Share of a tensor's elements the ``dup`` sets replace, in :data:`SCHEDULE` order (at least 2 elements).
 DUP_FRACTIONS = (1.0 / 256.0, 1.0 / 1024.0, 1.0 / 4096.0)
+#: Share of a tensor's elements a ``spike`` set replaces (at least :data:`SPIKE_MIN`): few enough that a sample of
+#: dozens of elements misses them all, and so that most rows of a wide tensor hold none.
+SPIKE_FRACTION = 1.0 / 4096.0
+SPIKE_MIN = 4
 #: Widened sets compare with an absolute tolerance of at least this share of the reference output's RMS: a float32
 #: kernel summing in another order is ~1e-6 of the RMS off at any scale (GEMMs with K = 131072 stay under 2e-5), half
 #: precision operands ~4e-4. Without it the paper's fixed atol (1e-2) fails honest GEMMs at x1024 (RMS ~1e7).
 NOISE_FLOOR = 1e-4
-KINDS = ("wide", "large", "shift", "shrink", "dup")
+KINDS = ("wide", "large", "shift", "shrink", "dup", "spike")
 #: The widened sets of a grading pass, in order (``integrity.widened_sets`` of them, cycling).
-SCHEDULE = ("wide", "large", "shift", "shrink", "dup", "dup", "dup")
+SCHEDULE = ("wide", "large", "shift", "shrink", "dup", "dup", "dup", "spike")
 
 #: One input's plan: ``["affine", a, b, lo, hi]`` maps the sampled range [a, b) onto [lo, hi);
 #: ``["scale", factor, None, lo, hi]`` multiplies by ``factor`` (linear back-off towards 1);
 #: ``["mul", factor, None, lo, hi]`` multiplies by ``factor`` (geometric back-off: factor * shrink above 1, factor /
 #: shrink below, never past 1); ``["shift", c, m, lo, hi]`` adds ``c * shrink * m`` (m None: the tensor's max |x|);
 #: ``["dup", fraction, seed, None, None]`` replaces that share of the elements (positions and sources drawn from
-#: ``seed``) by other elements of the same tensor. All clip to [lo, hi] where given. None: unchanged.
+#: ``seed``) by other elements of the same tensor; ``["spike", fraction, seed, lo, hi]`` replaces that share by
+#: ``LARGE_FACTOR * shrink`` (at least 16) times the tensor's max |x|, signs alternating where the domain is open on
+#: both sides. All clip to [lo, hi] where given. None: unchanged.
 Plan = list[Any] | None
 
 
@@ -80,6 +90,9 @@ def widen_plan(spec: TensorSpec, factor: float = WIDEN_FACTOR, kind: str = "wide
     bounds = f", clipped to [{lo}, {hi}]" if lo is not None or hi is not None else ""
     if kind == "dup":
         return ["dup", fraction, seed, None, None], f"{spec.name}: {fraction:.3g} of its elements replaced by others"
+    if kind == "spike":
+        return (["spike", SPIKE_FRACTION, seed, lo, hi],
+                f"{spec.name}: {SPIKE_FRACTION:.3g} of its elements replaced by x{LARGE_FACTOR:g} max|x| spikes{bounds}")
     if kind == "shift":
         m = None
         if d.kind == "uniform" and d.sampled_low is not None and d.sampled_high is not None:
@@ -136,6 +149,8 @@ def widen_tensor(x: Any, plan: list[Any], shrink: float) -> Any:
     kind, a, b, lo, hi = plan
     if kind == "dup":
         return duplicate_tensor(x, a, b)
+    if kind == "spike":
+        return spike_tensor(x, a, b, max(16.0, LARGE_FACTOR * shrink), lo, hi)
     if kind == "affine":
         tlo = a + (lo - a) * shrink
         thi = b + (hi - b) * shrink
@@ -174,6 +189,32 @@ def duplicate_tensor(x: Any, fraction: float, seed: int) -> Any:
     return y
 
 
+def spike_tensor(x: Any, fraction: float, seed: int, factor: float, lo: float | None, hi: float | None) -> Any:
+    """A copy of ``x`` with ``fraction`` of its elements (at least :data:`SPIKE_MIN`) set to ``factor`` times its max
+    |x|: positive and negative in turn where the domain is open on both sides (or bounded on both: then clipped),
+    else towards the open side; positions drawn from ``seed`` on the CPU (the same on every device)."""
+    import torch
+
+    y = x.contiguous().clone()
+    flat = y.view(-1)
+    n = flat.numel()
+    if n == 0:
+        return y
+    g = torch.Generator().manual_seed(int(seed))
+    count = min(n, max(SPIKE_MIN, int(n * fraction)))
+    pos = torch.randint(0, n, (count,), generator=g).to(flat.device)
+    m = float(x.detach().abs().amax()) or 1.0
+    sign = torch.ones(count, dtype=flat.dtype, device=flat.device)
+    if (lo is None) == (hi is None):
+        sign[1::2] = -1.0
+    elif lo is None:
+        sign.fill_(-1.0)
+    flat[pos] = sign * (m * factor)
+    if lo is not None or hi is not None:
+        y.clamp_(min=lo, max=hi)
+    return y
+
+
 def widen_inputs(torch: Any, inputs: list[Any], plans: list[Plan], shrink: float, *, consume: bool = False) -> list[Any]:
     """The inputs with every floating tensor that has a plan widened (others are the same objects): a new list, or
     with ``consume`` the given one, each entry replaced as soon as its widened tensor exists (the caller's pristine
@@ -198,7 +239,7 @@ def shrink_steps(plans: list[Plan] | None = None) -> list[float]:
     kinds = {p[0] for p in plans or [] if p is not None}
     if "dup" in kinds:
         return [1.0]
-    if "mul" in kinds or any(p[0] == "affine" and (p[4] - p[3]) > 16 * (p[2] - p[1]) for p in plans or [] if p):
+    if "mul" in kinds or "spike" in kinds or any(p[0] == "affine" and (p[4] - p[3]) > 16 * (p[2] - p[1]) for p in plans or [] if p):
         return [0.25**i for i in range(BACKOFF_STEPS)]
     return [0.5**i for i in range(BACKOFF_STEPS)]
 

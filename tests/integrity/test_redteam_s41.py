@@ -1,0 +1,100 @@
+"""Session 41's red team against the runtime side (CPU backend, ``cuda-agent score``, reduced KernelBench sizes, real
+builds and runners): kernels right on the task's own input distribution and wrong on other valid inputs, which got
+past every widened set of the grading pass two ways, each graded correct (reward 1) before the fix:
+
+- **Counting calls** (a static integer, which the source rules allow): honest for the first 14 calls, which covered
+  every verification and widened set (the grading pass made them all before it timed), then ReLU as the identity,
+  softmax without the max shift, a GEMM on half-precision operands: right on ``torch.rand`` inputs, so on every
+  timed call, fresh set and spot check. Now every conclusive widened set but the ``dup`` ones is called again, checked,
+  at a secret position among each grading round's timed calls (``harness/widened_run.call_again``).
+- **Sampling the input** (64 elements, or 16 per row): ReLU as the identity when the sample has no negative, softmax
+  without the max shift when it is small. Every widened kind moves all elements, so the sample sees it. Now the
+  ``spike`` kind (``harness/widening.py``) replaces 1/4096 of the elements of a fresh set by x1024 max|x| spikes,
+  which a sample misses.
+
+The kernels (``tests/integrity/cheats/redteam_s41/kernels.py``) replace the honest ones of
+``examples/solutions/kernelbench``; the comparison does not depend on the convention, so the CPU suite writes them in
+the registry convention (the session ran release and single-file builds once: same verdicts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from cuda_agent.harness.integrity import check_cpp_text
+from cuda_agent.harness.widening import KINDS, SCHEDULE, SPIKE_MIN, shrink_steps, widen_plan, widen_tensor
+from tests.integrity.cheats.redteam_s41 import kernels as K
+from tests.kernelbench.conftest import DATA, score, solution_kit  # noqa: F401 - score is a fixture
+
+REDUCED = f"kernelbench:{DATA}?sizes=reduced"
+CHEATS = {"RELU_COUNTED": "19_ReLU", "RELU_SAMPLED": "19_ReLU", "SOFTMAX_COUNTED": "23_Softmax",
+          "SOFTMAX_SAMPLED": "23_Softmax", "MATMUL_COUNTED_HALF": "1_Square_matrix_multiplication_",
+          "MATMUL_SAMPLED_HALF": "1_Square_matrix_multiplication_"}
+
+
+def _problems(*names: str):  # type: ignore[no-untyped-def]
+    kernels, _ = solution_kit()
+    by_stem = {p.stem: p for p in kernels.PROBLEMS}
+    return tuple(dataclasses.replace(by_stem[CHEATS[n]], cpu_kernel=getattr(K, n)) for n in names)
+
+
+def _score(tmp_path: Path, score, *names: str) -> dict[str, dict]:  # type: ignore[no-untyped-def]
+    _, conventions = solution_kit()
+    problems = _problems(*names)
+    folders = conventions.write_all(tmp_path / "solutions", ("registry",), ("cpu",), problems)
+    _, report = score(folders[("registry", "cpu")], REDUCED, "cpu", tmp_path / "out")
+    rows = {r["problem"].rsplit("/", 1)[-1]: r for r in report["tasks"]}
+    assert set(rows) == {p.stem for p in problems}, report["tasks"]
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(CHEATS))
+def test_nothing_static_stops_the_red_team_kernels(name: str) -> None:
+    # What the run-time checks below are for: static integers and a sample are allowed C++.
+    assert check_cpp_text(getattr(K, name), "kernels/k.cpp") == []
+
+
+def test_a_spike_set_keeps_the_drawn_values_but_a_few_within_the_domain() -> None:
+    assert "spike" in KINDS and "spike" in SCHEDULE
+    x = torch.rand(64, 512)
+    plan, line = widen_plan(_rand_spec(), kind="spike", seed=7)
+    assert plan is not None and plan[0] == "spike" and "spikes" in line
+    y = widen_tensor(x, plan, 1.0)
+    changed = y != x
+    assert SPIKE_MIN <= int(changed.sum()) <= 16 and (y[changed].abs() > 1000).all()
+    assert (y[changed] < 0).any() and (y[changed] > 0).any()  # an open domain gets both signs
+    assert torch.equal(widen_tensor(x, plan, 1.0), y)  # made again from its seed: the same set
+    assert shrink_steps([plan]) == [1.0, 0.25, 0.0625, 0.015625]  # x1024 backed off to x16
+    bounded = widen_tensor(x, ["spike", 1 / 4096, 7, 0.0, None], 1.0)  # the inputs of log: positive spikes only
+    assert (bounded >= 0).all() and (bounded > 1000).sum() >= SPIKE_MIN // 2
+
+
+def _rand_spec():  # type: ignore[no-untyped-def]
+    from cuda_agent.schemas.task import TensorSpec
+
+    return TensorSpec.model_validate({"name": "x", "kind": "tensor", "dtype": "float32", "shape": [64, 512],
+                                      "domain": {"kind": "uniform", "sampled_low": 0.0, "sampled_high": 1.0}})
+
+
+@pytest.mark.slow
+def test_kernels_counting_their_calls_past_the_widened_sets_are_graded_incorrect(tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    rows = _score(tmp_path, score, "RELU_COUNTED", "SOFTMAX_COUNTED", "MATMUL_COUNTED_HALF")
+    summary = {stem: (r["status"], r.get("reward"), r["message"][:300]) for stem, r in rows.items()}
+    # Before: each 'correct', reward 1 (every widened set came before the 15th call).
+    for row in rows.values():
+        assert row["status"] == "incorrect" and "called again among the timed calls" in row["message"], summary
+
+
+@pytest.mark.slow
+def test_kernels_sampling_their_inputs_are_graded_incorrect(tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    rows = _score(tmp_path, score, "RELU_SAMPLED", "SOFTMAX_SAMPLED", "MATMUL_SAMPLED_HALF")
+    summary = {stem: (r["status"], r.get("reward"), r["message"][:300]) for stem, r in rows.items()}
+    assert all(r["status"] == "incorrect" for r in rows.values()), summary
+    # Before: 'correct', reward 1: their samples never saw a spike. (The half-precision GEMM was already caught by
+    # the `wide` kind, whose x4 spread stays under its sample's threshold.)
+    for stem in ("19_ReLU", "23_Softmax"):
+        assert "(spike" in rows[stem]["message"], summary[stem]
