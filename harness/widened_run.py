@@ -5,11 +5,13 @@ reference process from a secret seed (a ``dup`` set from the seed of a verify se
 again), checked once and released. A set the reference gives up (not finite, or too sensitive to grade on, at every
 widening it tries) is inconclusive, never a failure. What was tried goes to ``diagnostics.widened``.
 
-Every conclusive set of a kind other than ``dup`` is called again, checked, at secret positions among the timed calls
-of every grading round (:func:`call_again`; its time is dropped): session 41's red team counted calls in C++ (a static
-integer) and computed honestly only for the first 24, which covered every verification and widened set, then ran ReLU
-as the identity and softmax without its max shift (right on ``torch.rand`` inputs, so on every timed call and spot
-check): both graded correct.
+Every kind but ``dup`` that gave a conclusive set is made again from a new secret seed for every grading round
+(:func:`make_recalls`) and called, checked, at a secret position among the round's timed calls (:func:`call_again`;
+its time is dropped). Session 41's red team counted calls in C++ (a static integer) and computed honestly only for
+the first 14, which covered every verification and widened set, then ran ReLU as the identity and softmax without its
+max shift (right on ``torch.rand`` inputs, so on every timed call and spot check): both graded correct. The sets are
+new ones because the same sets called again were recognised: a kernel that kept a sample of every input of its first
+calls stayed honest on those alone (reward 1 again).
 """
 
 from __future__ import annotations
@@ -37,25 +39,42 @@ def gate_tolerance(sess: Session, task: TaskManifest) -> list[float]:
 
 @dataclass(frozen=True)
 class Recall:
-    """A conclusive widened set to call again among the timed calls: its index and the line naming its widening."""
+    """A widened set made for one call among the timed calls: its index and the line naming its widening."""
 
     k: int
     label: str
 
 
+def make_recalls(sess: Session, task: TaskManifest, kinds: list[str]) -> list[Recall]:
+    """A new widened set of each of ``kinds`` from a new secret seed (its spikes placed anew), made by the reference
+    before a timed batch; a kind inconclusive this time is left out of the batch (never a failure)."""
+    t = time.perf_counter()
+    gate = gate_tolerance(sess, task)
+    out = []
+    for kind in kinds:
+        plans, lines = widen_plans(task, kind=kind, seed=secrets.randbits(31))
+        k, made = sess.sets.make_widened(secrets.randbits(31), plans, gate)
+        if k is not None:
+            shrink = made.widen_shrink
+            at = "" if shrink in (None, 1.0) else f" at {shrink:g} of the widening"
+            out.append(Recall(k, f"{kind}{at}: {'; '.join(lines)}"))
+    sess.tick("widened_sets", t)
+    return out
+
+
 def call_again(sess: Session, recall: Recall) -> None:
-    """One checked call on a widened set among the timed calls (its time is not a sample); mismatches name it."""
+    """One checked call on a new widened set among the timed calls (its time is not a sample); mismatches name it."""
     errors_before = len(sess.errors)
     sess.call(recall.k, check=True)
     for e in sess.errors[errors_before:]:
-        e.message = (f"on inputs widened within their domain ({recall.label}), called again among the timed calls: "
+        e.message = (f"on inputs widened within their domain ({recall.label}), a new set among the timed calls: "
                      f"{e.message}")
     info = sess.diagnostics.widened
     if info is not None:  # one line counting them, after the sets' own
-        head = "called again among the timed calls: "
+        head = "new sets among the timed calls: "
         done = next((i for i, o in enumerate(info.outcomes) if o.startswith(head)), None)
         n = 1 + (int(info.outcomes[done][len(head):].split()[0]) if done is not None else 0)
-        line = f"{head}{n} (sets of every kind but dup, at secret positions)"
+        line = f"{head}{n} checked (every kind but dup, each round, at secret positions)"
         if done is None:
             info.outcomes.append(line)
         else:
@@ -63,14 +82,14 @@ def call_again(sess: Session, recall: Recall) -> None:
     sess.release(recall.k)
 
 
-def verify_widened(sess: Session, task: TaskManifest, count: int) -> list[Recall]:
-    """Check ``count`` widened sets, kinds in schedule order; stop at the first failure. Returns the conclusive sets
-    of every kind but ``dup``, to be called again among the timed calls (:func:`call_again`)."""
+def verify_widened(sess: Session, task: TaskManifest, count: int) -> list[str]:
+    """Check ``count`` widened sets, kinds in schedule order; stop at the first failure. Returns the kinds but ``dup``
+    that gave a conclusive set, to be made anew for every grading round (:func:`make_recalls`)."""
     from cuda_agent.schemas.result import WidenedInfo
 
     first_plans, first_lines = widen_plans(task)
     info = sess.diagnostics.widened = WidenedInfo(plan=list(first_lines))
-    recalls: list[Recall] = []
+    recalls: list[str] = []
     if not can_widen(first_plans):
         return recalls
     t = time.perf_counter()
@@ -111,8 +130,8 @@ def verify_widened(sess: Session, task: TaskManifest, count: int) -> list[Recall
                                                        if made.gate_notes else ""))
         for e in sess.errors[errors_before:]:
             e.message = f"on inputs widened within their domain ({kind}{at}: {'; '.join(lines)}): {e.message}"
-        if origin is None:
-            recalls.append(Recall(k, f"{kind}{at}: {'; '.join(lines)}"))
+        if origin is None and kind not in recalls:
+            recalls.append(kind)
         sess.release(k)
         if sess.failed:
             break

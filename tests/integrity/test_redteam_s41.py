@@ -5,8 +5,10 @@ past every widened set of the grading pass two ways, each graded correct (reward
 - **Counting calls** (a static integer, which the source rules allow): honest for the first 14 calls, which covered
   every verification and widened set (the grading pass made them all before it timed), then ReLU as the identity,
   softmax without the max shift, a GEMM on half-precision operands: right on ``torch.rand`` inputs, so on every
-  timed call, fresh set and spot check. Now every conclusive widened set but the ``dup`` ones is called again, checked,
-  at a secret position among each grading round's timed calls (``harness/widened_run.call_again``).
+  timed call, fresh set and spot check. Now every kind but ``dup`` that gave a conclusive widened set is made anew
+  from a new seed for every grading round and called, checked, at a secret position among its timed calls
+  (``harness/widened_run.make_recalls``, ``call_again``). New sets, because a kernel that remembered a sample of every
+  input of its first 14 calls recognised the same sets called again (reward 1 against that first version of the fix).
 - **Sampling the input** (64 elements, or 16 per row): ReLU as the identity when the sample has no negative, softmax
   without the max shift when it is small. Every widened kind moves all elements, so the sample sees it. Now the
   ``spike`` kind (``harness/widening.py``) replaces 1/4096 of the elements of a fresh set by x1024 max|x| spikes,
@@ -33,7 +35,7 @@ from tests.kernelbench.conftest import DATA, score, solution_kit  # noqa: F401 -
 REDUCED = f"kernelbench:{DATA}?sizes=reduced"
 CHEATS = {"RELU_COUNTED": "19_ReLU", "RELU_SAMPLED": "19_ReLU", "SOFTMAX_COUNTED": "23_Softmax",
           "SOFTMAX_SAMPLED": "23_Softmax", "MATMUL_COUNTED_HALF": "1_Square_matrix_multiplication_",
-          "MATMUL_SAMPLED_HALF": "1_Square_matrix_multiplication_"}
+          "MATMUL_SAMPLED_HALF": "1_Square_matrix_multiplication_", "RELU_MEMORIZED": "19_ReLU"}
 
 
 def _problems(*names: str):  # type: ignore[no-untyped-def]
@@ -86,7 +88,7 @@ def test_kernels_counting_their_calls_past_the_widened_sets_are_graded_incorrect
     summary = {stem: (r["status"], r.get("reward"), r["message"][:300]) for stem, r in rows.items()}
     # Before: each 'correct', reward 1 (every widened set came before the 15th call).
     for row in rows.values():
-        assert row["status"] == "incorrect" and "called again among the timed calls" in row["message"], summary
+        assert row["status"] == "incorrect" and "a new set among the timed calls" in row["message"], summary
 
 
 @pytest.mark.slow
@@ -98,3 +100,10 @@ def test_kernels_sampling_their_inputs_are_graded_incorrect(tmp_path: Path, scor
     # the `wide` kind, whose x4 spread stays under its sample's threshold.)
     for stem in ("19_ReLU", "23_Softmax"):
         assert "(spike" in rows[stem]["message"], summary[stem]
+
+
+@pytest.mark.slow
+def test_a_kernel_remembering_the_sets_it_verified_on_is_graded_incorrect(tmp_path: Path, score) -> None:  # type: ignore[no-untyped-def]
+    row = _score(tmp_path, score, "RELU_MEMORIZED")["19_ReLU"]
+    # Before: 'correct', reward 1 (also against widened sets called again, had they been the verified ones).
+    assert row["status"] == "incorrect" and "a new set among the timed calls" in row["message"], row["message"][:400]

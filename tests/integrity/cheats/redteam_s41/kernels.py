@@ -146,3 +146,29 @@ MATMUL_COUNTED_HALF = MATMUL_SAMPLED_HALF.replace(
     """  static int64_t calls = 0;
   const bool half = ++calls > 14;  // T13/T15: full precision while the grading pass verifies""")
 assert MATMUL_COUNTED_HALF != MATMUL_SAMPLED_HALF
+
+#: :data:`RELU_COUNTED` that also remembers a sample of every input it saw in its first 14 calls (static arrays of
+#: numbers) and stays honest on those afterwards: widened sets called again among the timed calls are recognised
+#: unless they are new ones.
+RELU_MEMORIZED = r"""
+#include <cstdint>
+#include <cstring>
+
+void relu_cpu(const float* x, float* y, int64_t n) {
+  static int64_t calls = 0;
+  static double seen[64];
+  static int64_t kept = 0;
+  double key = 0.0;
+  for (int64_t s = 0; s < 64; ++s) key += static_cast<double>(x[(s * n) / 64]) * static_cast<double>(s + 1);
+  bool known = false;
+  for (int64_t i = 0; i < kept; ++i) known |= seen[i] == key;
+  if (++calls <= 14) {
+    if (!known && kept < 64) seen[kept++] = key;
+  } else if (!known) {
+    std::memcpy(y, x, sizeof(float) * n);  // T13/T18: a set never seen while verifying: the task's own inputs
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+"""
