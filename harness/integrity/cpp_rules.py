@@ -54,7 +54,7 @@ ALLOWED_QUALIFIED: frozenset[str] = frozenset(
         "GenericPackedTensorAccessor", "RestrictPtrTraits", "DefaultPtrTraits", "ArrayRef", "optional", "nullopt",
         "SmallVector", "string_view", "ScalarTypeToCPPType", "CppTypeToScalarType", "kCUDA", "kCPU", "NoGradGuard",
         "InferenceMode", "AutoGradMode", "get_num_threads", "parallel_for", "in_parallel_region", "Error",
-        # ATen/Parallel.h's threading helpers and ATen/NumericUtils.h's limits: header-only, no operator behind them
+        # ATen/Parallel.h's threading helpers and ATen/cuda/NumericLimits.cuh's limits: header-only, no operator behind them
         "parallel_reduce", "get_thread_num", "numeric_limits",
         "ValueError", "IndexError", "TypeError", "str", "detail", "cuda", "util", "convert", "from_blob",
         # CUDA context (the current stream is honest; making or switching streams is not)

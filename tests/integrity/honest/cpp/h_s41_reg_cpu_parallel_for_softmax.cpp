@@ -2,6 +2,7 @@
 // std::max/std::exp, sizes and strides read from the tensor.
 #include "../binding_registry.h"
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 #include <ATen/ops/empty.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 // before session 41 (T1.cpp.aten_call, T12.cpp.static_cache).
 #include "../binding_registry.h"
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 

@@ -3,7 +3,7 @@
 // (its continuation lines were "globals" to T12.cpp.static_cache before session 41).
 #include "../binding_registry.h"
 #include <ATen/Dispatch.h>
-#include <ATen/NumericUtils.h>
+#include <ATen/cuda/NumericLimits.cuh>
 #include <ATen/ops/empty.h>
 #include <cuda_runtime.h>
 

@@ -8,6 +8,10 @@
 
 #include <cfloat>
 
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
 template <int BLOCK>
 __global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ y, int cols) {
   using BlockReduce = cub::BlockReduce<float, BLOCK>;
@@ -17,7 +21,7 @@ __global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ 
   float* out = y + (size_t)blockIdx.x * cols;
   float m = -FLT_MAX;
   for (int c = threadIdx.x; c < cols; c += BLOCK) m = fmaxf(m, in[c]);
-  const float block_max = BlockReduce(temp).Reduce(m, cub::Max());
+  const float block_max = BlockReduce(temp).Reduce(m, MaxOp());
   if (threadIdx.x == 0) s_max = block_max;
   __syncthreads();
   float s = 0.f;
