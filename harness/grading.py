@@ -21,7 +21,7 @@ from cuda_agent.harness.grade_stop import stop_check, stop_reason
 from cuda_agent.harness.phases import apply_speedups
 from cuda_agent.harness.timed_run import settle_fresh_sets, time_candidate
 from cuda_agent.harness.timing_stats import summarize
-from cuda_agent.harness.widened_run import make_recalls, verify_widened
+from cuda_agent.harness.widened_run import make_recalls, recall_order, round_recalls, verify_widened
 from cuda_agent.schemas.result import Baselines, CandidateResult
 from cuda_agent.schemas.task import TaskManifest
 
@@ -54,7 +54,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         if sess.failed:
             return
         widened = sess.ctx.integrity.widened_sets
-        recall_kinds = verify_widened(sess, task, widened) if widened else []
+        recall_kinds = recall_order(verify_widened(sess, task, widened) if widened else [])
         if sess.failed:
             return
         ks = sess.timing_sets()
@@ -83,8 +83,10 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
                 checks = None
             else:
                 checks = cap // spread + (r < cap % spread) if r < spread else max(1, cap // rounds)
-            # A new widened set of each conclusive kind at a secret position of every round (checked, time dropped).
-            recalls = make_recalls(sess, task, recall_kinds)
+            # New widened sets at secret positions of every round (checked, time dropped): every conclusive kind,
+            # or for a big working set one a round, made at its position.
+            kinds, lazy = round_recalls(recall_kinds, r, sess.sets.input_bytes())
+            recalls = make_recalls(sess, task, kinds, lazy=lazy)
             if sess.failed:
                 return []
             samples, wall_ms = time_candidate(sess, ks, calls=per_round, max_checks=checks, fresh_calls=fresh,

@@ -98,6 +98,7 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
         # only add its cost to the timed batch)
         audit_at = -1 if sess.torch_compute_allowed else secrets.randbelow(calls if calls is not None else p.min_calls)
         recall_at: dict[int, list[Recall]] = {}
+        waiting: list[Recall] = []
         for w in widened:
             recall_at.setdefault(secrets.randbelow(calls if calls is not None else p.min_calls), []).append(w)
         j = 0
@@ -112,6 +113,12 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
                 if sess.failed:
                     break
                 sess.release(fk)  # memory-aware sessions free it on both sides at once
+                for w in waiting:  # recalls made at their position waited for the fresh set's memory
+                    if not sess.failed:
+                        call_again(sess, w)
+                waiting.clear()
+                if sess.failed:
+                    break
             if drawn is not None:
                 check = j in drawn
             else:
@@ -123,6 +130,9 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
                 if sess.failed:
                     break
             for w in recall_at.pop(j, ()):
+                if w.k is None and fresh:  # made at its position: never beside a fresh set still to be called
+                    waiting.append(w)
+                    continue
                 call_again(sess, w)
                 if sess.failed:
                     break
@@ -137,7 +147,7 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
             timed(fk, True, True)
             if not sess.failed:
                 sess.release(fk)
-        for w in [w for ws in recall_at.values() for w in ws]:  # positions past a batch the stopping rule ended
+        for w in waiting + [w for ws in recall_at.values() for w in ws]:  # waiting, or past a batch the stop ended
             if sess.failed:
                 break
             call_again(sess, w)

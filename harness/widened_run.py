@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from cuda_agent.harness.fresh_sets import BIG_FRESH_BYTES
 
 from cuda_agent.harness.widening import DUP_FRACTIONS, can_widen, schedule, widen_plans
 from cuda_agent.schemas.task import TaskManifest
@@ -37,33 +40,74 @@ def gate_tolerance(sess: Session, task: TaskManifest) -> list[float]:
     return [float(atol), float(rtol)]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Recall:
-    """A widened set made for one call among the timed calls: its index and the line naming its widening."""
+    """A widened set for one call among the timed calls: its kind, and its index and the line naming its widening
+    once made (a big working set's recall is made at its position, so that it never sits beside the batch's sets)."""
 
-    k: int
-    label: str
+    kind: str
+    make: Callable[[], tuple[int | None, str]]
+    k: int | None = None
+    label: str = ""
 
 
-def make_recalls(sess: Session, task: TaskManifest, kinds: list[str]) -> list[Recall]:
+#: Working sets above this many bytes get one recall a round (made at its position), the others every kind a round.
+BIG_RECALL_BYTES = BIG_FRESH_BYTES
+
+
+def recall_order(kinds: list[str]) -> list[str]:
+    """The grade's order of recall kinds: ``spike`` first (the one kind a sampling kernel cannot see coming), then
+    the others in a secret shuffle."""
+    rest = [k for k in kinds if k != "spike"]
+    secrets.SystemRandom().shuffle(rest)
+    return (["spike"] if "spike" in kinds else []) + rest
+
+
+def round_recalls(order: list[str], r: int, input_bytes: int) -> tuple[list[str], bool]:
+    """The kinds recalled in round ``r`` and whether they are made at their position (lazily): every kind of
+    ``order`` for a small working set; one a round, in turn, for a big one (extra sets of a 16 GiB task held through
+    a batch would pass the device's budget)."""
+    if not order:
+        return [], False
+    if input_bytes <= BIG_RECALL_BYTES:
+        return list(order), False
+    return [order[r % len(order)]], True
+
+
+def make_recalls(sess: Session, task: TaskManifest, kinds: list[str], *, lazy: bool = False) -> list[Recall]:
     """A new widened set of each of ``kinds`` from a new secret seed (its spikes placed anew), made by the reference
-    before a timed batch; a kind inconclusive this time is left out of the batch (never a failure)."""
-    t = time.perf_counter()
+    before a timed batch, or (``lazy``) just before its call; a kind inconclusive this time is left out of the batch
+    (never a failure)."""
     gate = gate_tolerance(sess, task)
-    out = []
-    for kind in kinds:
-        plans, lines = widen_plans(task, kind=kind, seed=secrets.randbits(31))
-        k, made = sess.sets.make_widened(secrets.randbits(31), plans, gate)
-        if k is not None:
+
+    def maker(kind: str) -> Callable[[], tuple[int | None, str]]:
+        def make() -> tuple[int | None, str]:
+            plans, lines = widen_plans(task, kind=kind, seed=secrets.randbits(31))
+            k, made = sess.sets.make_widened(secrets.randbits(31), plans, gate)
             shrink = made.widen_shrink
             at = "" if shrink in (None, 1.0) else f" at {shrink:g} of the widening"
-            out.append(Recall(k, f"{kind}{at}: {'; '.join(lines)}"))
+            return k, f"{kind}{at}: {'; '.join(lines)}"
+        return make
+
+    out = [Recall(kind, maker(kind)) for kind in kinds]
+    if lazy:
+        return out
+    t = time.perf_counter()
+    for recall in out:
+        recall.k, recall.label = recall.make()
     sess.tick("widened_sets", t)
-    return out
+    return [r for r in out if r.k is not None]
 
 
 def call_again(sess: Session, recall: Recall) -> None:
-    """One checked call on a new widened set among the timed calls (its time is not a sample); mismatches name it."""
+    """One checked call on a new widened set among the timed calls (its time is not a sample); mismatches name it.
+    A lazy recall is made first; inconclusive then, it is skipped."""
+    if recall.k is None:
+        t = time.perf_counter()
+        recall.k, recall.label = recall.make()
+        sess.tick("widened_sets", t)
+        if recall.k is None:
+            return
     errors_before = len(sess.errors)
     sess.call(recall.k, check=True)
     for e in sess.errors[errors_before:]:
@@ -74,7 +118,7 @@ def call_again(sess: Session, recall: Recall) -> None:
         head = "new sets among the timed calls: "
         done = next((i for i, o in enumerate(info.outcomes) if o.startswith(head)), None)
         n = 1 + (int(info.outcomes[done][len(head):].split()[0]) if done is not None else 0)
-        line = f"{head}{n} checked (every kind but dup, each round, at secret positions)"
+        line = f"{head}{n} checked (at secret positions of every round)"
         if done is None:
             info.outcomes.append(line)
         else:

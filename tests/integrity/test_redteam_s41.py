@@ -107,3 +107,38 @@ def test_a_kernel_remembering_the_sets_it_verified_on_is_graded_incorrect(tmp_pa
     row = _score(tmp_path, score, "RELU_MEMORIZED")["19_ReLU"]
     # Before: 'correct', reward 1 (also against widened sets called again, had they been the verified ones).
     assert row["status"] == "incorrect" and "a new set among the timed calls" in row["message"], row["message"][:400]
+
+
+def test_a_big_working_set_gets_one_recall_a_round_in_turn_spike_first() -> None:
+    from cuda_agent.harness.widened_run import BIG_RECALL_BYTES, recall_order, round_recalls
+
+    kinds = ["wide", "large", "spike", "signs"]
+    order = recall_order(kinds)
+    assert order[0] == "spike" and sorted(order) == sorted(kinds)
+    assert recall_order(["wide", "large"])[0] in ("wide", "large")  # no spike kind: a shuffle of the rest
+    # small: every kind each round, made before the batch
+    assert round_recalls(order, 0, BIG_RECALL_BYTES) == (order, False)
+    assert round_recalls(order, 5, 1024) == (order, False)
+    # big: one a round, in turn, made at its position (never held beside the batch's own sets)
+    big = BIG_RECALL_BYTES + 1
+    assert [round_recalls(order, r, big) for r in range(5)] == [([order[r % 4]], True) for r in range(5)]
+    assert round_recalls([], 0, big) == ([], False)
+
+
+@pytest.mark.slow
+def test_a_big_working_sets_recalls_made_at_their_position_still_catch_a_counter_and_pass_honest_work(
+        tmp_path: Path, score, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Every working set counts as big here, so each round's one recall is made inside the batch, after any fresh set
+    # still held has been called (harness/timed_run.py); the counting ReLU is caught, the honest softmax passes.
+    import cuda_agent.harness.widened_run as widened_run
+
+    monkeypatch.setattr(widened_run, "BIG_RECALL_BYTES", 0)
+    kernels, conventions = solution_kit()
+    by_stem = {p.stem: p for p in kernels.PROBLEMS}
+    problems = (dataclasses.replace(by_stem["19_ReLU"], cpu_kernel=K.RELU_COUNTED), by_stem["23_Softmax"])
+    folders = conventions.write_all(tmp_path / "solutions", ("registry",), ("cpu",), problems)
+    _, report = score(folders[("registry", "cpu")], REDUCED, "cpu", tmp_path / "out")
+    rows = {r["problem"].rsplit("/", 1)[-1]: r for r in report["tasks"]}
+    assert rows["19_ReLU"]["status"] == "incorrect", rows["19_ReLU"]["message"][:400]
+    assert "a new set among the timed calls" in rows["19_ReLU"]["message"]
+    assert rows["23_Softmax"]["status"] == "correct", rows["23_Softmax"]["message"][:400]
