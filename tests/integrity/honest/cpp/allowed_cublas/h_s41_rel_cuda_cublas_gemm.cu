@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <cublas_v2.h>
 
+#include "../binding_registry.h"
+
 __global__ void bias_relu(float* __restrict__ y, const float* __restrict__ bias, int rows, int cols) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < rows * cols) y[i] = fmaxf(y[i] + bias[i % cols], 0.f);
