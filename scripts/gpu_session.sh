@@ -131,6 +131,9 @@ run_part() {  # run_part SUMMARY WHAT [TAG]
                  # files and, when this call built it, data_core.tar.gz (a step call: actor, critic, moments,
                  # records_rl.json, its rollouts, summary.txt and results.tar.gz, 7 of the 8 files a call returns:
                  # run no other part that returns files, e.g. kb_check, in the same call).
+                 # a carried state folder made with `learning_state.py subset --xz` is decompressed first
+                 local lst; lst=$(sed -n 's/.*--state[ =]\([^ ]*\).*/\1/p' <<< "${LEARNING_ARGS:-}")
+                 [ -n "$lst" ] && [ -d "$lst" ] && python3 scripts/learning_state.py unxz "$lst" >> "$s" 2>&1
                  # where the machine's CPU goes meanwhile, by kind of process (builds, runners, references, generation)
                  python3 benchmarks/cpu_sampler.py --out "$RES/cpu_usage$tag.jsonl" --interval 1 --report-every 30 &
                  local sampler=$!

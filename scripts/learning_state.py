@@ -23,6 +23,11 @@ hold every seed's entries (the call merges into the carried ones), so copy the r
 (past RL step 1 the SFT actors are not read). Two seeds' RL actors and critics still do not fit one call: with the
 wheels (8 MiB) and the tracked tree (10 MiB in session 27) they come to about 64.4 MiB.
 
+``subset --xz`` stores each file xz-compressed (one seed's step call: 28 instead of 40 MB; bf16 weights compress to
+~70%, Adam's int8 moments to ~90%, the records to ~5%), and ``scripts/gpu_session.sh``'s ``learning`` part runs
+``unxz`` on the ``--state`` folder before anything reads it. Session 41's tracked tree (20 MB) and wheels (8.8 MB)
+left no room for a plain subset (40.4 MB) in the 64 MiB a call carries.
+
 ``take`` brings one call's returned files into the full folder for the seeds that call ran, and only those: their
 ``*_seed<k>`` files are copied, and in each returned ``records_*.json`` every per-seed entry of those seeds (steps
 done, training metrics, points, partial counts) replaces the full folder's, while the other seeds' entries stay.
@@ -262,7 +267,7 @@ def retire(names: list[str], reason: str) -> None:
     print(f"retired {len(names)} files: {', '.join(names)}")
 
 
-def subset(src: Path, dest: Path, seeds: list[int], without: list[str] | None = None) -> None:
+def subset(src: Path, dest: Path, seeds: list[int], without: list[str] | None = None, xz: bool = False) -> None:
     files = state_files(src)
     keep = [p for p in files if not re.search(r"_seed\d+\.", p.name) or any(p.name.endswith(f"_seed{k}.safetensors")
                                                                            for k in seeds)]
@@ -273,9 +278,24 @@ def subset(src: Path, dest: Path, seeds: list[int], without: list[str] | None = 
             old.unlink()
     dest.mkdir(parents=True, exist_ok=True)
     for p in keep:
-        (dest / p.name).write_bytes(p.read_bytes())
+        data = p.read_bytes()
+        if xz and not p.name.endswith(".gz"):  # the data core is gzip already
+            (dest / (p.name + ".xz")).write_bytes(lzma.compress(data, preset=6))
+        else:
+            (dest / p.name).write_bytes(data)
     size = sum(p.stat().st_size for p in keep)
-    print(f"{dest}: {len(keep)} files, {size / 2**20:.1f} MiB ({', '.join(p.name for p in keep)})")
+    sent = sum(p.stat().st_size for p in dest.iterdir())
+    packed = f", {sent / 2**20:.1f} MiB as sent (xz; the device runs `unxz` first)" if xz else ""
+    print(f"{dest}: {len(keep)} files, {size / 2**20:.1f} MiB{packed} ({', '.join(p.name for p in keep)})")
+
+
+def unxz(folder: Path) -> None:
+    """Decompress every ``*.xz`` of ``folder`` in place (the device's side of ``subset --xz``; standard library only)."""
+    for p in sorted(folder.glob("*.xz")):
+        target = p.with_suffix("")
+        target.write_bytes(lzma.decompress(p.read_bytes()))
+        p.unlink()
+        print(f"{target}: {target.stat().st_size} bytes")
 
 
 def _seed_keyed(value: object) -> bool:
@@ -364,6 +384,11 @@ def main() -> None:
     c.add_argument("--seeds", type=seed_list, nargs="+", required=True, help="seeds, e.g. '0 1' or '0,1'")
     c.add_argument("--without", action="extend", nargs="+", default=[], metavar="GLOB",
                    help="leave out files matching GLOB (e.g. 'state_seed*': past RL step 1 no SFT actor is read)")
+    c.add_argument("--xz", action="store_true",
+                   help="store each file xz-compressed (28 of 40 MB for one seed's step: room for the tree and wheels "
+                        "in the 64 MiB a call carries); the device decompresses with `unxz` before the run")
+    x = sub.add_parser("unxz", help="decompress a subset's *.xz files in place (run on the device)")
+    x.add_argument("folder", type=Path)
     k = sub.add_parser("take", help="bring a call's returned files in for the seeds it ran, keeping the others'")
     k.add_argument("dest", type=Path)
     k.add_argument("returned", type=Path)
@@ -379,7 +404,9 @@ def main() -> None:
     elif args.cmd == "restore":
         restore(args.dest)
     elif args.cmd == "subset":
-        subset(args.src, args.dest, [x for part in args.seeds for x in part], args.without)
+        subset(args.src, args.dest, [x for part in args.seeds for x in part], args.without, args.xz)
+    elif args.cmd == "unxz":
+        unxz(args.folder)
     elif args.cmd == "take":
         take(args.dest, args.returned, [x for part in args.seeds for x in part])
     elif args.cmd == "retire":

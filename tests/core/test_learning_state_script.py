@@ -324,3 +324,36 @@ def test_save_refuses_what_would_pass_the_submission_budget_and_commits_nothing(
     assert "2 commits" in res.stdout
     diffs = float(res.stdout.split("diffs ")[1].split(" MiB")[0])
     assert 0.6 < diffs < 1.0
+
+
+def test_an_xz_subset_is_smaller_and_unxz_gives_back_every_file_exactly(repo: Path) -> None:
+    """``subset --xz`` (what a step call carries once the tree and wheels leave no room for plain files) and the
+    device's ``unxz``, as scripts/gpu_session.sh's learning part runs it: the same bytes as a plain subset."""
+    state = repo / ".learning_state"
+    (state / "rl_actor_seed0.safetensors").write_bytes(bytes(200_000) + os.urandom(1000))  # compressible weights
+    (state / "records_rl.json").write_text(json.dumps({"steps_done": {"0": 3}, "pad": "x" * 50_000}))
+    assert run(repo, "subset", ".learning_state", "plain", "--seeds", "0").returncode == 0
+    res = run(repo, "subset", ".learning_state", "packed", "--seeds", "0", "--xz")
+    assert res.returncode == 0, res.stderr
+    packed = {p.name for p in (repo / "packed").iterdir()}
+    # the data core is gzip already and travels as it is; the rest as .xz
+    assert packed == {"data_core.tar.gz", "records_sft.json.xz", "records_rl.json.xz", "state_seed0.safetensors.xz",
+                      "rl_actor_seed0.safetensors.xz"}
+    size = sum(p.stat().st_size for p in (repo / "packed").iterdir())
+    assert size < sum(p.stat().st_size for p in (repo / "plain").iterdir())
+    assert "as sent (xz" in res.stdout
+    res = run(repo, "unxz", "packed")
+    assert res.returncode == 0, res.stderr
+    plain = {p.name: p.read_bytes() for p in (repo / "plain").iterdir()}
+    assert {p.name: p.read_bytes() for p in (repo / "packed").iterdir()} == plain
+
+
+def test_the_learning_part_of_the_gpu_session_unpacks_the_state_it_is_given(tmp_path: Path) -> None:
+    """The line of scripts/gpu_session.sh that finds the ``--state`` folder in LEARNING_ARGS, run as bash runs it."""
+    text = (SCRIPT.parents[0] / "gpu_session.sh").read_text()
+    line = next(ln.strip() for ln in text.splitlines() if "local lst; lst=$(sed" in ln)
+    expr = line.split("lst=", 1)[1]
+    for args, want in (("--phase rl_eval,rl_step --seeds 0 --state .learning_state_call --set budget_s=400",
+                        ".learning_state_call"), ("--state=/tmp/x --seeds 1", "/tmp/x"), ("--phase sft", "")):
+        out = subprocess.run(["bash", "-c", f'LEARNING_ARGS="{args}"; echo {expr}'], capture_output=True, text=True)
+        assert out.stdout.strip() == want, (args, out.stdout, out.stderr)
