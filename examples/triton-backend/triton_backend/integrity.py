@@ -17,6 +17,9 @@ Outside kernels only these parts of Triton may be used: :data:`TRITON_HELPERS` (
 ``triton.next_power_of_2``, the decorators and ``triton.Config``) and ``tl`` dtypes/``constexpr``. The runtime,
 compiler, backends, testing (``do_bench``) and knobs are refused (T1/T8/T16).
 
+What the rewrite blanks but Triton runs as Python (decorators, attribute chains in kernel bodies, kernels used
+other than launched) is judged by :mod:`triton_backend.kernel_scope`.
+
 Every rule id is one of the harness's table (``cuda_agent.harness.integrity.RULES``), so a Triton rejection names
 the same threat class as a CUDA one (docs/backends.md lists what each means for Triton).
 """
@@ -27,6 +30,9 @@ import ast
 from dataclasses import dataclass, field
 
 from cuda_agent.harness.integrity import Violation, check_model_new_source
+
+from triton_backend.kernel_scope import (DecoratorCheck, kernel_attribute_violations, kernel_value_violations,
+                                         literal_constants)
 
 #: The extension module name the rewritten file imports (the allowlist's default).
 EXTENSION = "cuda_extension"
@@ -104,12 +110,17 @@ def check_triton_source(source: str, filename: str = "model_new.py") -> TritonFi
     kernels = [n for n in tree.body if _is_kernel(n, triton)]
     out.kernels = [k.name for k in kernels]
     inside = {id(n) for k in kernels for n in ast.walk(k)}
-    constants = {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
-                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    constants = literal_constants(tree)
     for k in kernels:
         out.violations += _kernel_violations(k, filename, set(out.kernels), triton | language, constants)
         out.violations += _precision_violations(k, filename, language | triton)
     out.violations += _triton_use_violations(tree, filename, triton, language, inside)
+    names = set(out.kernels)
+    decorators = DecoratorCheck(tree, filename, triton, language, names, TRITON_HELPERS, LANGUAGE_HELPERS)
+    for k in kernels:
+        out.violations += decorators.check(k)
+        out.violations += kernel_attribute_violations(k, filename, triton, language, names)
+    out.violations += kernel_value_violations(tree, filename, names, inside)
     rewritten = _rewrite(source, tree, kernels, triton, language)
     found = check_model_new_source(rewritten, filename, extension_names=(EXTENSION,))
     for v in found:
@@ -255,8 +266,12 @@ def _grid_lambda_to_body(lines: list[str], lam: ast.Lambda) -> None:
     body = lam.body
     if lam.lineno != body.lineno:  # a lambda whose body starts on another line: left to the allowlist as it is
         return
+    # meta holds every launch argument, tensors too: `meta['x_ptr'].copy_(...)` / `meta['x_ptr'][0]` stay as written
+    # (an unknown name, a tensor to the allowlist)
+    used = {id(n.value) for n in ast.walk(body) if isinstance(n, (ast.Attribute, ast.Subscript))}
+    used |= {id(n.func) for n in ast.walk(body) if isinstance(n, ast.Call)}
     for node in ast.walk(body):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == param \
-                and node.lineno == node.end_lineno:
+                and node.lineno == node.end_lineno and id(node) not in used:
             _blank(lines, node.lineno - 1, node.col_offset, node.end_col_offset or node.col_offset, "1")
     _blank(lines, lam.lineno - 1, lam.col_offset, body.col_offset)

@@ -1,0 +1,267 @@
+"""Static rules for the parts of a Triton file the harness's allowlist never sees: kernel decorators, attribute
+chains inside kernel bodies, the module constants kernels read, and kernel objects used other than by a launch.
+
+The rewrite of :mod:`triton_backend.integrity` blanks every kernel, decorators included, before the allowlist runs,
+and Triton runs Python from both at launch (``@triton.heuristics`` lambdas and ``triton.Config`` pre-hooks get the
+launch's real torch tensors; under the interpreter a kernel body is Python too; compiled, Triton evaluates attribute
+chains of globals while compiling). Session 41's red team hid a torch fallback in a heuristics lambda that looked for
+the op audit's dispatch mode (``torch._C._len_torch_dispatch_stack()``) and computed with torch only when none was
+installed: graded correct. So decorator arguments are data (numbers, strings, lists, dicts, ``triton.Config``) plus
+heuristics lambdas of arithmetic on ``args['name']``; a kernel body may not reach ``_`` attributes nor walk out of
+``triton.language`` (``tl.core.builtins.eval``); kernels read only module constants bound to literals; outside
+kernels a kernel is only launched (``k[grid](...)``), never ``k.fn(...)`` (its body run as Python on torch tensors).
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+from typing import Any
+
+from cuda_agent.harness.integrity import Violation
+
+#: Builtins a decorator expression may call.
+DECORATOR_BUILTINS = frozenset({"min", "max", "int", "float", "bool", "abs", "len", "range", "list", "tuple", "dict"})
+#: Expression nodes a decorator may hold besides names, attributes, calls, subscripts and lambdas (checked apart).
+_DATA_NODES = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare,
+               ast.IfExp, ast.keyword, ast.Load, ast.Store, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
+               ast.ListComp, ast.comprehension, ast.Starred)
+_FUNCTION_STATEMENTS = (ast.Return, ast.Assign, ast.AnnAssign, ast.For, ast.If, ast.Pass)
+
+
+def literal_constants(tree: ast.Module) -> set[str]:
+    """Module-level names bound only to literals (numbers, strings, ``tl.constexpr(literal)``): what kernels read."""
+    bound: dict[str, list[ast.AST | None]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    bound.setdefault(t.id, []).append(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            bound.setdefault(node.target.id, []).append(node.value)
+    return {name for name, values in bound.items() if all(v is not None and _is_literal(v) for v in values)}
+
+
+def _is_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1 \
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "constexpr":
+        node = node.args[0]
+    while isinstance(node, ast.UnaryOp):
+        node = node.operand
+    if isinstance(node, ast.BinOp):
+        return _is_literal(node.left) and _is_literal(node.right)
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool, type(None)))
+
+
+class DecoratorCheck:
+    """Decorator expressions of kernels, with the module-level assignments and functions they reach."""
+
+    def __init__(self, tree: ast.Module, filename: str, triton: set[str], language: set[str], kernels: set[str],
+                 helpers: frozenset[str], language_helpers: frozenset[str]) -> None:
+        self.filename, self.triton, self.language, self.kernels = filename, triton, language, kernels
+        self.helpers, self.language_helpers = helpers, language_helpers
+        self.assigned = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                         if isinstance(t, ast.Name)}
+        self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name not in kernels}
+        self.seen: set[str] = set()
+        self.out: list[Violation] = []
+
+    def check(self, k: ast.FunctionDef) -> list[Violation]:
+        """Violations of ``k``'s decorators (``T1.python.decorator``)."""
+        for dec in k.decorator_list:
+            self._expr(dec, set(), k.name)
+        return self.out
+
+    def _bad(self, node: ast.AST, where: str, what: str) -> None:
+        self.out.append(Violation(
+            rule="T1.python.decorator", file=self.filename, line=getattr(node, "lineno", None),
+            message=f"decorator of kernel `{where}`: {what}; decorator arguments may be numbers, strings, lists, dicts, "
+                    "triton.Config(kwargs, num_warps=..., num_stages=...) and @triton.heuristics lambdas of "
+                    "arithmetic on args['name'] (no hooks, no torch, no calls but triton.cdiv/next_power_of_2 and "
+                    "min/max/int)"))
+
+    def _expr(self, node: ast.AST, local: set[str], where: str, heuristics: bool = False) -> None:
+        if isinstance(node, ast.Lambda):
+            if not heuristics:
+                return self._bad(node, where, "a function (lambda) outside a @triton.heuristics dict runs at launch")
+            a = node.args
+            if a.defaults or a.kw_defaults or a.vararg or a.kwarg:
+                return self._bad(node, where, "a heuristics lambda with defaults or *args keeps state across calls")
+            return self._expr(node.body, local | {p.arg for p in a.args + a.kwonlyargs + a.posonlyargs}, where)
+        if isinstance(node, ast.Name):
+            return self._name(node, local, where)
+        if isinstance(node, ast.Attribute):
+            if not self._helper_chain(node):
+                self._bad(node, where, f"`{ast.unparse(node)}` is not a Triton helper")
+            return None
+        if isinstance(node, ast.Subscript):
+            if not (isinstance(node.value, ast.Name) and node.value.id in local):
+                return self._bad(node, where, f"`{ast.unparse(node)}`: only a lambda's args['name'] may be indexed")
+            return self._expr(node.slice, local, where)
+        if isinstance(node, ast.Call):
+            return self._call(node, local, where)
+        if isinstance(node, ast.ListComp):  # the loops bind the names the element reads
+            local = local | {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        if not isinstance(node, _DATA_NODES):
+            return self._bad(node, where, f"`{ast.unparse(node)[:60]}` ({type(node).__name__}) is not data")
+        for child in ast.iter_child_nodes(node):
+            self._expr(child, local, where)
+        return None
+
+    def _name(self, node: ast.Name, local: set[str], where: str) -> None:
+        name = node.id
+        if name in local or name in self.triton or name in self.language or name in {"True", "False", "None"}:
+            return
+        if name in self.assigned:
+            if name not in self.seen:  # a module-level value: judged as if written in the decorator
+                self.seen.add(name)
+                self._expr(self.assigned[name], set(), where)
+            return
+        self._bad(node, where, f"`{name}` is not data (functions, kernels and modules may not be passed)")
+
+    def _call(self, node: ast.Call, local: set[str], where: str) -> None:
+        f = node.func
+        heuristics = False
+        if isinstance(f, ast.Attribute) and self._helper_chain(f):
+            heuristics = f.attr == "heuristics"
+        elif isinstance(f, ast.Name) and f.id in DECORATOR_BUILTINS and f.id not in local:
+            pass
+        elif isinstance(f, ast.Name) and f.id in self.functions:
+            if f.id not in self.seen:
+                self.seen.add(f.id)
+                self._function(self.functions[f.id], where)
+        elif isinstance(f, ast.Attribute) and f.attr == "append" and isinstance(f.value, ast.Name) \
+                and f.value.id in local:
+            pass
+        else:
+            return self._bad(node, where, f"calling `{ast.unparse(f)[:60]}`")
+        values = [a for a in node.args[:1]] + [kw.value for kw in node.keywords if kw.arg == "values"]
+        for a in [*node.args, *(kw.value for kw in node.keywords)]:
+            if heuristics and any(a is v for v in values) and isinstance(a, ast.Dict):
+                for key, v in zip(a.keys, a.values):  # {'NAME': lambda args: ...}: the one place a lambda may be
+                    if key is not None:
+                        self._expr(key, local, where)
+                    self._expr(v, local, where, heuristics=True)
+            else:
+                self._expr(a, local, where)
+        return None
+
+    def _function(self, fn: ast.FunctionDef, where: str) -> None:
+        """A module-level function a decorator calls (``configs=get_configs()``): statements over data only."""
+        if fn.decorator_list or fn.args.defaults or fn.args.kw_defaults:
+            return self._bad(fn, where, f"function `{fn.name}` has decorators or defaults")
+        local = {p.arg for p in fn.args.args + fn.args.kwonlyargs} | {
+            n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for stmt in ast.walk(fn):
+            if isinstance(stmt, ast.stmt) and stmt is not fn and not isinstance(stmt, (*_FUNCTION_STATEMENTS, ast.Expr)):
+                return self._bad(stmt, where, f"function `{fn.name}`: `{type(stmt).__name__}` statements")
+        for stmt in fn.body:
+            self._statement(stmt, local, where)
+        return None
+
+    def _statement(self, stmt: ast.stmt, local: set[str], where: str) -> None:
+        if isinstance(stmt, ast.Expr) and not (isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
+                                               and stmt.value.func.attr == "append"):
+            return self._bad(stmt, where, f"`{ast.unparse(stmt)[:60]}`: only list.append(...) calls may stand alone")
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.stmt):
+                self._statement(child, local, where)
+            else:
+                self._expr(child, local, where)
+        return None
+
+    def _helper_chain(self, node: ast.Attribute) -> bool:
+        """``triton.<helper>``, ``tl.<helper>`` or ``triton.language.<helper>``."""
+        if isinstance(node.value, ast.Name):
+            if node.value.id in self.triton:
+                return node.attr in self.helpers
+            return node.value.id in self.language and node.attr in self.language_helpers
+        v = node.value
+        return isinstance(v, ast.Attribute) and v.attr == "language" and isinstance(v.value, ast.Name) \
+            and v.value.id in self.triton and node.attr in self.language_helpers
+
+
+def kernel_attribute_violations(k: ast.FunctionDef, filename: str, triton: set[str], language: set[str],
+                                kernels: set[str]) -> list[Violation]:
+    """Attributes inside a kernel body: no ``_`` names, no chain out of ``triton.language``, no kernel attributes;
+    parameter defaults that are literals only."""
+    out: list[Violation] = []
+    for d in k.args.defaults + [d for d in k.args.kw_defaults if d is not None]:
+        if not _is_literal(d):
+            out.append(Violation(rule="T12.python.state_in_forward", file=filename, line=d.lineno,
+                                 message=f"kernel `{k.name}`: parameter default `{ast.unparse(d)[:60]}` is not a "
+                                         "literal (a mutable default keeps state across launches)"))
+    decorators = {id(n) for d in k.decorator_list for n in ast.walk(d)}
+    for node in ast.walk(k):
+        if id(node) in decorators or not isinstance(node, ast.Attribute):
+            continue
+        if node.attr.startswith("_"):
+            out.append(Violation(rule="T1.python.reflection", file=filename, line=node.lineno,
+                                 message=f"kernel `{k.name}`: `{ast.unparse(node)[:80]}` reaches a private or dunder "
+                                         "attribute"))
+            continue
+        chain = _chain(node)
+        if chain is None or (chain[0] not in triton and chain[0] not in language and chain[0] not in kernels):
+            continue  # a value's attribute (x.dtype, acc.to(...)): Triton's own tensor methods
+        if chain[0] in kernels:
+            why = "a kernel's attributes are Triton's runtime"
+        else:
+            why = _outside_language(chain[1:], root_is_triton=chain[0] in triton)
+        if why:
+            out.append(Violation(rule="T1.python.native_access", file=filename, line=node.lineno,
+                                 message=f"kernel `{k.name}`: `{ast.unparse(node)[:80]}`: {why}; a kernel may use "
+                                         "triton.language (tl.*, tl.math, tl.extra.*.libdevice)"))
+    return _outermost(out)
+
+
+def _outermost(found: list[Violation]) -> list[Violation]:
+    """One violation a line (a chain's every prefix is an Attribute node too)."""
+    seen: set[tuple[str, int | None]] = set()
+    return [v for v in found if not ((v.rule, v.line) in seen or seen.add((v.rule, v.line)))]  # type: ignore[func-returns-value]
+
+
+def _chain(node: ast.Attribute) -> list[str] | None:
+    parts: list[str] = []
+    cur: ast.AST = node
+    while isinstance(cur, ast.Attribute):
+        parts.append(cur.attr)
+        cur = cur.value
+    if not isinstance(cur, ast.Name):
+        return None
+    return [cur.id, *reversed(parts)]
+
+
+def _outside_language(attrs: list[str], root_is_triton: bool) -> str:
+    """Why walking ``attrs`` from ``triton`` (or ``triton.language``) leaves Triton's language, or ''."""
+    import triton
+    import triton.language as tl
+
+    obj: Any = triton if root_is_triton else tl
+    for i, attr in enumerate(attrs):
+        if isinstance(obj, types.ModuleType) and not (obj.__name__.startswith("triton.language")
+                                                      or (obj is triton and i == 0 and attr == "language")):
+            return f"`{attr}` of module `{obj.__name__}` is outside triton.language"
+        obj = getattr(obj, attr, None)
+        if obj is None:
+            return ""  # an unknown name: Triton itself refuses it
+    if isinstance(obj, types.ModuleType):
+        return "" if obj.__name__.startswith("triton.language") else f"module `{obj.__name__}` is not triton.language"
+    if isinstance(obj, (int, float, str, bool)):
+        return ""
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    return "" if str(module).startswith("triton") else f"`{attrs[-1]}` is `{module}`'s, not Triton's"
+
+
+def kernel_value_violations(tree: ast.Module, filename: str, kernels: set[str], inside: set[int]) -> list[Violation]:
+    """Outside kernels a kernel name may only be launched: ``k[grid](...)``."""
+    launched = {id(n.func.value) for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
+                and isinstance(n.func.value, ast.Name) and n.func.value.id in kernels}
+    out: list[Violation] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in kernels and isinstance(node.ctx, ast.Load) \
+                and id(node) not in inside and id(node) not in launched:
+            out.append(Violation(rule="T1.python.native_access", file=filename, line=node.lineno,
+                                 message=f"kernel `{node.id}` is used other than launched: outside kernels a "
+                                         f"@triton.jit function may only be launched as `{node.id}[grid](...)` "
+                                         "(`.fn`, `.run`, passing it on reach Triton's runtime)"))
+    return out
