@@ -29,7 +29,8 @@ def _kernel(old: str, new: str) -> str:
 
 #: Classes whose Triton form is refused by the rule of another class: a call counter (13) is state kept in forward
 #: (12); shrinking the task (17) starts with importing it (3); writing outside the workspace (23) opens a file (12).
-CAUGHT_BY_RULE_OF = {13: 12, 17: 3, 23: 12}
+#: Batching across calls (14) needs the same kept state (12).
+CAUGHT_BY_RULE_OF = {13: 12, 14: 12, 17: 3, 23: 12}
 
 STATIC: dict[str, tuple[int, str, str]] = {  # name -> (threat class, source, rule id)
     "torch_fallback": (1, _forward(LAUNCH + "        return x * torch.sigmoid(x)\n"), "T1.python.torch_call"),
@@ -60,6 +61,8 @@ STATIC: dict[str, tuple[int, str, str]] = {  # name -> (threat class, source, ru
                                    "        return out\n"), "T12.python.state_in_forward"),
     "phase_by_call_count": (13, HONEST.replace("        super().__init__()\n", "        super().__init__()\n        self.calls = 0\n", 1)
                             .replace(FORWARD_END, "        self.calls += 1\n" + FORWARD_END), "T12.python.state_in_forward"),
+    "batch_across_calls": (14, HONEST.replace("class ModelNew", "PENDING = []\n\n\nclass ModelNew").replace(
+        FORWARD_END, "        PENDING.append(x)\n" + FORWARD_END), "T12.python.state_in_forward"),
     "tf32_dot": (15, (Path(__file__).resolve().parents[1] / "solutions" / "gemm_bias_relu" / "model_new.py").read_text()
                  .replace(', input_precision="ieee"', ""), "T15.python.dtype_cast"),
     "global_tf32_flag": (16, _forward("        torch.backends.cuda.matmul.allow_tf32 = True\n" + FORWARD_END),
@@ -76,6 +79,8 @@ RUNTIME: dict[str, tuple[int, str, str]] = {  # name -> (threat class, source, s
                                            "tl.store(out_ptr + offs, x * tl.sigmoid(x), mask=mask)\n"
                                            "    tl.store(x_ptr + offs, x * 0.0, mask=mask)"), "rejected"),
     "return_the_input": (19, _forward(LAUNCH + "        return x\n"), "rejected"),
+    # T4: an output the kernel never writes holds whatever the allocator left there (the reference ran elsewhere)
+    "kernel_never_stores": (4, _kernel("    tl.store(out_ptr + offs, x * tl.sigmoid(x), mask=mask)\n", ""), "incorrect"),
 }
 
 RELU_TASK = '''"""ReLU over inputs the task samples non-negative, though ReLU accepts any real."""
@@ -107,8 +112,6 @@ RELU_AS_IDENTITY = HONEST.replace("x * tl.sigmoid(x)", "x").replace("swish", "re
 GRADING: dict[str, tuple[int, str, str]] = {"relu_as_identity": (18, RELU_AS_IDENTITY, "incorrect")}
 
 NOT_APPLICABLE: dict[int, str] = {
-    4: "stale memory: the same fixture as 21 (an output the kernel leaves unwritten reads the NaN poison)",
-    14: "batching across calls needs state kept between calls: refused statically like 12 and 13",
     20: "pinning data in L2 needs an access-policy window (torch.cuda / ctypes), refused statically (T9/T1); the "
         "shared timer resets persisting L2 and flushes before every call whatever the backend",
     22: "physically impossible times: the shared timing protocol's speed-of-light cap applies to every backend",
