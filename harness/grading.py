@@ -83,9 +83,9 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
                 checks = None
             else:
                 checks = cap // spread + (r < cap % spread) if r < spread else max(1, cap // rounds)
-            # New widened sets at secret positions of every round (checked, time dropped): every conclusive kind,
-            # or for a big working set one a round, made at its position.
-            kinds, lazy = round_recalls(recall_kinds, r, sess.sets.input_bytes())
+            # New widened sets at secret positions among the timed calls (checked, time dropped): each conclusive kind
+            # once per 33 calls, or for a big working set one a round, made at its position.
+            kinds, lazy = round_recalls(recall_kinds, r, sess.sets.input_bytes(), per_round, spread)
             recalls = make_recalls(sess, task, kinds, lazy=lazy)
             if sess.failed:
                 return []

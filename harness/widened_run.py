@@ -53,6 +53,9 @@ class Recall:
 
 #: Working sets above this many bytes get one recall a round (made at its position), the others every kind a round.
 BIG_RECALL_BYTES = BIG_FRESH_BYTES
+#: Each kind is recalled once per this many timed calls of the candidate (the standard pass's round): rounds of 11
+#: calls (``standard_fast``, 3 to 9 rounds) recall each kind every third round, not nine times over.
+RECALL_EVERY_CALLS = 33
 
 
 def recall_order(kinds: list[str]) -> list[str]:
@@ -63,15 +66,26 @@ def recall_order(kinds: list[str]) -> list[str]:
     return (["spike"] if "spike" in kinds else []) + rest
 
 
-def round_recalls(order: list[str], r: int, input_bytes: int) -> tuple[list[str], bool]:
-    """The kinds recalled in round ``r`` and whether they are made at their position (lazily): every kind of
-    ``order`` for a small working set; one a round, in turn, for a big one (extra sets of a 16 GiB task held through
-    a batch would pass the device's budget)."""
+def round_recalls(order: list[str], r: int, input_bytes: int, calls_per_round: int = RECALL_EVERY_CALLS,
+                  sure_rounds: int = 1) -> tuple[list[str], bool]:
+    """The kinds recalled in round ``r`` and whether they are made at their position (lazily).
+
+    ``spike`` (when conclusive) is in every round, since a kernel that samples its input, honest wherever the sample
+    looks widened, misses only the spikes. The other kinds: for a small working set each once per
+    :data:`RECALL_EVERY_CALLS` calls (every round of 33 calls; with shorter rounds, dealt over as many rounds as make
+    up 33 calls, but never over more than the ``sure_rounds`` sure to run, so each kind is called at least once);
+    for a big one (extra sets of a 16 GiB task held through a batch would pass the device's budget) one
+    set a round, made at its position: ``spike`` in even rounds, the others in turn in odd ones."""
+    spike = [k for k in order if k == "spike"]
+    rest = [k for k in order if k != "spike"]
     if not order:
         return [], False
-    if input_bytes <= BIG_RECALL_BYTES:
-        return list(order), False
-    return [order[r % len(order)]], True
+    if input_bytes > BIG_RECALL_BYTES:
+        if spike and (r % 2 == 0 or not rest):
+            return spike, True
+        return [rest[(r // 2 if spike else r) % len(rest)]], True
+    stride = max(1, min(RECALL_EVERY_CALLS // max(1, calls_per_round), sure_rounds))
+    return spike + [kind for i, kind in enumerate(rest) if i % stride == r % stride], False
 
 
 def make_recalls(sess: Session, task: TaskManifest, kinds: list[str], *, lazy: bool = False) -> list[Recall]:

@@ -109,19 +109,31 @@ def test_a_kernel_remembering_the_sets_it_verified_on_is_graded_incorrect(tmp_pa
     assert row["status"] == "incorrect" and "a new set among the timed calls" in row["message"], row["message"][:400]
 
 
-def test_a_big_working_set_gets_one_recall_a_round_in_turn_spike_first() -> None:
+def test_recalls_keep_spike_in_every_round_and_each_other_kind_once_per_33_calls() -> None:
     from cuda_agent.harness.widened_run import BIG_RECALL_BYTES, recall_order, round_recalls
 
-    kinds = ["wide", "large", "spike", "signs"]
+    kinds = ["wide", "large", "spike", "signs", "shift"]
     order = recall_order(kinds)
     assert order[0] == "spike" and sorted(order) == sorted(kinds)
-    assert recall_order(["wide", "large"])[0] in ("wide", "large")  # no spike kind: a shuffle of the rest
-    # small: every kind each round, made before the batch
-    assert round_recalls(order, 0, BIG_RECALL_BYTES) == (order, False)
-    assert round_recalls(order, 5, 1024) == (order, False)
-    # big: one a round, in turn, made at its position (never held beside the batch's own sets)
+    assert "spike" not in recall_order(["wide", "large"])
+    rest = order[1:]
+    # small, rounds of 33 calls (standard): every kind every round, made before the batch
+    assert all(round_recalls(order, r, BIG_RECALL_BYTES, 33) == (order, False) for r in range(3))
+    # small, rounds of 11 (standard_fast, 3 sure to run): spike every round, the others dealt over three rounds,
+    # each once per 33 calls
+    rounds = [round_recalls(order, r, 1024, 11, 3) for r in range(9)]
+    assert all(kinds_r[0] == "spike" and not lazy for kinds_r, lazy in rounds)
+    for start in (0, 3, 6):
+        dealt = [k for kinds_r, _ in rounds[start:start + 3] for k in kinds_r[1:]]
+        assert sorted(dealt) == sorted(rest)
+    # a pass of one round (the quick preset; 12 calls) recalls every kind in it, whatever its length
+    assert round_recalls(order, 0, 1024, 12, 1) == (order, False)
+    assert [round_recalls(order, r, 1024, 11, 2)[0][1:] for r in range(2)] == [rest[0::2], rest[1::2]]
+    # big: one set a round, made at its position: spike in even rounds, the others in turn in odd ones
     big = BIG_RECALL_BYTES + 1
-    assert [round_recalls(order, r, big) for r in range(5)] == [([order[r % 4]], True) for r in range(5)]
+    got = [round_recalls(order, r, big) for r in range(8)]
+    assert got == [(["spike"], True) if r % 2 == 0 else ([rest[(r // 2) % 4]], True) for r in range(8)]
+    assert [round_recalls(rest, r, big)[0] for r in range(5)] == [[rest[r % 4]] for r in range(5)]  # no spike kind
     assert round_recalls([], 0, big) == ([], False)
 
 
