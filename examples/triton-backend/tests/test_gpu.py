@@ -83,3 +83,16 @@ def test_timed_by_the_shared_protocol(gpu_backend, probed, tmp_path):
         cuda.close()
     assert graded.timing.method == expected and graded.baselines.eager.method == expected
     assert graded.provenance.backend == "triton" and graded.diagnostics.grade_rounds
+
+
+@pytest.mark.parametrize("name", ["libdevice_from_extra", "libdevice_from_extra_cuda", "libdevice_module_alias",
+                                  "dtype_default"])
+def test_libdevice_and_dtype_default_idioms_are_graded_correct_on_the_gpu(gpu_backend, probed, tmp_path, name):
+    """Refused statically before session 41's review; the interpreter cannot run libdevice, so they are graded here."""
+    from triton_cheats_s41 import HONEST_IDIOMS
+
+    ws = gpu_backend.prepare_workspace(probed("swish"), tmp_path / "ws")
+    ws.write("model_new.py", HONEST_IDIOMS[name])
+    result = gpu_backend.verify(ws, probed("swish"))
+    assert result.status.value == "correct", (name, result.status, result.rule, result.message[:300])
+

@@ -42,3 +42,13 @@ def test_a_heuristics_kernel_is_still_graded_correct(cpu_backend, probed, tmp_pa
     ws.write("model_new.py", HONEST_IDIOMS["heuristics"])
     result = cpu_backend.verify(ws, probed("swish"))
     assert result.status.value == "correct", (result.status, result.message[:300])
+
+
+@pytest.mark.slow
+def test_a_dtype_default_kernel_is_graded_correct(cpu_backend, probed, tmp_path):
+    # Refused statically by the red team's literal-default rule until session 41's review. (The libdevice idioms are
+    # graded on the GPU, examples/triton-backend/tests/test_gpu.py: Triton's interpreter returns None for them.)
+    ws = cpu_backend.prepare_workspace(probed("swish"), tmp_path / "ws")
+    ws.write("model_new.py", HONEST_IDIOMS["dtype_default"])
+    result = cpu_backend.verify(ws, probed("swish"))
+    assert result.status.value == "correct", (result.status, result.message[:300])

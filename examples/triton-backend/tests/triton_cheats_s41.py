@@ -86,3 +86,33 @@ HONEST_IDIOMS: dict[str, str] = {
     "literal_default": HONEST.replace("BLOCK: tl.constexpr", "BLOCK: tl.constexpr = 1024"),
     "tensor_methods": HONEST.replace("x * tl.sigmoid(x)", "(x * tl.sigmoid(x)).to(out_ptr.dtype.element_ty)"),
 }
+
+_IMPORT = "import triton.language as tl\n"
+_LIBDEVICE = HONEST.replace(_IMPORT, _IMPORT + "from triton.language.extra import libdevice\n")
+
+#: Refused by the static rules only after the session-41 review (the lead's): libdevice idioms (the first two were
+#: refused before the red team too, `importing triton.language.extra`) and dtype defaults (refused by its literal rule).
+HONEST_IDIOMS.update({
+    "libdevice_from_extra": _LIBDEVICE.replace("x * tl.sigmoid(x)", "x / (1.0 + libdevice.exp(-x))"),
+    "libdevice_from_extra_cuda": HONEST.replace(_IMPORT, _IMPORT + "from triton.language.extra.cuda import libdevice\n")
+    .replace("x * tl.sigmoid(x)", "x * tl.sigmoid(x) + 0.0 * libdevice.tanh(x)"),
+    "libdevice_module_alias": HONEST.replace(_IMPORT, _IMPORT + "import triton.language.extra.cuda.libdevice as ld\n")
+    .replace("x * tl.sigmoid(x)", "x * tl.sigmoid(x) + 0.0 * ld.erf(x)"),
+    "dtype_default": HONEST.replace("BLOCK: tl.constexpr)", "BLOCK: tl.constexpr, DT: tl.constexpr = tl.float32)"),
+    "dtype_default_long": HONEST.replace("BLOCK: tl.constexpr)",
+                                         "BLOCK: tl.constexpr, DT: tl.constexpr = triton.language.bfloat16)"),
+})
+#: ... while what they could open stays shut.
+STATIC_S41.update({
+    "libdevice_outside_a_kernel": (_LIBDEVICE.replace("out = torch.empty_like(x)",
+                                                      "out = torch.empty_like(x)\n        libdevice.exp"),
+                                   "T1.python.native_access"),
+    "libdevice_dunder": (_LIBDEVICE.replace("x * tl.sigmoid(x)", "x * libdevice.__dict__"), "T1.python.reflection"),
+    "extra_beside_libdevice": (HONEST.replace(_IMPORT, _IMPORT + "from triton.language.extra import libdevice, cuda\n"),
+                               "T1.python.native_access"),
+    "os_named_libdevice": (HONEST.replace(_IMPORT, _IMPORT + "import os as libdevice\n").replace(
+        "x * tl.sigmoid(x)", "x / (1.0 + libdevice.exp(-x))"), "T1.python.import_not_allowed"),
+    "default_a_function_not_a_dtype": (HONEST.replace("BLOCK: tl.constexpr)", "BLOCK: tl.constexpr, DT=tl.load)"),
+                                       "T12.python.state_in_forward"),
+})
+

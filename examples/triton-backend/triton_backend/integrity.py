@@ -50,6 +50,10 @@ REFUSED_PARTS = {"testing": "T8.python.timer_access", "profiler": "T8.python.tim
 KERNEL_BUILTINS = frozenset({"range", "min", "max", "len", "int", "float", "bool", "abs", "print", "isinstance",
                              "True", "False", "None"})
 _DECORATORS = {"jit", "autotune", "heuristics"}
+#: Triton's device-function libraries a kernel may use as ``libdevice.tanh(x)``: the packages they may be imported
+#: from (``from triton.language.extra import libdevice``) and the modules themselves (``import ... as libdevice``).
+DEVICE_LIB_PACKAGES = frozenset({"triton.language.extra", "triton.language.extra.cuda", "triton.language.extra.hip"})
+DEVICE_LIB_MODULES = frozenset(f"{p}.libdevice" for p in DEVICE_LIB_PACKAGES)
 
 
 @dataclass
@@ -73,7 +77,26 @@ def _aliases(tree: ast.Module) -> tuple[set[str], set[str]]:
                     (language if a.asname else triton).add(a.asname or "triton")
         elif isinstance(node, ast.ImportFrom) and node.module == "triton" and not node.level:
             language.update(a.asname or a.name for a in node.names if a.name == "language")
-    return triton, language
+    return triton, language | set(device_libs(tree))
+
+
+def device_libs(tree: ast.Module) -> dict[str, str]:
+    """Local names bound to a libdevice module (``from triton.language.extra import libdevice``, ``import
+    triton.language.extra.cuda.libdevice as ld``), with the module's name: usable inside kernels as ``tl`` is."""
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module in DEVICE_LIB_PACKAGES:
+            out.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names if a.name == "libdevice"})
+        elif isinstance(node, ast.Import):
+            out.update({a.asname: a.name for a in node.names if a.name in DEVICE_LIB_MODULES and a.asname})
+    return out
+
+
+def _device_lib_import(node: ast.Import | ast.ImportFrom) -> bool:
+    """An import of a libdevice module, and of nothing else."""
+    if isinstance(node, ast.ImportFrom):
+        return not node.level and node.module in DEVICE_LIB_PACKAGES and all(a.name == "libdevice" for a in node.names)
+    return all(a.name in DEVICE_LIB_MODULES and a.asname for a in node.names)
 
 
 def _is_kernel(node: ast.AST, triton: set[str]) -> bool:
@@ -119,7 +142,7 @@ def check_triton_source(source: str, filename: str = "model_new.py") -> TritonFi
     decorators = DecoratorCheck(tree, filename, triton, language, names, TRITON_HELPERS, LANGUAGE_HELPERS)
     for k in kernels:
         out.violations += decorators.check(k)
-        out.violations += kernel_attribute_violations(k, filename, triton, language, names)
+        out.violations += kernel_attribute_violations(k, filename, triton, language, names, device_libs(tree))
     out.violations += kernel_value_violations(tree, filename, names, inside)
     rewritten = _rewrite(source, tree, kernels, triton, language)
     found = check_model_new_source(rewritten, filename, extension_names=(EXTENSION,))
@@ -178,6 +201,8 @@ def _triton_use_violations(tree: ast.Module, filename: str, triton: set[str], la
     out: list[Violation] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if _device_lib_import(node):
+                continue
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             for name in names:
                 parts = name.split(".")

@@ -182,12 +182,14 @@ class DecoratorCheck:
 
 
 def kernel_attribute_violations(k: ast.FunctionDef, filename: str, triton: set[str], language: set[str],
-                                kernels: set[str]) -> list[Violation]:
+                                kernels: set[str], libs: dict[str, str] | None = None) -> list[Violation]:
     """Attributes inside a kernel body: no ``_`` names, no chain out of ``triton.language``, no kernel attributes;
-    parameter defaults that are literals only."""
+    parameter defaults that are literals or tl dtypes only (``DT: tl.constexpr = tl.float32``). ``libs``: local names
+    of libdevice modules (walked from that module)."""
     out: list[Violation] = []
+    libs = libs or {}
     for d in k.args.defaults + [d for d in k.args.kw_defaults if d is not None]:
-        if not _is_literal(d):
+        if not _is_literal(d) and not _is_dtype(d, triton, language - set(libs)):
             out.append(Violation(rule="T12.python.state_in_forward", file=filename, line=d.lineno,
                                  message=f"kernel `{k.name}`: parameter default `{ast.unparse(d)[:60]}` is not a "
                                          "literal (a mutable default keeps state across launches)"))
@@ -206,7 +208,7 @@ def kernel_attribute_violations(k: ast.FunctionDef, filename: str, triton: set[s
         if chain[0] in kernels:
             why = "a kernel's attributes are Triton's runtime"
         else:
-            why = _outside_language(chain[1:], root_is_triton=chain[0] in triton)
+            why = _outside_language(chain[1:], root_is_triton=chain[0] in triton, root=libs.get(chain[0]))
         if why:
             out.append(Violation(rule="T1.python.native_access", file=filename, line=node.lineno,
                                  message=f"kernel `{k.name}`: `{ast.unparse(node)[:80]}`: {why}; a kernel may use "
@@ -231,12 +233,29 @@ def _chain(node: ast.Attribute) -> list[str] | None:
     return [cur.id, *reversed(parts)]
 
 
-def _outside_language(attrs: list[str], root_is_triton: bool) -> str:
-    """Why walking ``attrs`` from ``triton`` (or ``triton.language``) leaves Triton's language, or ''."""
+def _is_dtype(node: ast.AST, triton: set[str], language: set[str]) -> bool:
+    """``tl.float32`` or ``triton.language.float32``: one of Triton's dtypes (immutable, like a literal)."""
+    chain = _chain(node) if isinstance(node, ast.Attribute) else None
+    if chain is None:
+        return False
+    if chain[0] in triton and len(chain) == 3 and chain[1] == "language":
+        chain = [chain[0], chain[2]]
+    if len(chain) != 2 or (chain[0] not in language and chain[0] not in triton):
+        return False
+    import triton.language as tl
+
+    return isinstance(getattr(tl, chain[1], None), tl.dtype)
+
+
+def _outside_language(attrs: list[str], root_is_triton: bool, root: str | None = None) -> str:
+    """Why walking ``attrs`` from ``triton`` (or ``triton.language``, or the module named ``root``) leaves Triton's
+    language, or ''."""
+    import importlib
+
     import triton
     import triton.language as tl
 
-    obj: Any = triton if root_is_triton else tl
+    obj: Any = importlib.import_module(root) if root else triton if root_is_triton else tl
     for i, attr in enumerate(attrs):
         if isinstance(obj, types.ModuleType) and not (obj.__name__.startswith("triton.language")
                                                       or (obj is triton and i == 0 and attr == "language")):
