@@ -5,9 +5,9 @@ reference process from a secret seed (a ``dup`` set from the seed of a verify se
 again), checked once and released. A set the reference gives up (not finite, or too sensitive to grade on, at every
 widening it tries) is inconclusive, never a failure. What was tried goes to ``diagnostics.widened``.
 
-Every kind but ``dup`` that gave a conclusive set is made again from a new secret seed for every grading round
-(:func:`make_recalls`) and called, checked, at a secret position among the round's timed calls (:func:`call_again`;
-its time is dropped). Session 41's red team counted calls in C++ (a static integer) and computed honestly only for
+Every kind but ``dup`` that gave a conclusive set is made again from a new secret seed during the timed rounds
+(:func:`make_recalls`; how many a round: :func:`round_recalls`) and called, checked, at a secret position among a
+round's timed calls (:func:`call_again`; its time is dropped). Session 41's red team counted calls in C++ (a static integer) and computed honestly only for
 the first 14, which covered every verification and widened set, then ran ReLU as the identity and softmax without its
 max shift (right on ``torch.rand`` inputs, so on every timed call and spot check): both graded correct. The sets are
 new ones because the same sets called again were recognised: a kernel that kept a sample of every input of its first
@@ -88,6 +88,20 @@ def round_recalls(order: list[str], r: int, input_bytes: int, calls_per_round: i
     return spike + [kind for i, kind in enumerate(rest) if i % stride == r % stride], False
 
 
+def _at(made: object) -> str:
+    """How far the reference backed a set's widening off, for its lines ('' at the full widening)."""
+    shrink = getattr(made, "widen_shrink", None)
+    return "" if shrink in (None, 1.0) else f" at {shrink:g} of the widening"
+
+
+def _checked_call(sess: Session, k: int, where: str, after: str = "") -> None:
+    """One checked call on widened set ``k``; its mismatches name the widening (``where``)."""
+    errors_before = len(sess.errors)
+    sess.call(k, check=True)
+    for e in sess.errors[errors_before:]:
+        e.message = f"on inputs widened within their domain ({where}){after}: {e.message}"
+
+
 def make_recalls(sess: Session, task: TaskManifest, kinds: list[str], *, lazy: bool = False) -> list[Recall]:
     """A new widened set of each of ``kinds`` from a new secret seed (its spikes placed anew), made by the reference
     before a timed batch, or (``lazy``) just before its call; a kind inconclusive this time is left out of the batch
@@ -98,9 +112,7 @@ def make_recalls(sess: Session, task: TaskManifest, kinds: list[str], *, lazy: b
         def make() -> tuple[int | None, str]:
             plans, lines = widen_plans(task, kind=kind, seed=secrets.randbits(31))
             k, made = sess.sets.make_widened(secrets.randbits(31), plans, gate)
-            shrink = made.widen_shrink
-            at = "" if shrink in (None, 1.0) else f" at {shrink:g} of the widening"
-            return k, f"{kind}{at}: {'; '.join(lines)}"
+            return k, f"{kind}{_at(made)}: {'; '.join(lines)}"
         return make
 
     out = [Recall(kind, maker(kind)) for kind in kinds]
@@ -122,11 +134,7 @@ def call_again(sess: Session, recall: Recall) -> None:
         sess.tick("widened_sets", t)
         if recall.k is None:
             return
-    errors_before = len(sess.errors)
-    sess.call(recall.k, check=True)
-    for e in sess.errors[errors_before:]:
-        e.message = (f"on inputs widened within their domain ({recall.label}), a new set among the timed calls: "
-                     f"{e.message}")
+    _checked_call(sess, recall.k, recall.label, ", a new set among the timed calls")
     info = sess.diagnostics.widened
     if info is not None:  # one line counting them, after the sets' own
         head = "new sets among the timed calls: "
@@ -179,15 +187,10 @@ def verify_widened(sess: Session, task: TaskManifest, count: int) -> list[str]:
             sess.call(origin, check=True)
             if sess.failed:
                 break
-        errors_before = len(sess.errors)
-        sess.call(k, check=True)
+        _checked_call(sess, k, f"{kind}{_at(made)}: {'; '.join(lines)}")
         info.checked += 1
-        shrink = made.widen_shrink
-        at = "" if shrink in (None, 1.0) else f" at {shrink:g} of the widening"
-        info.outcomes.append(f"{kind}{at}: checked" + (f" (gate backed off: {made.gate_notes[0]})"
-                                                       if made.gate_notes else ""))
-        for e in sess.errors[errors_before:]:
-            e.message = f"on inputs widened within their domain ({kind}{at}: {'; '.join(lines)}): {e.message}"
+        info.outcomes.append(f"{kind}{_at(made)}: checked" + (f" (gate backed off: {made.gate_notes[0]})"
+                                                              if made.gate_notes else ""))
         if origin is None and kind not in recalls:
             recalls.append(kind)
         sess.release(k)
