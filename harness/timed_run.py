@@ -12,11 +12,13 @@ batch of the same form before it counts.
 from __future__ import annotations
 
 import secrets
+import statistics
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cuda_agent.harness.fresh_sets import (
+    FRESH_ABS_SLACK_MS,
     NEIGHBOURS,
     fresh_charge,
     fresh_count,
@@ -216,18 +218,43 @@ def hand_over_fds(sess: Session, k: int, fds: list[int]) -> bool:
     return False
 
 
+def slower_than_reported(pairs: list[tuple[float, float]], samples: list[float], slack: float) -> bool:
+    """Whether the fresh calls of ``pairs`` ran slower than the time ``samples`` would report (their median) by more
+    than ``slack`` (and :data:`~cuda_agent.harness.fresh_sets.FRESH_ABS_SLACK_MS`).
+
+    The neighbour rule (:func:`~cuda_agent.harness.fresh_sets.slower_on_fresh`) compares each fresh call with the
+    rotated calls just before it, so that a drift over the batch opens no gap; it says nothing of the calls after the
+    last fresh call. Those are most of a pass where the fresh calls come early: a big working set has one fresh call
+    in all, in the first round, and ``standard_fast``'s rounds after the third have none. Session 42's red team kept
+    a content cache honest (and its seen sets slow) until its fresh call was behind it, then copied the stored
+    answers: the neighbour rule saw no gap and a GEMM at 0.5x eager was graded reward 2. The time a pass reports
+    is its samples' median, so the fresh calls are compared with that too: a candidate faster on the sets it has
+    seen than on new data is slower on its fresh calls than on what it would be credited with."""
+    if not pairs or not samples:
+        return False
+    fresh = statistics.median(f for f, _ in pairs)
+    reported = statistics.median(samples)
+    return fresh > (1.0 + slack) * reported and fresh - reported > FRESH_ABS_SLACK_MS
+
+
+def _gap(pairs: list[tuple[float, float]], samples: list[float], slack: float) -> bool:
+    """The fresh-set rule's gap: fresh calls slower than their rotated neighbours or than the reported time."""
+    return slower_on_fresh(pairs, slack) or slower_than_reported(pairs, samples, slack)
+
+
 def settle_fresh_sets(sess: Session, samples: list[float], confirm: Callable[[], list[float]]) -> list[float]:
     """The candidate's timed samples after the fresh-set rule (harness/fresh_sets.py).
 
     ``samples`` as they are unless its calls on never-seen sets (of every batch so far) ran slower than the rotated
-    calls just before them by more than ``fresh_set_slack``. Then ``confirm()`` runs one more batch of the same
-    form and its fresh calls decide: slower again, the fresh calls' times of both looks (flag
-    ``fresh_inputs_slower``); not slower, the confirming batch's samples."""
+    calls just before them, or than the median of ``samples`` (:func:`slower_than_reported`), by more than
+    ``fresh_set_slack``. Then ``confirm()`` runs one more batch of the same form and its fresh calls decide, by the
+    same two comparisons: slower again, the fresh calls' times of both looks (flag ``fresh_inputs_slower``); not
+    slower, the confirming batch's samples."""
     first = sess.fresh_pairs
     if not first:
         return samples
     slack = sess.ctx.protocol.fresh_set_slack
-    if not slower_on_fresh(first, slack):
+    if not _gap(first, samples, slack):
         sess.diagnostics.fresh_sets = FreshSetsInfo(**fresh_summary(first, "all"))
         return _charged(sess, samples, first, slack)
     sess.fresh_pairs = []
@@ -236,7 +263,7 @@ def settle_fresh_sets(sess: Session, samples: list[float], confirm: Callable[[],
     sess.tick("fresh_confirmation", t)
     second, sess.fresh_pairs = sess.fresh_pairs, first + sess.fresh_pairs
     first_look = FreshSetsInfo(**fresh_summary(first, "none"))
-    if second and not slower_on_fresh(second, slack):
+    if second and not _gap(second, again, slack):
         sess.diagnostics.fresh_sets = FreshSetsInfo(**fresh_summary(second, "confirmation"), first_look=first_look)
         return _charged(sess, again, second, slack)
     sess.diagnostics.fresh_sets = FreshSetsInfo(**fresh_summary(first + second, "fresh"), first_look=first_look)
