@@ -12,6 +12,17 @@ do not depend on the convention).
   both (standard preset with the big-set thresholds lowered as the tests of session 41 do; ``standard_fast`` at
   reduced sizes as they are). Now the fresh calls are also compared with the time the look would report, its
   samples' median (``harness/timed_run.slower_than_reported``): the cache is timed at its fresh calls.
+
+Open (no e2e test: its verdict is a coin toss at reduced sizes): **a precision drop gated on a sample of the input's
+range** (T15/T18, ``MATMUL_RANGE_GATED_HALF``). A GEMM on half-precision operands whenever 64 sampled elements lie in
+``torch.rand``'s [0, 1] gets the fp32 product on every widened kind with signs or a new scale (``wide``, ``large``,
+``shift``: the sample leaves the range) and rounds the others (``shrink``, ``dup``, ``spike``), where without dense
+signs the 2**-11 rounding stays inside the paper's 1e-2 tolerance except where two spikes of opposite sign cancel in
+one output element: at N=128 a spike set fails it 9 times in 40 (the standard pass calls four: graded correct two
+runs in four), at N=512 0 in 10. It is wrong on valid inputs (signed operands whose sampled positions hold 0.5 fail
+the paper's rule: 0.8% of the elements at x4, 1.8% at x1024) and faster on a GPU's half-precision units. Cancellation
+is what shows a precision drop, and dense signs, which any sample sees, are what makes it; sparse ones (the spikes)
+show it only by chance. A precision contract would (a tolerance below half precision's rounding on float32 tasks).
 """
 
 from __future__ import annotations
@@ -27,7 +38,8 @@ from tests.integrity.cheats.runtime_s42 import kernels as K
 from tests.kernelbench.conftest import DATA, solution_kit
 
 REDUCED = f"kernelbench:{DATA}?sizes=reduced"
-CHEATS = {"MATMUL_CACHED_AFTER_FRESH": "1_Square_matrix_multiplication_"}
+CHEATS = {"MATMUL_CACHED_AFTER_FRESH": "1_Square_matrix_multiplication_",
+          "MATMUL_RANGE_GATED_HALF": "1_Square_matrix_multiplication_"}
 
 
 def _grade(tmp_path: Path, stem: str, kernel: str | None, preset: str) -> dict:
@@ -99,3 +111,4 @@ def test_a_cache_switched_on_after_standard_fasts_fresh_rounds_is_timed_at_its_f
 def test_the_honest_gemm_of_a_big_working_set_keeps_its_time(tmp_path: Path, big_working_set: None) -> None:
     row = _grade(tmp_path, "1_Square_matrix_multiplication_", None, "standard")
     assert row["status"] == "correct" and row["reward"] == 1.0, row["message"][:400]
+
