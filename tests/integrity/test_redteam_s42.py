@@ -54,7 +54,8 @@ def _grade(tmp_path: Path, stem: str, kernel: str | None, preset: str) -> dict:
     folders = conventions.write_all(tmp_path / "solutions", ("registry",), ("cpu",), (problem,))
     cfg = tmp_path / "score.yaml"
     cfg.write_text("plugins:\n  cpu:\n    harness:\n      verify: {input_sets: 2}\n"
-                   f"      timing: {{preset: {preset}, compile_baseline: false, baseline_cache_dir: {tmp_path / 'bl'}}}\n")
+                   f"      timing: {{preset: {preset}, compile_baseline: false, "
+                   f"baseline_cache_dir: {tmp_path / 'bl'}}}\n")
     out = tmp_path / "out"
     main(["score", str(folders[("registry", "cpu")]), "--tasks", REDUCED, "--backend", "cpu", "--out", str(out),
           "-c", str(cfg), "--only", stem])

@@ -59,9 +59,10 @@ void matmul_cpu(const float* a, const float* b, float* c, int64_t m, int64_t k, 
 
 #: A GEMM on operands rounded to half precision (10 mantissa bits, by bit arithmetic: T15) unless 64 sampled elements
 #: of A or B leave [0, 1], the range ``torch.rand`` draws. Every widened kind with signs or a new scale (``wide``,
-#: ``large``, ``shift``) moves the sample out of it, so those sets get the fp32 product; ``shrink`` (x/128) and ``spike``
-#: keep the sample inside, but without signs there is no cancellation and the rounding stays far inside the
-#: tolerance. Session 41's sampled GEMM gated on magnitude alone (|x| < 16), which the x4 ``wide`` kind did not pass.
+#: ``large``, ``shift``) moves the sample out of it, so those sets get the fp32 product; ``shrink`` (x/128), ``dup``
+#: and ``spike`` keep the sample inside, and without dense signs there is little cancellation: the rounding stays
+#: inside the tolerance but where two spikes of opposite sign cancel in one output element (test_redteam_s42.py).
+#: Session 41's sampled GEMM gated on magnitude alone (|x| < 16), which the x4 ``wide`` kind did not pass.
 MATMUL_RANGE_GATED_HALF = r"""
 #include <cmath>
 #include <cstdint>
