@@ -31,13 +31,16 @@ from dataclasses import dataclass, field
 
 from cuda_agent.harness.integrity import Violation, check_model_new_source
 
-from triton_backend.kernel_scope import (DecoratorCheck, kernel_attribute_violations, kernel_value_violations,
-                                         literal_constants)
+from triton_backend.kernel_scope import (DecoratorCheck, grid_function, grid_meta_violations, is_dtype,
+                                         is_literal, kernel_attribute_violations, kernel_value_violations,
+                                         literal_constants, rebound)
 
 #: The extension module name the rewritten file imports (the allowlist's default).
 EXTENSION = "cuda_extension"
 #: ``triton.<name>`` usable outside kernels.
 TRITON_HELPERS = frozenset({"cdiv", "next_power_of_2", "jit", "autotune", "heuristics", "Config", "language"})
+#: The helpers of :data:`TRITON_HELPERS` that compute on Python numbers (``from triton import cdiv`` binds one).
+NUMBER_HELPERS = frozenset({"cdiv", "next_power_of_2"})
 #: ``triton.language.<name>`` usable outside kernels (annotations, dtypes passed to kernels).
 LANGUAGE_HELPERS = frozenset({"constexpr", "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32",
                               "int64", "uint8", "float8e4nv", "float8e5"})
@@ -92,8 +95,25 @@ def device_libs(tree: ast.Module) -> dict[str, str]:
     return out
 
 
+def device_functions(tree: ast.Module) -> set[str]:
+    """Local names bound to libdevice's device functions (``from triton.language.extra.cuda.libdevice import tanh``):
+    usable inside kernels as ``libdevice.tanh`` is. Only the module's own functions (not ``core``, a module)."""
+    return {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom)
+            and not node.level and node.module in DEVICE_LIB_MODULES for a in node.names
+            if _device_function(node.module, a.name)}
+
+
+def _device_function(module: str, name: str) -> bool:
+    import importlib
+
+    value = getattr(importlib.import_module(module), name, None) if not name.startswith("_") else None
+    return callable(value) and not isinstance(value, type) and getattr(value, "__module__", None) == module
+
+
 def _device_lib_import(node: ast.Import | ast.ImportFrom) -> bool:
-    """An import of a libdevice module, and of nothing else."""
+    """An import of a libdevice module (or of its device functions), and of nothing else."""
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module in DEVICE_LIB_MODULES:
+        return all(_device_function(node.module, a.name) for a in node.names)
     if isinstance(node, ast.ImportFrom):
         return not node.level and node.module in DEVICE_LIB_PACKAGES and all(a.name == "libdevice" for a in node.names)
     return all(a.name in DEVICE_LIB_MODULES and a.asname for a in node.names)
@@ -133,18 +153,20 @@ def check_triton_source(source: str, filename: str = "model_new.py") -> TritonFi
     kernels = [n for n in tree.body if _is_kernel(n, triton)]
     out.kernels = [k.name for k in kernels]
     inside = {id(n) for k in kernels for n in ast.walk(k)}
-    constants = literal_constants(tree)
+    libs, functions = device_libs(tree), device_functions(tree)
+    constants = literal_constants(tree, triton, language - set(libs))
     for k in kernels:
-        out.violations += _kernel_violations(k, filename, set(out.kernels), triton | language, constants)
+        out.violations += _kernel_violations(k, filename, set(out.kernels), triton | language | functions, constants)
         out.violations += _precision_violations(k, filename, language | triton)
     out.violations += _triton_use_violations(tree, filename, triton, language, inside)
     names = set(out.kernels)
     decorators = DecoratorCheck(tree, filename, triton, language, names, TRITON_HELPERS, LANGUAGE_HELPERS)
     for k in kernels:
         out.violations += decorators.check(k)
-        out.violations += kernel_attribute_violations(k, filename, triton, language, names, device_libs(tree))
+        out.violations += kernel_attribute_violations(k, filename, triton, language, names | functions, libs, constants)
     out.violations += kernel_value_violations(tree, filename, names, inside)
-    rewritten = _rewrite(source, tree, kernels, triton, language)
+    out.violations += grid_meta_violations(tree, filename, inside)
+    rewritten = _rewrite(source, tree, kernels, triton, language, decorator_data(tree, decorators, inside))
     found = check_model_new_source(rewritten, filename, extension_names=(EXTENSION,))
     for v in found:
         if v.rule == "T1.python.extension_unused":
@@ -162,8 +184,11 @@ def _kernel_violations(k: ast.FunctionDef, filename: str, kernels: set[str], tri
     local |= {n.id for n in ast.walk(k) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     out: list[Violation] = []
     seen: set[str] = set()
+    # `x_ptr: torch.Tensor`: an annotation Triton ignores (evaluated once, at definition), not a use of torch
+    tensor_hints = {id(n) for a in k.args.args + k.args.kwonlyargs + k.args.posonlyargs if _torch_tensor(a.annotation)
+                    for n in ast.walk(a.annotation)}  # type: ignore[arg-type]
     for node in ast.walk(k):
-        if k.decorator_list and any(node is d or node in ast.walk(d) for d in k.decorator_list):
+        if id(node) in tensor_hints or any(node is d or node in ast.walk(d) for d in k.decorator_list):
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in seen:
             name = node.id
@@ -177,18 +202,26 @@ def _kernel_violations(k: ast.FunctionDef, filename: str, kernels: set[str], tri
     return out
 
 
+def _torch_tensor(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "Tensor" and isinstance(node.value, ast.Name) \
+        and node.value.id == "torch"
+
+
 def _precision_violations(k: ast.FunctionDef, filename: str, language: set[str]) -> list[Violation]:
     """``tl.dot`` must say ``input_precision="ieee"`` (Triton's default for fp32 inputs is TF32, a silent precision
-    drop below the reference's fp32: T15); ``allow_tf32=True`` likewise."""
+    drop below the reference's fp32: T15), or the older spelling ``allow_tf32=False`` alone (Triton reads it as
+    "ieee"); ``allow_tf32=True`` is refused. Keywords or positions (``tl.dot(a, b, acc, "ieee")``) alike."""
     out: list[Violation] = []
     for node in ast.walk(k):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot"):
             continue
-        kw = {a.arg: a.value for a in node.keywords}
+        kw = dict(zip(("input", "other", "acc", "input_precision", "allow_tf32"), node.args))
+        kw.update({a.arg: a.value for a in node.keywords if a.arg})
         precision = kw.get("input_precision")
         tf32 = kw.get("allow_tf32")
         ieee = isinstance(precision, ast.Constant) and precision.value == "ieee"
-        if not ieee or (isinstance(tf32, ast.Constant) and tf32.value is True):
+        no_tf32 = precision is None and isinstance(tf32, ast.Constant) and tf32.value is False
+        if not (ieee or no_tf32) or (isinstance(tf32, ast.Constant) and tf32.value is True):
             out.append(Violation(rule="T15.python.dtype_cast", file=filename, line=node.lineno,
                                  message=f"kernel `{k.name}`: tl.dot without input_precision=\"ieee\" computes fp32 "
                                          "inputs in TF32, below the reference's precision; pass input_precision=\"ieee\""))
@@ -227,8 +260,24 @@ def _refused(part: str, node: ast.AST, filename: str, what: str) -> Violation:
                              "decorators, triton.Config and tl dtypes may be used")
 
 
+def decorator_data(tree: ast.Module, decorators: DecoratorCheck, inside: set[int]) -> list[ast.stmt]:
+    """Module-level assignments only kernel decorators read (``CONFIGS = [triton.Config(...), ...]`` then
+    ``@triton.autotune(configs=CONFIGS, ...)``): judged as decorator data by ``decorators``, bound once, never read
+    outside kernels. The rewrite drops them (the allowlist refuses calls at module level)."""
+    stores: dict[str, int] = {}
+    for n in ast.walk(tree):
+        for name in ([n.id] if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else
+                     n.names if isinstance(n, (ast.Global, ast.Nonlocal)) else []):
+            stores[name] = stores.get(name, 0) + 1
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside}
+    return [n for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name) and n.targets[0].id in decorators.seen
+            and stores.get(n.targets[0].id) == 1 and n.targets[0].id not in read
+            and n.targets[0].id not in decorators.functions]
+
+
 def _rewrite(source: str, tree: ast.Module, kernels: list[ast.FunctionDef], triton: set[str],
-             language: set[str]) -> str:
+             language: set[str], dropped: list[ast.stmt] = ()) -> str:  # type: ignore[assignment]
     """The file as the harness's allowlist sees it (line numbers kept; see the module docstring)."""
     lines = source.splitlines()
     names = {k.name for k in kernels}
@@ -241,6 +290,24 @@ def _rewrite(source: str, tree: ast.Module, kernels: list[ast.FunctionDef], trit
         if isinstance(node, ast.Lambda) and id(node) not in inside and len(node.args.args) == 1 \
                 and not (node.args.vararg or node.args.kwarg or node.args.kwonlyargs):
             _grid_lambda_to_body(lines, node)
+    used = {id(n.value) for n in ast.walk(tree) if isinstance(n, (ast.Attribute, ast.Subscript))}
+    used |= {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    fixed = rebound(tree, triton | language)  # a name rebound anywhere (`tl = self.h`) may not hold Triton
+    for node in ast.walk(tree):  # `DT=tl.float16` at a launch: a Triton dtype is data, read as the number 1
+        if isinstance(node, ast.Attribute) and id(node) not in inside and id(node) not in used \
+                and node.lineno == node.end_lineno and is_dtype(node, triton - fixed, language - fixed):
+            _blank(lines, node.lineno - 1, node.col_offset, node.end_col_offset or node.col_offset, "1")
+    for stmt in tree.body:  # `FAST = tl.constexpr(True)`: its literal to the allowlist (it takes math calls on numbers)
+        v = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(v, ast.Call) and is_literal(v) and v.lineno == v.end_lineno \
+                and _language_constexpr(v.func, triton, language):
+            _blank(lines, v.lineno - 1, v.col_offset, v.args[0].col_offset)
+            _blank(lines, v.lineno - 1, v.args[0].end_col_offset or 0, v.end_col_offset or 0)
+    _grid_functions_to_values(lines, tree, names, inside)  # the last in-line edits: they change a line's length
+    for stmt in dropped:
+        lines[stmt.lineno - 1] = f"{stmt.targets[0].id} = None"  # type: ignore[attr-defined]
+        for i in range(stmt.lineno, stmt.end_lineno or stmt.lineno):
+            lines[i] = ""
     for k in kernels:
         first = min([d.lineno for d in k.decorator_list] + [k.lineno])
         indent = " " * k.col_offset
@@ -251,11 +318,25 @@ def _rewrite(source: str, tree: ast.Module, kernels: list[ast.FunctionDef], trit
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             if any(m == "triton" or m.startswith("triton.") for m in mods):
-                binds = sorted(triton | language)
-                lines[node.lineno - 1] = "; ".join(f"import math as {b}" for b in binds) if binds else ""
+                binds = [f"import math as {b}" for b in sorted(triton | language)]
+                if isinstance(node, ast.ImportFrom) and node.module == "triton" and not node.level:
+                    # `from triton import cdiv`: a math function to the allowlist, as `triton.cdiv` is (so on a
+                    # tensor it is torch compute, refused)
+                    binds += [f"from math import ceil as {a.asname or a.name}" for a in node.names
+                              if a.name in NUMBER_HELPERS]
+                lines[node.lineno - 1] = "; ".join(binds)
                 for i in range(node.lineno, node.end_lineno or node.lineno):
                     lines[i] = ""
     return "\n".join(lines) + "\n"
+
+
+def _language_constexpr(func: ast.AST, triton: set[str], language: set[str]) -> bool:
+    """``tl.constexpr`` or ``triton.language.constexpr``."""
+    if not (isinstance(func, ast.Attribute) and func.attr == "constexpr"):
+        return False
+    v = func.value
+    return isinstance(v, ast.Name) and v.id in language or isinstance(v, ast.Attribute) and v.attr == "language" \
+        and isinstance(v.value, ast.Name) and v.value.id in triton
 
 
 def _launch_to_call(lines: list[str], call: ast.Call) -> None:
@@ -287,10 +368,37 @@ def _blank(lines: list[str], row: int, start: int, end: int, fill: str = "") -> 
 def _grid_lambda_to_body(lines: list[str], lam: ast.Lambda) -> None:
     """A grid function as the allowlist sees it: ``lambda meta: BODY`` -> ``BODY`` with every ``meta[...]`` read
     as the number ``1`` (Triton passes the launch's meta-parameters: Python numbers). Same lengths, in place."""
-    param = lam.args.args[0].arg
     body = lam.body
     if lam.lineno != body.lineno:  # a lambda whose body starts on another line: left to the allowlist as it is
         return
+    _meta_reads_to_numbers(lines, lam.args.args[0].arg, body)
+    _blank(lines, lam.lineno - 1, lam.col_offset, body.col_offset)
+
+
+def _grid_functions_to_values(lines: list[str], tree: ast.Module, kernels: set[str], inside: set[int]) -> None:
+    """A grid written as a local function, ``def grid(meta):`` / ``return (cdiv(n, meta['B']),)``, used only as
+    launches' grid: judged as ``grid = (cdiv(n, 1),)`` (as a grid lambda is). Anything else is left as it is."""
+    for outer in ast.walk(tree):
+        if not isinstance(outer, ast.FunctionDef) or id(outer) in inside:
+            continue
+        grids = {id(n.func.slice) for n in ast.walk(outer) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name)
+                 and n.func.value.id in kernels}
+        for fn in ast.walk(outer):
+            if fn is outer or not isinstance(fn, ast.FunctionDef) or not grid_function(fn):
+                continue
+            uses = [n for n in ast.walk(outer) if isinstance(n, ast.Name) and n.id == fn.name]
+            if not uses or any(not isinstance(n.ctx, ast.Load) or id(n) not in grids for n in uses):
+                continue
+            ret = fn.body[0]
+            _meta_reads_to_numbers(lines, fn.args.args[0].arg, ret.value)  # type: ignore[attr-defined]
+            lines[fn.lineno - 1] = " " * fn.col_offset + "if True:"
+            row = ret.lineno - 1
+            lines[row] = lines[row][:ret.col_offset] + f"{fn.name} =" + lines[row][ret.col_offset + len("return"):]
+
+
+def _meta_reads_to_numbers(lines: list[str], param: str, body: ast.AST) -> None:
+    """Every single-line ``param[...]`` read in ``body`` -> the number ``1`` (same lengths, in place)."""
     # meta holds every launch argument, tensors too: `meta['x_ptr'].copy_(...)` / `meta['x_ptr'][0]` stay as written
     # (an unknown name, a tensor to the allowlist)
     used = {id(n.value) for n in ast.walk(body) if isinstance(n, (ast.Attribute, ast.Subscript))}
@@ -299,4 +407,3 @@ def _grid_lambda_to_body(lines: list[str], lam: ast.Lambda) -> None:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == param \
                 and node.lineno == node.end_lineno and id(node) not in used:
             _blank(lines, node.lineno - 1, node.col_offset, node.end_col_offset or node.col_offset, "1")
-    _blank(lines, lam.lineno - 1, lam.col_offset, body.col_offset)

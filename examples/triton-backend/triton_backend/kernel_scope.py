@@ -29,8 +29,10 @@ _DATA_NODES = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.BinOp, 
 _FUNCTION_STATEMENTS = (ast.Return, ast.Assign, ast.AnnAssign, ast.For, ast.If, ast.Pass)
 
 
-def literal_constants(tree: ast.Module) -> set[str]:
-    """Module-level names bound only to literals (numbers, strings, ``tl.constexpr(literal)``): what kernels read."""
+def literal_constants(tree: ast.Module, triton: set[str] | None = None, language: set[str] | None = None) -> set[str]:
+    """Module-level names bound only to literals (numbers, strings, ``tl.constexpr(literal)``) or Triton dtypes
+    (``ACC = tl.float32``, immutable; Triton lets kernels read dtype globals): what kernels read."""
+    triton, language = triton or set(), language or set()
     bound: dict[str, list[ast.AST | None]] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign):
@@ -39,17 +41,18 @@ def literal_constants(tree: ast.Module) -> set[str]:
                     bound.setdefault(t.id, []).append(node.value)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             bound.setdefault(node.target.id, []).append(node.value)
-    return {name for name, values in bound.items() if all(v is not None and _is_literal(v) for v in values)}
+    return {name for name, values in bound.items()
+            if all(v is not None and (is_literal(v) or is_dtype(v, triton, language)) for v in values)}
 
 
-def _is_literal(node: ast.AST) -> bool:
+def is_literal(node: ast.AST) -> bool:
     if isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1 \
             and isinstance(node.func, ast.Attribute) and node.func.attr == "constexpr":
         node = node.args[0]
     while isinstance(node, ast.UnaryOp):
         node = node.operand
     if isinstance(node, ast.BinOp):
-        return _is_literal(node.left) and _is_literal(node.right)
+        return is_literal(node.left) and is_literal(node.right)
     return isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool, type(None)))
 
 
@@ -182,14 +185,18 @@ class DecoratorCheck:
 
 
 def kernel_attribute_violations(k: ast.FunctionDef, filename: str, triton: set[str], language: set[str],
-                                kernels: set[str], libs: dict[str, str] | None = None) -> list[Violation]:
+                                kernels: set[str], libs: dict[str, str] | None = None,
+                                constants: set[str] | None = None) -> list[Violation]:
     """Attributes inside a kernel body: no ``_`` names, no chain out of ``triton.language``, no kernel attributes;
-    parameter defaults that are literals or tl dtypes only (``DT: tl.constexpr = tl.float32``). ``libs``: local names
-    of libdevice modules (walked from that module)."""
+    parameter defaults that are literals, tl dtypes or module constants bound to them (``constants``, from
+    :func:`literal_constants`: ``BLOCK: tl.constexpr = DEFAULT_BLOCK``) only. ``libs``: local names of libdevice
+    modules (walked from that module)."""
     out: list[Violation] = []
     libs = libs or {}
     for d in k.args.defaults + [d for d in k.args.kw_defaults if d is not None]:
-        if not _is_literal(d) and not _is_dtype(d, triton, language - set(libs)):
+        if isinstance(d, ast.Name) and d.id in (constants or set()):
+            continue
+        if not is_literal(d) and not is_dtype(d, triton, language - set(libs)):
             out.append(Violation(rule="T12.python.state_in_forward", file=filename, line=d.lineno,
                                  message=f"kernel `{k.name}`: parameter default `{ast.unparse(d)[:60]}` is not a "
                                          "literal (a mutable default keeps state across launches)"))
@@ -233,7 +240,7 @@ def _chain(node: ast.Attribute) -> list[str] | None:
     return [cur.id, *reversed(parts)]
 
 
-def _is_dtype(node: ast.AST, triton: set[str], language: set[str]) -> bool:
+def is_dtype(node: ast.AST, triton: set[str], language: set[str]) -> bool:
     """``tl.float32`` or ``triton.language.float32``: one of Triton's dtypes (immutable, like a literal)."""
     chain = _chain(node) if isinstance(node, ast.Attribute) else None
     if chain is None:
@@ -284,3 +291,60 @@ def kernel_value_violations(tree: ast.Module, filename: str, kernels: set[str], 
                                          f"@triton.jit function may only be launched as `{node.id}[grid](...)` "
                                          "(`.fn`, `.run`, passing it on reach Triton's runtime)"))
     return out
+
+
+def grid_function(fn: ast.FunctionDef) -> bool:
+    """A grid written as a local function: ``def NAME(meta):`` on one line, then one ``return VALUE`` on one line."""
+    a = fn.args
+    if fn.decorator_list or fn.returns or len(a.args) != 1 or a.posonlyargs or a.vararg or a.kwarg or a.kwonlyargs \
+            or a.defaults or len(fn.body) != 1 or not isinstance(fn.body[0], ast.Return) or fn.body[0].value is None:
+        return False
+    ret = fn.body[0]
+    return a.args[0].annotation is None and ret.lineno > fn.lineno and ret.lineno == ret.end_lineno \
+        and (a.args[0].end_lineno or 0) == fn.lineno
+
+
+def grid_meta_violations(tree: ast.Module, filename: str, inside: set[int]) -> list[Violation]:
+    """Grid functions (one-argument lambdas and :func:`grid_function` defs outside kernels) may read their argument
+    only as ``meta['NAME']`` values: Triton passes every launch argument in it, the output tensors too, and the
+    rewrite reads those values as numbers (``meta['out'].copy_(...)`` / ``meta['x'][0]`` would be torch on tensors)."""
+    out: list[Violation] = []
+    for fn in ast.walk(tree):
+        if id(fn) in inside or not (isinstance(fn, ast.Lambda) and len(fn.args.args) == 1
+                                    or isinstance(fn, ast.FunctionDef) and grid_function(fn)):
+            continue
+        param = fn.args.args[0].arg
+        body = fn.body if isinstance(fn, ast.Lambda) else fn.body[0].value  # type: ignore[attr-defined]
+        reads = {id(n.value) for n in ast.walk(body) if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+                 and isinstance(n.slice.value, str)}
+        misused = {id(n.value) for n in ast.walk(body) if isinstance(n, (ast.Attribute, ast.Subscript))}
+        misused |= {id(n.func) for n in ast.walk(body) if isinstance(n, ast.Call)}
+        for node in ast.walk(body):
+            if isinstance(node, ast.Subscript) and id(node) in misused and isinstance(node.value, ast.Name) \
+                    and node.value.id == param or isinstance(node, ast.Name) and node.id == param and id(node) not in reads:
+                out.append(Violation(rule="T1.python.tensor_method", file=filename, line=node.lineno,
+                                     message=f"grid function reads `{ast.unparse(node)[:60]}`: a grid may only read its "
+                                             f"argument as {param}['NAME'] (a meta-parameter, a number); it also holds "
+                                             "the launch's tensors"))
+                break
+    return out
+
+
+def rebound(tree: ast.Module, names: set[str]) -> set[str]:
+    """Those of ``names`` (module-level import aliases) bound anywhere else too: assigned, a parameter, a loop or
+    ``with``/``except`` target, a nested import, a def or class."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            out.update(n.names)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)) and n not in tree.body:
+            out.update((a.asname or a.name).split(".")[0] for a in n.names)
+    return out & names
