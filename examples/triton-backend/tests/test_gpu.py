@@ -96,3 +96,19 @@ def test_libdevice_and_dtype_default_idioms_are_graded_correct_on_the_gpu(gpu_ba
     result = gpu_backend.verify(ws, probed("swish"))
     assert result.status.value == "correct", (name, result.status, result.rule, result.message[:300])
 
+
+
+@pytest.mark.parametrize("name", ["kb1_19_relu_autotune.py", "kb1_1_matmul_block_ptr.py",
+                                  "ex_gemm_bias_relu_autotune_heuristics.py", "kb1_94_mse_atomic_autotune.py",
+                                  "kb1_22_tanh_libdevice.py", "kb1_26_gelu_libdevice.py"])
+def test_autotuned_and_libdevice_solutions_of_the_s42_corpus_are_correct_on_the_gpu(gpu_backend, probed, tmp_path, name):
+    """Session 42's honest corpus (test_honest_corpus_s42.py): the solutions the interpreter cannot run (autotune asks
+    for a GPU driver, libdevice returns None), at reduced sizes; the full checkout's problems need `.kernelbench`."""
+    from test_honest_corpus_s42 import CORPUS, GPU_ONLY, corpus_task
+
+    assert name in GPU_ONLY
+    task = corpus_task(name, probed)
+    ws = gpu_backend.prepare_workspace(task, tmp_path / "ws")
+    ws.write("model_new.py", (CORPUS / name).read_text())
+    result = gpu_backend.verify(ws, task)
+    assert result.status.value == "correct", (name, result.status, result.rule, result.message[:300])
