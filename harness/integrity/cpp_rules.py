@@ -207,6 +207,18 @@ def _statement_pieces(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return out
 
 
+def _closes_earlier_paren(text: str) -> bool:
+    """``text`` closes a parenthesis opened on an earlier line: it ends a parameter list, where `T name = v` is a
+    default argument (`int64_t stride = 1, int64_t padding = 0);` of a prototype over several lines, session 42),
+    not a variable; a namespace-scope declaration ending at this `;` has no parenthesis left open before it."""
+    depth = 0
+    for c in text:
+        depth += (c == "(") - (c == ")")
+        if depth < 0:
+            return True
+    return False
+
+
 def _namespace_scope_state(lines: list[tuple[int, str]], filename: str, suffix: str = "") -> list[Violation]:
     """Mutable variables at namespace scope (caches, call counters): they outlive a call (T12/T13). ``lines`` are
     ``(line number, text)``, as written or macro-expanded (``#define GLOBAL float cache[N];`` then ``GLOBAL``)."""
@@ -216,7 +228,7 @@ def _namespace_scope_state(lines: list[tuple[int, str]], filename: str, suffix: 
     for lineno, ln in _statement_pieces(lines):
         at_namespace_scope = all(stack)
         text = ln.strip()
-        if at_namespace_scope and text and (
+        if at_namespace_scope and text and not _closes_earlier_paren(text) and (
                 (_GLOBAL_DECL_RE.match(ln) and not _CONST_VARIABLE_RE.search(ln)) or _CONST_POINTER_RE.match(ln)):
             out.append(Violation(rule="T12.cpp.static_cache", file=filename, line=lineno,
                                  message=f"`{text[:70]}`: mutable global state outlives a call (caches, call counters); "
