@@ -56,6 +56,11 @@ ALLOWED_QUALIFIED: frozenset[str] = frozenset(
         "InferenceMode", "AutoGradMode", "get_num_threads", "parallel_for", "in_parallel_region", "Error",
         # ATen/Parallel.h's threading helpers and ATen/cuda/NumericLimits.cuh's limits: header-only, no operator behind them
         "parallel_reduce", "get_thread_num", "numeric_limits",
+        # session 42: the guard's device (ATen/DeviceGuard.h), dim wrapping (ATen/WrapDimUtils.h) and the argument
+        # checks of ATen/TensorUtils.h: inline or plain functions over metadata, no operator behind them
+        "device_of", "maybe_wrap_dim", "checkSize", "checkAllContiguous", "checkSameSize", "checkAllSameSize",
+        "checkDeviceType", "checkSameType", "checkDimRange", "checkNumel", "checkSameNumel", "checkAllSameNumel",
+        "checkScalarTypes", "checkDefined", "checkAllDefined", "checkLayout", "checkSameDim", "check_dim_size",
         "ValueError", "IndexError", "TypeError", "str", "detail", "cuda", "util", "convert", "from_blob",
         # CUDA context (the current stream is honest; making or switching streams is not)
         "CUDAGuard", "OptionalCUDAGuard", "getCurrentCUDAStream", "getDefaultCUDAStream",
