@@ -129,8 +129,12 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
     # More threads than the sandbox's budget is a speed the baselines do not get (they run with the same
     # OMP_NUM_THREADS); on the CPU backend the extra OpenMP pool threads were then refused at run time as background
     # work (session 37's red team), a confusing verdict for an honest kernel: refused here, with the reason.
-    _p("T16.cpp.thread_count", r"\bnum_threads\s*\(|\b(omp_set_num_threads|omp_set_dynamic|omp_set_max_active_levels|"
-       r"omp_set_nested|kmp_set_\w+|set_num_threads|set_num_interop_threads)\b",
+    # (`dim3 num_threads(16, 16)` declares a CUDA launch's block shape, not an OpenMP clause, except on a pragma's line,
+    # where `#define dim3` would make it one: session 42)
+    _p("T16.cpp.thread_count", r"^\s*#\s*pragma\b.*\bnum_threads\s*\(|"
+       r"(?:^|[^\w\s]|(?<!\w)(?!dim3\b)\w+)\s*\bnum_threads\s*\(|"
+       r"\b(omp_set_num_threads|omp_set_dynamic|omp_set_max_active_levels|omp_set_nested|kmp_set_\w+|set_num_threads|"
+       r"set_num_interop_threads)\b",
        "setting thread counts is not allowed: kernels run with the sandbox's thread budget (OMP_NUM_THREADS), as "
        "the baselines do; write `#pragma omp parallel for` without num_threads"),
     # `static const std::array<float, 3> kC = {1.f, 2.f, 3.f};` is a table of literals, not a cache (session 41)
