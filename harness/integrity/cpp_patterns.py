@@ -217,4 +217,7 @@ STRING_PATTERNS: tuple[_Pattern, ...] = (
        "raw machine code in inline assembly is not allowed"),
     _p("T8.cpp.clock", r"\b(rdtscp?|rdpmc)\b", "reading the CPU's cycle counter is not allowed: times come from the "
        "harness's clock"),
+    # `_Pragma("omp parallel for num_threads(8)")`: the clause the code pattern refuses on a #pragma line (session 42)
+    _p("T16.cpp.thread_count", r"^\s*omp\b.*\bnum_threads\s*\(", "setting thread counts is not allowed: kernels run "
+       "with the sandbox's thread budget (OMP_NUM_THREADS), as the baselines do"),
 )
