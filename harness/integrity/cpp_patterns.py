@@ -12,10 +12,22 @@ class _Pattern:
     rule: str
     regex: re.Pattern[str]
     message: str
+    exempt: re.Pattern[str] | None = None
+    """Text blanked before ``regex`` is searched (a form of the refused token that is honest)."""
+
+    def search(self, line: str) -> re.Match[str] | None:
+        """The first refused match in ``line`` (after blanking what ``exempt`` matches)."""
+        if self.exempt is not None:
+            line = self.exempt.sub(lambda m: " " * len(m.group(0)), line)
+        return self.regex.search(line)
 
 
-def _p(rule: str, pattern: str, message: str) -> _Pattern:
-    return _Pattern(rule, re.compile(pattern), message)
+def _p(rule: str, pattern: str, message: str, exempt: str | None = None) -> _Pattern:
+    return _Pattern(rule, re.compile(pattern), message, re.compile(exempt) if exempt else None)
+
+
+#: ``name.data_ptr()`` / ``name->data_ptr<T>()``: a tensor's address read in this call.
+_DATA_PTR_CALL = r"\w+\s*(?:\.|->)\s*data_ptr\s*(?:<[^;()]*>)?\s*\(\s*\)"
 
 
 #: A numeric literal (``1``, ``-2.5f``, ``1e-5``, ``0x1F``, ``3u``).
@@ -149,10 +161,17 @@ CODE_PATTERNS: tuple[_Pattern, ...] = (
        r"[^;(){}]*\*\s*\w+\s*(=|;)",
        "static pointers remember earlier calls' buffers (data_ptr caches)"),
     _p("T12.cpp.static_cache", r"\bthread_local\b", "thread_local state persists across calls"),
+    # Two tensors of this call compared by address, or one against nullptr, is an aliasing or a definedness check
+    # (`TORCH_CHECK(out.data_ptr() != x.data_ptr(), ...)`, session 42): a remembered address is anything else
     _p("T12.cpp.static_cache", r"data_ptr\s*(<[^;()]*>)?\s*\(\s*\)\s*(==|!=)|(==|!=)\s*\w+(\.|->)data_ptr\b",
-       "comparing data pointers across calls is a cache check"),
+       "comparing data pointers across calls is a cache check",
+       exempt=rf"{_DATA_PTR_CALL}\s*(?:==|!=)\s*(?:{_DATA_PTR_CALL}|(?:nullptr|NULL)\b)|"
+              rf"\b(?:nullptr|NULL)\s*(?:==|!=)\s*{_DATA_PTR_CALL}"),
+    # A subscript keyed by an address; a lambda's init-capture of one (`[src = x.data_ptr<float>()](int64_t b, ...)`,
+    # session 42) is a local copy, except in a static or thread_local declaration, which keeps the first call's
     _p("T12.cpp.static_cache", r"\.\s*(find|count|emplace|insert|try_emplace|contains)\s*\([^;]*data_ptr|"
-       r"\[\s*[^\]]*data_ptr[^\]]*\]",
+       r"(?:(?<!\w)(?!(?:return|co_return|co_yield|throw|case|else|do)\b)\w+|[\])])\s*\[[^\]]*data_ptr[^\]]*\]|"
+       r"\b(?:static|thread_local)\b[^;]*\[[^\]]*data_ptr[^\]]*\]",
        "keying a container by data_ptr is a cache"),
     _p("T12.cpp.file_io", r"\b(fopen|freopen|fdopen|fwrite|fread|fputs|fgets|ifstream|ofstream|fstream|filesystem|"
        r"mmap|munmap|creat|unlink|rename|opendir|readdir|FILE)\b",

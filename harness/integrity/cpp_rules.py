@@ -280,7 +280,7 @@ def check_cpp_text(text: str, filename: str, *, allowed_libraries: Iterable[str]
         own = UserTypeScope("\n".join(ln for _, ln in lines))
         for lineno, ln in lines:
             for pat in CODE_PATTERNS:
-                m = pat.regex.search(ln)
+                m = pat.search(ln)
                 if m:
                     found.append(Violation(rule=pat.rule, message=f"`{m.group(0).strip()[:60]}`: {pat.message}{suffix}",
                                            file=filename, line=lineno))
