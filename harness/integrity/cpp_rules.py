@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cuda_agent.harness.integrity.cpp_patterns import CODE_PATTERNS, INCLUDE_PATTERNS, STRING_PATTERNS
 from cuda_agent.harness.integrity.cpp_pybind import check_module_handles, registration_names
-from cuda_agent.harness.integrity.cpp_source import expand_macros, macro_definitions, strip_code
+from cuda_agent.harness.integrity.cpp_source import StrippedSource, expand_macros, macro_definitions, strip_code
 from cuda_agent.harness.integrity.cpp_user_types import UserTypeScope
 from cuda_agent.harness.integrity.cpp_vectorized import VecScope
 from cuda_agent.harness.integrity.violation import Violation, dedupe
@@ -99,6 +99,22 @@ BLAS_ROUTINE = re.compile(
     r"potr[fsi]|gesv|gesvd|gesdd|geqrf|syevd?|heevd?|gels)(_batch\w*|_64|_)*)\b")
 
 
+#: What precedes a literal that only names something (session 42: `m.def("sgemm", &own_fn)` and
+#: `AT_DISPATCH_FLOATING_TYPES(t, "sgemm", ...)` were vendor BLAS uses): a Python name, a dispatch message.
+_NAME_ONLY_CONTEXT = re.compile(r'(?:(?:\.|->)\s*def\s*\(|\bAT_DISPATCH_\w+\s*\([^;{}"]*,)\s*$')
+
+
+def _symbol_literals(stripped: StrippedSource) -> list[str]:
+    """The string literals of ``stripped`` that could name a symbol (an asm label, a weakref's target ...): all but the
+    names given to ``.def(...)`` and to ``AT_DISPATCH_*(...)``, unless the text defines a macro of those names."""
+    marks = list(re.finditer(r'""', stripped.code))  # strip_code leaves one `""` per string literal, in order
+    redefined = re.search(r"^\s*#\s*define\s+(def|AT_DISPATCH_\w*)\b", stripped.code, re.MULTILINE)
+    if len(marks) != len(stripped.strings) or redefined:
+        return [lit for _, lit in stripped.strings]
+    return [lit for (_, lit), m in zip(stripped.strings, marks, strict=True)
+            if not _NAME_ONLY_CONTEXT.search(stripped.code[max(0, m.start() - 200):m.start()])]
+
+
 def external_blas(text: str, label: str, allowed_libraries: Iterable[str] = ()) -> list[Violation]:
     """Uses of BLAS routine names that ``text`` calls, declares or names in an asm label without defining them: a
     vendor BLAS reached by a hand-written declaration (libtorch exports MKL's ``sgemm``). For sources complete in
@@ -108,11 +124,12 @@ def external_blas(text: str, label: str, allowed_libraries: Iterable[str] = ()) 
     stripped = strip_code(text)
     code = stripped.code
     found: list[Violation] = []
+    literals = {lit.strip() for lit in _symbol_literals(stripped)}
     names = {m.group(1) for m in BLAS_ROUTINE.finditer(code)}
-    names |= {lit.strip() for _, lit in stripped.strings if BLAS_ROUTINE.fullmatch(lit.strip())}
+    names |= {lit for lit in literals if BLAS_ROUTINE.fullmatch(lit)}
     for name in sorted(names):
         defined = re.search(rf"\b{re.escape(name)}\s*\([^;{{}}]*\)\s*(const\s*)?(noexcept\s*)?\{{", code)
-        used = re.search(rf"\b{re.escape(name)}\s*\(", code) or name in {lit.strip() for _, lit in stripped.strings}
+        used = re.search(rf"\b{re.escape(name)}\s*\(", code) or name in literals
         if used and not defined:
             found.append(Violation(rule="T1.cpp.vendor_library", file=label,
                                    message=f"`{name}` is called or declared but not defined here: a vendor BLAS "
