@@ -9,7 +9,9 @@ Triton backend uses. Two parts are judged differently:
 - **everything else** is judged by the harness's own ``model_new.py`` allowlist (the one every CUDA solution
   meets), after a line-preserving rewrite: each kernel definition becomes an import of an extension function of
   the same name, each launch ``k[grid](a, b)`` becomes the extension call ``k(grid, a, b)``, and ``triton``
-  becomes a module of pure helpers. So ``ModelNew.forward`` may only launch kernels, allocate outputs, read
+  becomes a module of pure helpers (``from triton import cdiv`` a math function; a ``tl`` dtype passed as data, the
+  number 1; ``tl.constexpr(literal)`` at module level, its literal; module-level autotune configs only decorators
+  read, dropped: the decorator rules judge them). So ``ModelNew.forward`` may only launch kernels, allocate outputs, read
   metadata and do arithmetic on Python numbers, and must launch at least one kernel; every other rule (no torch
   compute, no fallbacks, no reflection, threads, files, flags, timers, task imports) applies unchanged.
 

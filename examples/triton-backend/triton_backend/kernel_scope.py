@@ -10,6 +10,9 @@ installed: graded correct. So decorator arguments are data (numbers, strings, li
 heuristics lambdas of arithmetic on ``args['name']``; a kernel body may not reach ``_`` attributes nor walk out of
 ``triton.language`` (``tl.core.builtins.eval``); kernels read only module constants bound to literals; outside
 kernels a kernel is only launched (``k[grid](...)``), never ``k.fn(...)`` (its body run as Python on torch tensors).
+Grid functions (``lambda meta: ...``, a local ``def grid(meta): return ...``) get every launch argument in ``meta``,
+the tensors too, and the rewrite reads ``meta['NAME']`` as a number: they may read ``meta`` no other way (session 42:
+``meta['out'].copy_(torch arithmetic on meta['x'])`` passed as an allocation method on an unknown tensor).
 """
 
 from __future__ import annotations
