@@ -104,7 +104,7 @@ def test_libdevice_and_dtype_default_idioms_are_graded_correct_on_the_gpu(gpu_ba
 def test_autotuned_and_libdevice_solutions_of_the_s42_corpus_are_correct_on_the_gpu(gpu_backend, probed, tmp_path, name):
     """Session 42's honest corpus (test_honest_corpus_s42.py): the solutions the interpreter cannot run (autotune asks
     for a GPU driver, libdevice returns None), at reduced sizes; the full checkout's problems need `.kernelbench`."""
-    from test_honest_corpus_s42 import CORPUS, GPU_ONLY, corpus_task
+    from triton_cheats_s42 import CORPUS, GPU_ONLY, corpus_task
 
     assert name in GPU_ONLY
     task = corpus_task(name, probed)

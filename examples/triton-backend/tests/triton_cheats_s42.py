@@ -1,6 +1,7 @@
-"""Session 42's false-rejection corpus (``honest_s42/``): for each honest idiom the static rules used to refuse, the
-cheat that abuses the same idiom, refused with this rule now (``STATIC_S42``); and the honest idioms the harness's
-own allowlist still refuses (``HARNESS_FALSE_REJECTIONS``: fixes there are the harness's, outside this package).
+"""Session 42's false-rejection corpus (``honest_s42/``; :data:`PROBLEMS` names the problem each file solves): for
+each honest idiom the static rules used to refuse, the cheat that abuses the same idiom, refused with this rule now
+(``STATIC_S42``); and the honest idioms the harness's own allowlist still refuses (``HARNESS_FALSE_REJECTIONS``: fixes
+there are the harness's, outside this package).
 
 Fixed in ``triton_backend`` (each with its cheats below):
 
@@ -24,9 +25,74 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from triton_cheats import HONEST, LAUNCH
+from triton_support import REPO
 
 CORPUS = Path(__file__).resolve().parent / "honest_s42"
+VENDORED = REPO / "tests" / "kernelbench" / "data" / "KernelBench"
+CHECKOUT = REPO / ".kernelbench" / "KernelBench"
+
+#: Corpus file -> the problem it solves: ("example", task name) or (KernelBench root, "levelN/<file>.py").
+PROBLEMS: dict[str, tuple[Path | str, str]] = {
+    "ex_conv2d_relu_static_range.py": ("example", "conv2d_relu"),
+    "ex_gemm_bias_relu_autotune_heuristics.py": ("example", "gemm_bias_relu"),
+    "ex_row_sum_reduce.py": ("example", "row_sum"),
+    "ex_softmax_online.py": ("example", "softmax"),
+    "ex_swish_heuristics.py": ("example", "swish"),
+    "kb1_19_relu_autotune.py": (VENDORED, "level1/19_ReLU.py"),
+    "kb1_1_matmul_block_ptr.py": (VENDORED, "level1/1_Square_matrix_multiplication_.py"),
+    "kb1_23_softmax_tutorial.py": (VENDORED, "level1/23_Softmax.py"),
+    "kb2_12_gemm_mul_leakyrelu.py": (VENDORED, "level2/12_Gemm_Multiply_LeakyReLU.py"),
+    "kb3_1_mlp_loop.py": (VENDORED, "level3/1_MLP.py"),
+    "kb1_21_sigmoid_dtypes.py": (CHECKOUT, "level1/21_Sigmoid.py"),
+    "kb1_22_tanh_libdevice.py": (CHECKOUT, "level1/22_Tanh.py"),
+    "kb1_26_gelu_libdevice.py": (CHECKOUT, "level1/26_GELU_.py"),
+    "kb1_36_rmsnorm.py": (CHECKOUT, "level1/36_RMSNorm_.py"),
+    "kb1_3_bmm_batch_loop.py": (CHECKOUT, "level1/3_Batched_matrix_multiplication.py"),
+    "kb1_40_layernorm_two_kernels.py": (CHECKOUT, "level1/40_LayerNorm.py"),
+    "kb1_41_maxpool1d.py": (CHECKOUT, "level1/41_Max_Pooling_1D.py"),
+    "kb1_47_sum_dim_atomic.py": (CHECKOUT, "level1/47_Sum_reduction_over_a_dimension.py"),
+    "kb1_4_matvec_split_k.py": (CHECKOUT, "level1/4_Matrix_vector_multiplication_.py"),
+    "kb1_51_argmax.py": (CHECKOUT, "level1/51_Argmax_over_a_dimension.py"),
+    "kb1_5_matrix_scalar.py": (CHECKOUT, "level1/5_Matrix_scalar_multiplication.py"),
+    "kb1_88_newgelu_math.py": (CHECKOUT, "level1/88_MinGPTNewGelu.py"),
+    "kb1_89_cumsum_scan.py": (CHECKOUT, "level1/89_cumsum.py"),
+    "kb1_94_mse_atomic_autotune.py": (CHECKOUT, "level1/94_MSELoss.py"),
+    "kb1_97_sdpa_flash.py": (CHECKOUT, "level1/97_ScaledDotProductAttention.py"),
+}
+#: Graded on the GPU only (test_gpu.py), with the reason.
+GPU_ONLY = {
+    "kb1_22_tanh_libdevice.py": "libdevice", "kb1_26_gelu_libdevice.py": "libdevice",
+    "kb1_19_relu_autotune.py": "autotune", "kb1_1_matmul_block_ptr.py": "autotune",
+    "ex_gemm_bias_relu_autotune_heuristics.py": "autotune", "kb1_94_mse_atomic_autotune.py": "autotune",
+}
+#: Under the interpreter Triton's autotuner times its configs with the GPU driver's benchmarker, and there is none.
+AUTOTUNE_ON_CPU = "Triton's autotuner asks the GPU driver for a benchmarker: '0 active drivers' under the interpreter"
+
+
+def _kernelbench(root: Path, rel: str):  # type: ignore[no-untyped-def]
+    """The probed manifest of KernelBench problem ``rel`` of ``root`` at reduced sizes (as ``score`` makes it)."""
+    from cuda_agent.harness.kernelbench_tasks import kernelbench_task
+    from cuda_agent.harness.tasks import load_task_code
+
+    level = int(rel.split("/")[0].removeprefix("level"))
+    task = kernelbench_task(root / rel, root, level, "reduced")
+    probed = load_task_code(task.code, task.id, source=task.source, level=task.level)
+    return probed.model_copy(update={"meta": {**task.meta, **probed.meta}, "name": task.name, "upstream": task.upstream})
+
+
+def corpus_task(name: str, probed):  # type: ignore[no-untyped-def]
+    """The probed task corpus file ``name`` solves (skipped when the full checkout is absent)."""
+    root, problem = PROBLEMS[name]
+    if root == "example":
+        return probed(problem)
+    assert isinstance(root, Path)
+    if not (root / problem).is_file():
+        pytest.skip(f"{root / problem} is absent (the full checkout: bash scripts/fetch_kernelbench.sh)")
+    return _kernelbench(root, problem)
+
+
 GEMM = (Path(__file__).resolve().parents[1] / "solutions" / "gemm_bias_relu" / "model_new.py").read_text()
 _DOT = 'acc += tl.dot(a, w, input_precision="ieee")'
 _SIG = "def swish_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):"
