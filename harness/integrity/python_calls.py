@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Any
 from cuda_agent.harness.integrity import python_allowlist as allow
 from cuda_agent.harness.integrity.python_kinds import (
     CALLABLE_TAGS,
+    M,
     METHOD_RECEIVERS,
     MUTATING_CONTAINER_METHODS,
     NON_COMPUTE,
-    M,
     P,
     S,
     T,
     U,
+    is_static,
     make_kind,
     number_annotation,
 )
@@ -87,7 +88,7 @@ class CallChecks:
         if tag == "method":
             method = self.cls.methods.get(ref or "") if self.cls is not None else None
             if method is not None and self.strict:
-                self.check_number_args(node, method, arg_kinds, skip=1)
+                self.check_number_args(node, method, arg_kinds, skip=0 if is_static(method) else 1)
             self.top.reach(self.mode, self.cls.name if self.cls else None, ref or "")
             if self.mode == "forward":
                 self.ext_called |= self.top.ext_called_in_forward

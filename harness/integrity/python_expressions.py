@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING
 
 from cuda_agent.harness.integrity import python_allowlist as allow
 from cuda_agent.harness.integrity.python_kinds import (
-    NON_COMPUTE,
-    TORCH_MODULE_PREFIXES,
     M,
+    MATH_CONSTANTS,
+    NON_COMPUTE,
     P,
     S,
     T,
+    TORCH_MODULE_PREFIXES,
     U,
+    is_static,
     make_kind,
 )
 
@@ -86,6 +88,8 @@ class ExpressionChecks:
                     return make_kind("X")
                 return self.torch_kind(path)
             if path.startswith("math"):
+                if path in MATH_CONSTANTS:
+                    return make_kind(S)
                 return make_kind("mod", path) if path == "math" else make_kind("mathfn", path)
             return make_kind("mod", path)
         if name in self.top.constants:
@@ -119,7 +123,7 @@ class ExpressionChecks:
                     return make_kind("X")
                 return self.torch_kind(path)
             if path.startswith("math."):
-                return make_kind("mathfn", path)
+                return make_kind(S) if path in MATH_CONSTANTS else make_kind("mathfn", path)
         return self.attr_kind(node, self.expr(node.value))
 
     def attr_kind(self, node: ast.Attribute, recv: tuple[str, str | None]) -> tuple[str, str | None]:
@@ -165,6 +169,9 @@ class ExpressionChecks:
                 self.flag("T1.python.reflection", node, "private attributes are not allowed")
             return make_kind(M)
         if tag == "helpercls":
+            if self.cls is not None and recv[1] == self.cls.name and attr in self.cls.methods \
+                    and is_static(self.cls.methods[attr]):
+                return make_kind("method", attr)  # ModelNew.launch(x): the static method, as self.launch(x)
             return make_kind("applyfn", recv[1]) if attr == "apply" else make_kind(U)
         if tag == "ext":  # self.ext.fn where __init__ stored the extension module
             return make_kind("extfn", "@ext." + attr)

@@ -15,15 +15,16 @@ from cuda_agent.harness.integrity import python_allowlist as allow
 from cuda_agent.harness.integrity.python_calls import CallChecks
 from cuda_agent.harness.integrity.python_expressions import ExpressionChecks
 from cuda_agent.harness.integrity.python_kinds import (
-    NON_COMPUTE,
-    ClassInfo,
     M,
+    NON_COMPUTE,
     S,
     T,
     U,
+    is_static,
     make_kind,
     number_annotation,
     submodule_param,
+    ClassInfo,
 )
 from cuda_agent.harness.integrity.violation import Violation
 
@@ -42,16 +43,16 @@ class FunctionChecker(ExpressionChecks, CallChecks):
         self.env: dict[str, tuple[str, str | None]] = {}
         self.input_names: set[str] = set()
         args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
-        is_static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in node.decorator_list)
+        static = is_static(node)
         for i, a in enumerate(args):
-            if i == 0 and cls is not None and not is_static:
+            if i == 0 and cls is not None and not static:
                 self.env[a.arg] = make_kind("self")
-            elif i == 0 and cls is not None and cls.kind == "function" and is_static:
+            elif i == 0 and cls is not None and cls.kind == "function" and static:
                 self.env[a.arg] = make_kind("ctx")
             elif mode == "init" and node.name == "__init__":
                 self.env[a.arg] = make_kind(S)
             elif number_annotation(a.annotation) and (cls is None or (
-                    cls.kind == "modelnew" and node.name not in {"forward", "__init__"} and not is_static)):
+                    cls.kind == "modelnew" and node.name not in {"forward", "__init__"})):
                 # def _out_size(n: int, k: int) -> int (module level, or a ModelNew method other than forward):
                 # numbers; every call from forward is checked to pass numbers there (check_number_args), and such a
                 # helper is reached only by such calls (handing it over as a value is refused)
@@ -59,7 +60,7 @@ class FunctionChecker(ExpressionChecks, CallChecks):
             elif self.module_annotation(a.annotation):
                 # def fused_linear(x, linear: nn.Linear): its weights are read like self.fc's; calling it is refused
                 self.env[a.arg] = make_kind("tmodule", "param:" + self.module_annotation(a.annotation))
-            elif a.annotation is None and cls is not None and cls.kind == "modelnew" and i > 0 and not is_static \
+            elif a.annotation is None and cls is not None and cls.kind == "modelnew" and i > 0 and not static \
                     and node.name not in {"forward", "__init__"} and submodule_param(cls, node.name, i - 1, a.arg):
                 # def conv_relu(self, x, conv) called only as self.conv_relu(x, self.conv): a module, as if annotated
                 self.env[a.arg] = make_kind("tmodule", "param:" + submodule_param(cls, node.name, i - 1, a.arg))

@@ -45,6 +45,15 @@ def is_super_init(node: ast.Attribute) -> bool:
             and node.value.func.id == "super")
 
 
+def is_static(fn: ast.FunctionDef) -> bool:
+    """Whether ``fn`` is decorated ``@staticmethod`` (no ``self``: its first parameter is an argument)."""
+    return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+
+
+#: ``math`` members that are numbers, not functions (``math.sqrt(2.0 / math.pi)``).
+MATH_CONSTANTS = frozenset({"math.pi", "math.e", "math.tau", "math.inf", "math.nan"})
+
+
 def number_annotation(annotation: ast.AST | None) -> bool:
     """``int``, ``float`` or ``bool`` (a parameter annotated as a Python number)."""
     return isinstance(annotation, ast.Name) and annotation.id in {"int", "float", "bool"}
