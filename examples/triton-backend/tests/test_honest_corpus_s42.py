@@ -4,11 +4,12 @@ problem or an example task.
 
 - every file passes the static rules (``check_triton_source``, what ``TritonAdapter.check_sources`` runs);
 - the cheats beside each fix these files needed are refused with their rule (``triton_cheats_s42.STATIC_S42``);
-- the honest idioms only the harness's own allowlist still refuses are listed, expected to fail (xfail, strict);
+- the honest idioms the harness's own allowlist refused pass since its session-42 fixes; one stays refused on purpose;
 - end to end on the CPU (Triton's interpreter, reduced sizes): the solutions of vendored KernelBench problems and of
   the example tasks are graded correct; those of the full checkout's problems (``.kernelbench``, when fetched) pass
-  verify. Autotuned solutions cannot run under the interpreter (Triton's autotuner asks for a GPU driver to time its
-  configs: "0 active drivers"); libdevice returns None there: both are graded on the GPU (``test_gpu.py``).
+  verify, autotuned ones included (``interpreter_compat.patch_autotune_bench``: the autotuner asked the absent GPU
+  driver to time its configs, "0 active drivers"); libdevice returns None there: those are graded on the GPU
+  (``test_gpu.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from triton_cheats_s42 import (AUTOTUNE_ON_CPU, CHECKOUT, CORPUS, GPU_ONLY, HARNESS_FALSE_REJECTIONS, PROBLEMS,
+from triton_cheats_s42 import (CHECKOUT, CORPUS, GPU_ONLY, HARNESS_FALSE_REJECTIONS, PROBLEMS, REFUSED_ON_PURPOSE,
                                STATIC_S42, VENDORED, corpus_task)
 from triton_support import TASKS
 
@@ -51,12 +52,15 @@ def test_the_cheats_beside_the_fixes_are_refused_with_their_rule(name):
 
 
 @pytest.mark.parametrize("name", sorted(HARNESS_FALSE_REJECTIONS))
-@pytest.mark.xfail(strict=True, reason="a false rejection by the harness's own allowlist (cuda_agent.harness."
-                                       "integrity), every backend's; fixed there, move the idiom into the corpus")
-def test_honest_idioms_the_harness_allowlist_still_refuses(name):
-    source, rule = HARNESS_FALSE_REJECTIONS[name]
-    assert rule in RULES
+def test_honest_idioms_the_harness_allowlist_refused_now_pass(name):
+    source, _ = HARNESS_FALSE_REJECTIONS[name]
     assert check_triton_source(source).violations == []
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_ON_PURPOSE))
+def test_a_float_annotated_input_handed_to_a_number_parameter_stays_refused(name):
+    source, rule = REFUSED_ON_PURPOSE[name]
+    assert rule in RULES and rule in [v.rule for v in check_triton_source(source).violations]
 
 
 def _cpu_cases(kinds: tuple[Path | str, ...]) -> list:  # type: ignore[type-arg]
@@ -64,8 +68,7 @@ def _cpu_cases(kinds: tuple[Path | str, ...]) -> list:  # type: ignore[type-arg]
     for name, (root, _) in sorted(PROBLEMS.items()):
         if root not in kinds or GPU_ONLY.get(name) == "libdevice":
             continue
-        marks = [pytest.mark.xfail(strict=True, reason=AUTOTUNE_ON_CPU)] if GPU_ONLY.get(name) == "autotune" else []
-        cases.append(pytest.param(name, marks=marks, id=name.removesuffix(".py")))
+        cases.append(pytest.param(name, id=name.removesuffix(".py")))
     return cases
 
 

@@ -61,14 +61,12 @@ PROBLEMS: dict[str, tuple[Path | str, str]] = {
     "kb1_94_mse_atomic_autotune.py": (CHECKOUT, "level1/94_MSELoss.py"),
     "kb1_97_sdpa_flash.py": (CHECKOUT, "level1/97_ScaledDotProductAttention.py"),
 }
-#: Graded on the GPU only (test_gpu.py), with the reason.
+#: Graded on the GPU too (test_gpu.py), with the reason; the libdevice ones only there (the interpreter returns None).
 GPU_ONLY = {
     "kb1_22_tanh_libdevice.py": "libdevice", "kb1_26_gelu_libdevice.py": "libdevice",
     "kb1_19_relu_autotune.py": "autotune", "kb1_1_matmul_block_ptr.py": "autotune",
     "ex_gemm_bias_relu_autotune_heuristics.py": "autotune", "kb1_94_mse_atomic_autotune.py": "autotune",
 }
-#: Under the interpreter Triton's autotuner times its configs with the GPU driver's benchmarker, and there is none.
-AUTOTUNE_ON_CPU = "Triton's autotuner asks the GPU driver for a benchmarker: '0 active drivers' under the interpreter"
 
 
 def _kernelbench(root: Path, rel: str):  # type: ignore[no-untyped-def]
@@ -188,8 +186,9 @@ def _corpus(name: str) -> str:
     return (CORPUS / name).read_text()
 
 
-#: Honest idioms the harness's own allowlist (``cuda_agent.harness.integrity``, every backend's) refuses: each a
-#: corpus file with the idiom put back, and the rule it meets. Expected to fail until the harness changes.
+#: Honest idioms the harness's own allowlist (``cuda_agent.harness.integrity``, every backend's) refused: each a
+#: corpus file with the idiom put back, and the rule it met. The lead fixed all but the last in session 42
+#: (``tests/integrity/test_static_methods_and_math_constants.py``, with the cheats beside them); they must pass.
 HARNESS_FALSE_REJECTIONS: dict[str, tuple[str, str]] = {
     # python_calls.check_number_args is given skip=1 for a @staticmethod called as self.m(...): arguments are matched
     # to the parameter after theirs, so a tensor lands on `apply_relu: bool`
@@ -206,7 +205,12 @@ HARNESS_FALSE_REJECTIONS: dict[str, tuple[str, str]] = {
     # math.pi / math.e are read as module members (functions), not numbers
     "math_pi_in_forward": (_sub(_corpus("kb1_88_newgelu_math.py"), "sqrt_2_over_pi=SQRT_2_OVER_PI",
                                 "sqrt_2_over_pi=math.sqrt(2.0 / math.pi)"), "T1.python.operator"),
-    # a forward input annotated float is a tensor to the allowlist: handing it to a helper's `s: float` is refused
+}
+
+#: Refused on purpose: a forward input annotated float is a tensor to the allowlist (the annotation is the
+#: candidate's word; the harness passes what ``get_inputs()`` makes), so handing it to a helper's ``s: float``, whose
+#: body computes with it as a number, is refused. Handing it to the kernel directly (the corpus file) passes.
+REFUSED_ON_PURPOSE: dict[str, tuple[str, str]] = {
     "scalar_input_to_a_typed_helper": (_sub(_corpus("kb1_5_matrix_scalar.py"), "def matrix_scalar(a: torch.Tensor, s,",
                                             "def matrix_scalar(a: torch.Tensor, s: float,"), "T1.python.operator"),
 }

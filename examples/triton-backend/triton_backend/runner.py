@@ -34,9 +34,10 @@ class TritonLoader:
         import triton  # noqa: F401
 
         if device == "cpu":
-            from triton_backend.interpreter_compat import patch_scalar_index
+            from triton_backend.interpreter_compat import patch_autotune_bench, patch_scalar_index
 
             patch_scalar_index()
+            patch_autotune_bench()
         from triton_backend import _warm
 
         _warm.launch(device)
