@@ -29,6 +29,9 @@ class TritonLoader:
     def prepare(self, device: str) -> None:
         """A private kernel cache, the interpreter on a CPU device, Triton imported and one launch of our own."""
         os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-", dir=os.getcwd())
+        # `tl.dot(..., allow_tf32=False)` means TRITON_F32_DEFAULT or "ieee": the precision the static rules accepted
+        # must not be changed by the environment the runner inherited
+        os.environ.pop("TRITON_F32_DEFAULT", None)
         if device == "cpu":
             os.environ["TRITON_INTERPRET"] = "1"
         import triton  # noqa: F401
