@@ -21,6 +21,8 @@ from cuda_agent.harness.grade_stop import stop_check, stop_reason
 from cuda_agent.harness.phases import apply_speedups
 from cuda_agent.harness.timed_run import settle_fresh_sets, time_candidate
 from cuda_agent.harness.timing_stats import summarize
+from cuda_agent.harness.unaccounted_wall import RoundWall
+from cuda_agent.harness.unaccounted_wall import check as check_unaccounted_wall
 from cuda_agent.harness.widened_run import make_recalls, recall_order, round_recalls, verify_widened
 from cuda_agent.schemas.result import Baselines, CandidateResult
 from cuda_agent.schemas.task import TaskManifest
@@ -62,6 +64,7 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         # Per variant, each round's per-call times (a fresh-set confirmation round included).
         timed: dict[str, list[list[float]]] = {"candidate": [], "eager": [], "compile": []}
         wall = 0.0
+        walls: list[RoundWall] = []  # each round's walls, for the unaccounted-wall rule (harness/unaccounted_wall.py)
         sess.reference.baseline_host_stats(take=True)  # this grade's baseline work only, from here
         if timing_settings.compile_baseline:  # compile (CPU work) before the timing lock is taken
             t = time.perf_counter()
@@ -94,14 +97,22 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
             if sess.failed:
                 return samples
             wall += wall_ms
+            rw = RoundWall(calls=list(sess.batch_walls))
+            walls.append(rw)
             warm = protocol.warmup_calls if r == 0 else 1
             t = time.perf_counter()
             bks = sess.sets.held_for_baselines(ks)  # the sets the reference holds now (memory-aware sessions)
+
+            def baseline(which: str, warmup: int) -> None:
+                t0 = time.perf_counter()
+                got = sess.reference.time_baseline(which, bks, per_round, warmup, compile_mode)
+                rw.baselines.append(((time.perf_counter() - t0) * 1e3, got, warmup))
+                timed[which].append(got)
+
             with sess.ctx.lock:
-                timed["eager"].append(sess.reference.time_baseline("eager", bks, per_round, warm, compile_mode))
+                baseline("eager", warm)
                 if timing_settings.compile_baseline:
-                    timed["compile"].append(sess.reference.time_baseline(
-                        "compile", bks, per_round, warm + (2 if r == 0 else 0), compile_mode))
+                    baseline("compile", warm + (2 if r == 0 else 0))
             sess.tick("baselines", t)
             timed["candidate"].append(samples)
             return samples
@@ -122,6 +133,10 @@ def grade(evaluator: Evaluator, task: TaskManifest, root: Path, so_path: Path | 
         # none, its samples are the candidate's (against the baselines of every round, this one's included).
         cand = settle_fresh_sets(sess, [x for s in timed["candidate"] for x in s],
                                  lambda: run_round(ran, fresh_total))
+        if sess.failed:
+            return
+        # The parent's wall against what the reported times leave of it, against the baselines' timer path (T8)
+        check_unaccounted_wall(sess, walls)
         if sess.failed:
             return
         eager = [x for s in timed["eager"] for x in s]

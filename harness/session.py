@@ -96,6 +96,10 @@ class Session:
         self.last_state: dict[str, str] | None = None
         #: The runner's peak device bytes, as it reported at the closing guard (a diagnostic).
         self.runner_peak_bytes: int | None = None
+        #: (the parent's wall of the runner's round trip, the reported ms) of the last call, and of each timed call of
+        #: the last timed batch (harness/unaccounted_wall.py).
+        self.last_call_wall: tuple[float, float] = (0.0, 0.0)
+        self.batch_walls: list[tuple[float, float]] = []
 
     @property
     def failed(self) -> bool:
@@ -252,6 +256,7 @@ class Session:
         called = self.runner.call(k, audit=audit, state=state)
         self.last_state = called.state
         wall_ms = (time.perf_counter() - wall0) * 1e3
+        self.last_call_wall = (wall_ms, called.ms)
         self.tick("forward_calls", wall0)
         self.calls += 1
         work = self.diagnostics.call_work_s

@@ -68,6 +68,7 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
     if fresh_calls is None:
         fresh_calls = fresh_count(sess.ctx.integrity.fresh_set_calls, sess.sets.input_bytes())
     fresh = fresh_sets(sess, fresh_calls)
+    sess.batch_walls = []
     checks = 0
     wall_ms = 0.0
     sequence: list[tuple[bool, float]] = []  # (on a fresh set, ms) in call order
@@ -78,6 +79,7 @@ def time_candidate(sess: Session, ks: list[int], *, calls: int | None = None, ma
         ms = sess.call(k, check=check)
         wall_ms += (time.perf_counter() - t0) * 1e3
         samples.append(ms)
+        sess.batch_walls.append(sess.last_call_wall)
         sequence.append((is_fresh, ms))
 
     with sess.ctx.lock:
