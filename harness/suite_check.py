@@ -373,8 +373,11 @@ class SuiteCheck:
             nonlocal lap
             now = time.monotonic()
             stages[name] = stages.get(name, 0.0) + now - lap
+            # logged as each stage ends: a run killed at its cap still shows where each task's time went
+            log.info("self-check stage", task=task.id, stage=name, seconds=round(now - lap, 3))
             lap = now
 
+        log.info("self-check started", task=task.id)
         probed = probe_task(task, self.config.backend)
         stage("probe")
         if "probe_error" in probed.meta:

@@ -34,7 +34,11 @@ def test_tasks_check_with_standard_fast_records_its_rounds_and_replays(tmp_path:
     assert summary["rows"] == 1 and summary["rounds_run"] == {str(rounds["run"]): 1}
     assert summary["stopped_early"] == int(rounds["run"] < 9)
     assert "grading passes the precision stop ended early" in (out / "report.md").read_text()
-    capsys.readouterr()
+    logged = capsys.readouterr()
+    events = [json.loads(line) for line in (logged.out + logged.err).splitlines() if line.startswith("{")]
+    stages = [e["stage"] for e in events if e.get("event") == "self-check stage" and e.get("task") == row["task_id"]]
+    assert "self-check started" in [e.get("event") for e in events]  # a run killed at its cap shows where it was
+    assert stages[:1] == ["probe"] and stages[-1] == "device", stages
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
